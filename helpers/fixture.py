@@ -1,0 +1,439 @@
+"""Load and validate the Riverton handbook fixture.
+
+Introduced in lesson 1, "Load the reader and the handbook". Every check that fails
+raises :class:`FixtureError`, whose message names the file, the data row (1 = first row
+under the header), the physical line and the column, so a bad edit is found at once.
+
+Run ``python -m helpers.fixture check`` to validate the folder and
+``python -m helpers.fixture update-metadata FILE...`` after a deliberate edit, which
+rewrites the rows and SHA-256 fingerprint recorded for those files.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import hashlib
+import io
+import os
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import regex
+
+from .paths import DATA_DIR, PROJECT_ROOT
+
+HANDBOOK_FILE = "riverton-handbook.csv"
+QUESTIONS_FILE = "riverton-handbook-questions.csv"
+METADATA_FILE = "riverton-handbook-metadata.csv"
+
+HANDBOOK_COLUMNS = ("passage_id", "topic", "text", "source", "author_note")
+QUESTION_COLUMNS = (
+    "question_id",
+    "question",
+    "probe_type",
+    "expected_action",
+    "gold_passage_id",
+    "acceptable_answers",
+    "author_note",
+)
+METADATA_COLUMNS = (
+    "artifact",
+    "description",
+    "source",
+    "license",
+    "created_on",
+    "rows",
+    "fingerprint",
+)
+ACTIONS = ("answer", "abstain", "flag premise")
+
+_ID = regex.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_SHA256 = regex.compile(r"[0-9a-f]{64}")
+_DATE = regex.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+class FixtureError(ValueError):
+    """A fixture file is malformed; the message names file, row, line and column."""
+
+    def __init__(self, path, problem, row=None, line=None, column=None):
+        self.path = Path(path)
+        self.problem = problem
+        self.row = row
+        self.line = line
+        self.column = column
+        where = [_display(self.path)]
+        if row is not None:
+            where.append(f"row {row}" + (f" (line {line})" if line is not None else ""))
+        elif line is not None:
+            where.append(f"line {line}")
+        if column is not None:
+            where.append(f"column '{column}'")
+        super().__init__(", ".join(where) + ": " + problem)
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(PROJECT_ROOT))
+    except ValueError:
+        return str(path)
+
+
+def fingerprint(path: str | os.PathLike) -> str:
+    """SHA-256 of the file's bytes, as lower-case hex."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class _Row:
+    number: int  # 1 = first data row
+    line: int  # physical line in the file
+    values: dict[str, str]
+
+
+def _read_rows(path: Path, columns: tuple[str, ...]) -> list[_Row]:
+    """Read a CSV strictly: UTF-8 without BOM, LF line ends, the exact header."""
+    if not path.exists():
+        raise FixtureError(path, "file not found")
+    data = path.read_bytes()
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise FixtureError(
+            path, "starts with a UTF-8 byte-order mark; save it as UTF-8 without BOM", line=1
+        )
+    if b"\r" in data:
+        line = data[: data.index(b"\r")].count(b"\n") + 1
+        raise FixtureError(
+            path, "has a carriage return (CRLF or CR line end); save it with LF line ends",
+            line=line,
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise FixtureError(path, f"is not valid UTF-8 ({error.reason})", line=line) from None
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader)
+    except StopIteration:
+        raise FixtureError(path, "is empty; expected a header row", line=1) from None
+    except csv.Error as error:
+        raise FixtureError(path, f"CSV syntax error: {error}", line=1) from None
+    if tuple(header) != columns:
+        missing = [c for c in columns if c not in header]
+        extra = [c for c in header if c not in columns]
+        if missing:
+            raise FixtureError(path, "missing from the header", line=1, column=missing[0])
+        if extra:
+            raise FixtureError(path, "not an expected column", line=1, column=extra[0])
+        raise FixtureError(
+            path, f"header columns are out of order; expected {', '.join(columns)}", line=1
+        )
+    rows: list[_Row] = []
+    previous_line = 1
+    while True:
+        try:
+            fields = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as error:
+            raise FixtureError(
+                path, f"CSV syntax error: {error}", row=len(rows) + 1, line=previous_line + 1
+            ) from None
+        line = previous_line + 1  # the line where this record starts
+        previous_line = reader.line_num
+        number = len(rows) + 1
+        if reader.line_num != line:
+            raise FixtureError(path, "a field spans several lines", row=number, line=line)
+        if len(fields) != len(columns):
+            raise FixtureError(
+                path, f"has {len(fields)} fields, expected {len(columns)}", row=number, line=line
+            )
+        values = dict(zip(columns, fields))
+        for column, value in values.items():
+            if value != value.strip():
+                raise FixtureError(
+                    path, "has leading or trailing white space", row=number, line=line,
+                    column=column,
+                )
+        rows.append(_Row(number, line, values))
+    if not rows:
+        raise FixtureError(path, "has a header but no data rows", line=2)
+    return rows
+
+
+def _require(path: Path, row: _Row, column: str, pattern=None, choices=None) -> str:
+    value = row.values[column]
+    if value == "":
+        raise FixtureError(path, "is empty", row.number, row.line, column)
+    if pattern is not None and not pattern.fullmatch(value):
+        raise FixtureError(
+            path, f"value {value!r} does not match {pattern.pattern}", row.number, row.line,
+            column,
+        )
+    if choices is not None and value not in choices:
+        raise FixtureError(
+            path, f"value {value!r} is not one of {', '.join(choices)}", row.number, row.line,
+            column,
+        )
+    return value
+
+
+def _require_unique(path: Path, rows: list[_Row], column: str) -> None:
+    seen: dict[str, int] = {}
+    for row in rows:
+        value = row.values[column]
+        if value in seen:
+            raise FixtureError(
+                path, f"duplicate ID {value!r} (first in row {seen[value]})", row.number,
+                row.line, column,
+            )
+        seen[value] = row.number
+
+
+def read_metadata(data_dir: str | os.PathLike = DATA_DIR) -> pd.DataFrame:
+    """Read and validate the metadata table (without checking the artifacts it lists)."""
+    path = Path(data_dir) / METADATA_FILE
+    rows = _read_rows(path, METADATA_COLUMNS)
+    for row in rows:
+        for column in ("artifact", "description", "source", "license"):
+            _require(path, row, column)
+        created = _require(path, row, "created_on", _DATE)
+        try:
+            dt.date.fromisoformat(created)
+        except ValueError:
+            raise FixtureError(
+                path, f"{created!r} is not a calendar date", row.number, row.line, "created_on"
+            ) from None
+        _require(path, row, "rows", regex.compile(r"0|[1-9][0-9]*"))
+        _require(path, row, "fingerprint", _SHA256)
+    _require_unique(path, rows, "artifact")
+    frame = pd.DataFrame([row.values for row in rows], columns=list(METADATA_COLUMNS))
+    frame["rows"] = frame["rows"].astype("int64")
+    frame["created_on"] = pd.to_datetime(frame["created_on"], format="%Y-%m-%d").dt.date
+    frame.attrs["lines"] = {row.values["artifact"]: row.line for row in rows}
+    return frame
+
+
+def _check_against_metadata(path: Path, n_rows: int, metadata: pd.DataFrame) -> None:
+    meta_path = path.parent / METADATA_FILE
+    matches = metadata.index[metadata["artifact"] == path.name]
+    if len(matches) == 0:
+        raise FixtureError(meta_path, f"has no row for {path.name}", column="artifact")
+    position = int(matches[0])
+    row_number = position + 1
+    line = metadata.attrs.get("lines", {}).get(path.name)
+    recorded_rows = int(metadata.at[position, "rows"])
+    if recorded_rows != n_rows:
+        raise FixtureError(
+            meta_path,
+            f"records {recorded_rows} rows for {path.name}, but the file has {n_rows} data rows",
+            row_number, line, "rows",
+        )
+    actual = fingerprint(path)
+    recorded = metadata.at[position, "fingerprint"]
+    if actual != recorded:
+        raise FixtureError(
+            meta_path,
+            f"fingerprint of {path.name} does not match: recorded {recorded[:12]}..., "
+            f"file has {actual[:12]}... The file changed since the metadata was written; "
+            f"if the edit was deliberate, run `python -m helpers.fixture update-metadata "
+            f"{path.name}`",
+            row_number, line, "fingerprint",
+        )
+
+
+def _handbook_rows(path: Path) -> list[_Row]:
+    rows = _read_rows(path, HANDBOOK_COLUMNS)
+    for row in rows:
+        _require(path, row, "passage_id", _ID)
+        for column in ("topic", "text", "source"):
+            _require(path, row, column)
+    _require_unique(path, rows, "passage_id")
+    return rows
+
+
+def load_handbook(
+    data_dir: str | os.PathLike = DATA_DIR, metadata: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """The handbook passages, validated and checked against the metadata."""
+    path = Path(data_dir) / HANDBOOK_FILE
+    rows = _handbook_rows(path)
+    if metadata is None:
+        metadata = read_metadata(data_dir)
+    _check_against_metadata(path, len(rows), metadata)
+    return pd.DataFrame([row.values for row in rows], columns=list(HANDBOOK_COLUMNS))
+
+
+def split_answers(text: str) -> tuple[str, ...]:
+    """Acceptable answers are stored joined by ``|``; an empty field means none."""
+    return tuple(text.split("|")) if text else ()
+
+
+def _question_rows(path: Path, passage_ids: set[str]) -> list[_Row]:
+    rows = _read_rows(path, QUESTION_COLUMNS)
+    for row in rows:
+        _require(path, row, "question_id", _ID)
+        _require(path, row, "question")
+        _require(path, row, "probe_type")
+        action = _require(path, row, "expected_action", choices=ACTIONS)
+        gold = row.values["gold_passage_id"]
+        answers = row.values["acceptable_answers"]
+        if action == "abstain" and gold:
+            raise FixtureError(
+                path, "an abstain question has no gold passage; leave it empty", row.number,
+                row.line, "gold_passage_id",
+            )
+        if action != "abstain":
+            _require(path, row, "gold_passage_id")
+            if gold not in passage_ids:
+                raise FixtureError(
+                    path, f"gold passage {gold!r} is not in the handbook", row.number,
+                    row.line, "gold_passage_id",
+                )
+        if action == "answer":
+            _require(path, row, "acceptable_answers")
+            for variant in split_answers(answers):
+                if not variant.strip():
+                    raise FixtureError(
+                        path, "has an empty answer variant between | separators",
+                        row.number, row.line, "acceptable_answers",
+                    )
+        elif answers:
+            raise FixtureError(
+                path, f"a {action!r} question takes no acceptable answers; leave it empty",
+                row.number, row.line, "acceptable_answers",
+            )
+    _require_unique(path, rows, "question_id")
+    return rows
+
+
+def load_questions(
+    name: str = QUESTIONS_FILE,
+    data_dir: str | os.PathLike = DATA_DIR,
+    handbook: pd.DataFrame | None = None,
+    metadata: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """A question file, validated against the handbook and the metadata.
+
+    Missing gold passages are ``None``; ``acceptable_list`` holds the variants as a tuple.
+    """
+    data_dir = Path(data_dir)
+    if metadata is None:
+        metadata = read_metadata(data_dir)
+    if handbook is None:
+        handbook = load_handbook(data_dir, metadata)
+    path = data_dir / name
+    rows = _question_rows(path, set(handbook["passage_id"]))
+    _check_against_metadata(path, len(rows), metadata)
+    frame = pd.DataFrame([row.values for row in rows], columns=list(QUESTION_COLUMNS))
+    frame["gold_passage_id"] = pd.Series(
+        [row.values["gold_passage_id"] or None for row in rows], dtype=object
+    )
+    frame["acceptable_list"] = pd.Series(
+        [split_answers(row.values["acceptable_answers"]) for row in rows], dtype=object
+    )
+    return frame
+
+
+@dataclass(frozen=True)
+class Fixture:
+    """The handbook, one question set and the metadata, loaded together."""
+
+    handbook: pd.DataFrame
+    questions: pd.DataFrame
+    metadata: pd.DataFrame
+
+
+def load_riverton(
+    data_dir: str | os.PathLike = DATA_DIR, questions: str = QUESTIONS_FILE
+) -> Fixture:
+    """Load the handbook, a question file and the metadata, checking all three."""
+    metadata = read_metadata(data_dir)
+    handbook = load_handbook(data_dir, metadata)
+    question_frame = load_questions(questions, data_dir, handbook, metadata)
+    return Fixture(handbook, question_frame, metadata)
+
+
+def _artifact_rows(path: Path) -> int:
+    """Data rows of an artifact, after validating it where a schema is known."""
+    if path.name == HANDBOOK_FILE:
+        return len(_handbook_rows(path))
+    if path.suffix == ".csv" and path.name != METADATA_FILE:
+        with path.open(encoding="utf-8", newline="") as handle:
+            header = next(csv.reader(handle), [])
+        if tuple(header) == QUESTION_COLUMNS:
+            handbook_ids = {row.values["passage_id"] for row in _handbook_rows(
+                path.parent / HANDBOOK_FILE)}
+            return len(_question_rows(path, handbook_ids))
+        return len(_read_rows(path, tuple(header)))
+    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+
+
+def update_metadata(artifacts: list[str], data_dir: str | os.PathLike = DATA_DIR) -> None:
+    """Recompute rows and fingerprint for the named artifacts and rewrite the metadata."""
+    data_dir = Path(data_dir)
+    meta_path = data_dir / METADATA_FILE
+    metadata = read_metadata(data_dir)
+    for name in artifacts:
+        matches = metadata.index[metadata["artifact"] == name]
+        if len(matches) == 0:
+            raise FixtureError(meta_path, f"has no row for {name}; add one first", column="artifact")
+        path = data_dir / name
+        metadata.loc[matches[0], "rows"] = _artifact_rows(path)
+        metadata.loc[matches[0], "fingerprint"] = fingerprint(path)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(METADATA_COLUMNS)
+    for record in metadata.itertuples(index=False):
+        writer.writerow([str(value) for value in record])
+    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=data_dir, delete=False) as tmp:
+        tmp.write(buffer.getvalue())
+    os.replace(tmp.name, meta_path)
+
+
+def check_all(data_dir: str | os.PathLike = DATA_DIR) -> list[str]:
+    """Validate every artifact listed in the metadata; return one line per artifact."""
+    data_dir = Path(data_dir)
+    metadata = read_metadata(data_dir)
+    handbook = load_handbook(data_dir, metadata)
+    report = [f"{HANDBOOK_FILE}: {len(handbook)} rows ok"]
+    for name in metadata["artifact"]:
+        if name == HANDBOOK_FILE:
+            continue
+        path = data_dir / name
+        if path.suffix == ".csv":
+            with path.open(encoding="utf-8", newline="") as handle:
+                header = tuple(next(csv.reader(handle), []))
+            if header == QUESTION_COLUMNS:
+                frame = load_questions(name, data_dir, handbook, metadata)
+                report.append(f"{name}: {len(frame)} rows ok")
+                continue
+        _check_against_metadata(path, _artifact_rows(path), metadata)
+        report.append(f"{name}: ok")
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m helpers.fixture", description=__doc__)
+    parser.add_argument("--data-dir", default=str(DATA_DIR))
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("check", help="validate every artifact listed in the metadata")
+    update = commands.add_parser("update-metadata", help="rewrite rows and fingerprints")
+    update.add_argument("artifacts", nargs="+")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "update-metadata":
+            update_metadata(args.artifacts, args.data_dir)
+        for line in check_all(args.data_dir):
+            print(line)
+    except FixtureError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Tokens, stop words, content words, answer normalisation and sentence splitting.
+
+Introduced in lesson 1, "Check overlap before retrieval" and "Score answers".
+"""
+from __future__ import annotations
+
+import regex
+
+#: The stop-word list of the source lesson, kept exactly: the figures depend on it.
+STOP_WORDS: frozenset[str] = frozenset(
+    """a an and are as at be by can do does for from how i in is it my of on or the
+    there this to when where while with your""".split()
+)
+
+_TOKEN = regex.compile(r"[\p{L}\p{N}][\p{L}\p{N}-]*")
+_PUNCT_OR_SYMBOL = regex.compile(r"[\p{P}\p{S}]")
+_ARTICLE = regex.compile(r"\b(a|an|the)\b")
+_SPACES = regex.compile(r"\s+")
+_SENTENCE_END = regex.compile(r"(?<=[.!?])\s+")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case ``text`` and return its word tokens, in order, with repeats.
+
+    A token starts with a letter or digit and continues with letters, digits or
+    hyphens, so ``DSC-104`` stays one token and ``$150`` becomes ``150``.
+    """
+    return _TOKEN.findall(text.lower())
+
+
+def content_tokens(text: str) -> list[str]:
+    """Tokens of ``text`` that are not stop words, in order, with repeats."""
+    return [token for token in tokenize(text) if token not in STOP_WORDS]
+
+
+def content_words(text: str | None) -> list[str]:
+    """Sorted unique content words of ``text`` (an empty list for ``None``)."""
+    if text is None:
+        return []
+    return sorted(set(content_tokens(text)))
+
+
+def shared_content_words(first: str | None, second: str | None) -> list[str]:
+    """Content words that both texts use, sorted."""
+    return sorted(set(content_words(first)) & set(content_words(second)))
+
+
+# SQuAD's normalize_answer as a chain of small steps. The punctuation step uses the
+# Unicode classes P (punctuation) and S (symbols), so "$" and "€" go too.
+def _lower(text: str) -> str:
+    return text.lower()
+
+
+def _drop_punctuation_and_symbols(text: str) -> str:
+    return _PUNCT_OR_SYMBOL.sub("", text)
+
+
+def _drop_articles(text: str) -> str:
+    return _ARTICLE.sub(" ", text)
+
+
+def _squeeze_spaces(text: str) -> str:
+    return _SPACES.sub(" ", text).strip()
+
+
+def normalize_answer(text: str) -> str:
+    """Lower-case, drop punctuation and symbols, drop English articles, squeeze spaces."""
+    return _squeeze_spaces(_drop_articles(_drop_punctuation_and_symbols(_lower(text))))
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split after ``.``, ``!`` or ``?`` followed by white space.
+
+    Deliberately simple: "9 a.m. to 5 p.m." is cut after "a.m.", as lesson 1 notes.
+    """
+    return [part for part in _SENTENCE_END.split(text.strip()) if part]
