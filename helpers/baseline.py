@@ -1,0 +1,56 @@
+"""The extractive sentence baseline and its contains-an-acceptable-variant check.
+
+Introduced in lesson 1, "Add a sentence baseline".
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from .text import normalize_answer, split_sentences
+
+NO_SENTENCE = "no sentence (no lexical match)"
+
+
+def contains_variant(text: str | None, variants: Sequence[str]) -> bool | None:
+    """Whether normalised ``text`` contains a normalised variant as a substring.
+
+    ``None`` when there is no text or no variant to look for.
+    """
+    variants = [v for v in variants if v]
+    if text is None or not variants:
+        return None
+    normalized = normalize_answer(text)
+    return any(normalize_answer(variant) in normalized for variant in variants)
+
+
+def sentence_baseline(
+    questions: pd.DataFrame, retrieved: pd.DataFrame, handbook: pd.DataFrame
+) -> pd.DataFrame:
+    """First sentence of each question's top-ranked passage, scored in sentence units.
+
+    ``contains_acceptable_answer`` is True/False for answerable questions (False when
+    nothing was retrieved) and NA for abstain and flag-premise questions.
+    """
+    texts = dict(zip(handbook["passage_id"], handbook["text"]))
+    top = retrieved[retrieved["rank"] == 1].set_index("question_id")["passage_id"]
+    rows = []
+    for question in questions.itertuples(index=False):
+        passage = top.get(question.question_id)
+        sentence = split_sentences(texts[passage])[0] if passage is not None else None
+        contains = pd.NA
+        if question.expected_action == "answer":
+            found = contains_variant(sentence, question.acceptable_list)
+            contains = bool(found) if found is not None else False
+        rows.append(
+            {
+                "question_id": question.question_id,
+                "top_passage_id": passage,
+                "baseline_sentence": sentence if sentence is not None else NO_SENTENCE,
+                "contains_acceptable_answer": contains,
+            }
+        )
+    frame = pd.DataFrame(rows)
+    frame["contains_acceptable_answer"] = frame["contains_acceptable_answer"].astype("boolean")
+    return frame
