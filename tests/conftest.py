@@ -1,0 +1,84 @@
+"""Shared, read-only fixtures: the Riverton fixture, its retrieval and the six replies.
+
+Every fixture here is session-scoped and built from the committed data with the helper
+package; tests must not modify what they receive (copy a frame before changing it).
+"""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from helpers.fixture import load_riverton
+from helpers.parsing import parse_outputs
+from helpers.retrieval import TfidfRetriever, gold_ranks
+
+# The six raw reader outputs printed on the source page, with its visible line-break
+# marker. They are a record of one render, kept so that parsing and scoring can be
+# checked without a language model.
+SOURCE_RAW_OUTPUTS_VISIBLE = {
+    "Q1": "Answer: $150 per week ⏎ Sources: H08",
+    "Q2": "Answer: Applications close on October 15. ⏎ Sources: H14",
+    "Q3": "Answer: NOT IN HANDBOOK ⏎ Sources: none",
+    "Q4": "Answer: NO PRIOR DATA EXPERIENCE IS REQUIRED ⏎ Sources: H12",
+    "Q5": "Answer: NOT IN HANDBOOK ⏎ Sources: H01",
+    "Q6": "Answer: NOT IN HANDBOOK ⏎ Sources: H11",
+}
+
+
+@pytest.fixture(scope="session")
+def riverton():
+    """The validated handbook, questions and metadata (``load_riverton()``)."""
+    return load_riverton()
+
+
+@pytest.fixture(scope="session")
+def handbook(riverton) -> pd.DataFrame:
+    return riverton.handbook
+
+
+@pytest.fixture(scope="session")
+def questions(riverton) -> pd.DataFrame:
+    return riverton.questions
+
+
+@pytest.fixture(scope="session")
+def retriever(handbook) -> TfidfRetriever:
+    """The lesson's tf-idf retriever fitted on the handbook."""
+    return TfidfRetriever.fit(handbook)
+
+
+@pytest.fixture(scope="session")
+def retrieved(retriever, questions) -> pd.DataFrame:
+    """Top 3 passages with a positive score per question."""
+    return retriever.rank(questions, k=3)
+
+
+@pytest.fixture(scope="session")
+def ranked_all(retriever, questions) -> pd.DataFrame:
+    """Every passage with a positive score per question."""
+    return retriever.rank(questions, k=None)
+
+
+@pytest.fixture(scope="session")
+def gold(ranked_all, questions) -> pd.DataFrame:
+    """Gold-passage rank, score and label per question."""
+    return gold_ranks(ranked_all, questions)
+
+
+@pytest.fixture(scope="session")
+def source_raw_outputs() -> pd.DataFrame:
+    """question_id and raw_output of the six recorded replies, "⏎" turned into "\\n"."""
+    return pd.DataFrame(
+        {
+            "question_id": list(SOURCE_RAW_OUTPUTS_VISIBLE),
+            "raw_output": [
+                text.replace(" ⏎ ", "\n") for text in SOURCE_RAW_OUTPUTS_VISIBLE.values()
+            ],
+        }
+    )
+
+
+@pytest.fixture(scope="session")
+def parsed(source_raw_outputs) -> pd.DataFrame:
+    """The six recorded replies after the strict parser."""
+    return parse_outputs(source_raw_outputs)
