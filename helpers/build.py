@@ -1,0 +1,680 @@
+"""Build the book: `python -m helpers.build [--output DIR] [--only LESSON]`.
+
+With Quarto on PATH this runs `quarto render` and passes its exit status through.
+Without Quarto it builds the same site itself: it reads the chapter list from
+`_quarto.yml`, executes every notebook from a clean python3 kernel (nbclient, working
+directory at the project root), writes HTML pages with nbconvert, links them with a
+sidebar, and publishes the folder only when every chapter succeeded.
+
+Exit status: 0 built; 1 a chapter failed (the message names the notebook, the cell and
+its `#| label`, and the error), or a page would load scripts from the network; 2 the
+configuration or the command line is wrong (bad `_quarto.yml`, unknown `--only`, a
+listed chapter missing). On the Quarto path the status is Quarto's own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import html
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from helpers.cellopts import (
+    CellOptionError,
+    parse_cell_options,
+    quarto_markdown_to_commonmark,
+    split_front_matter,
+)
+
+EXIT_OK = 0
+EXIT_CHAPTER_FAILED = 1
+EXIT_USAGE = 2
+
+DEFAULT_TIMEOUT = 1200  # seconds per cell
+GENERATOR = "helpers.build (nbclient + nbconvert; Quarto was not found)"
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_REMOTE_ASSET_PATTERNS = [
+    re.compile(r"<script\b[^>]*\bsrc\s*=\s*[\"']?\s*((?:https?:)?//[^\"'\s>]+)", re.I),
+    re.compile(r"<link\b[^>]*\bhref\s*=\s*[\"']?\s*((?:https?:)?//[^\"'\s>]+)", re.I),
+    re.compile(r"\bimport\s*(?:[\w$*{}\s,]+\s*from\s*)?\(?\s*[\"']((?:https?:)?//[^\"']+)[\"']", re.I),
+    re.compile(r"@import\s+(?:url\()?\s*[\"']?((?:https?:)?//[^\"')\s]+)", re.I),
+]
+
+
+class BuildError(Exception):
+    """The build cannot go on; `exit_code` says why (see the module docstring)."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class ChapterFailure(BuildError):
+    """A chapter's cell raised: names the notebook, the cell and the error."""
+
+    def __init__(self, notebook: str, cell_number: int | None, n_cells: int, label: str | None,
+                 ename: str, evalue: str, traceback_tail: list[str]):
+        self.notebook = notebook
+        self.cell_number = cell_number
+        self.label = label
+        self.ename = ename
+        self.evalue = evalue
+        where = f"cell {cell_number} of {n_cells}" if cell_number else "before its first cell"
+        if label:
+            where += f" (label: {label})"
+        lines = [f"{notebook}: {where} failed with {ename}"]
+        detail = f"{ename}: {evalue}" if evalue else ename
+        lines += ["  " + line for line in detail.splitlines()[:60]]
+        if traceback_tail:
+            lines.append("  last traceback lines:")
+            lines += ["    " + line for line in traceback_tail]
+        super().__init__("\n".join(lines), EXIT_CHAPTER_FAILED)
+
+
+# --------------------------------------------------------------------------- config
+
+
+@dataclass
+class Chapter:
+    source: str  # project-relative POSIX path, as listed in _quarto.yml
+    page: str  # project-relative path of the HTML page
+    title: str = ""
+    present: bool = True
+
+
+@dataclass
+class BookConfig:
+    root: Path
+    title: str
+    subtitle: str
+    output_dir: str
+    chapters: list[Chapter]
+    execute_enabled: bool
+    execute_defaults: dict = field(default_factory=dict)
+    kernel: str = "python3"
+
+
+def _flatten_chapters(items, where="book.chapters") -> list[str]:
+    out: list[str] = []
+    if not isinstance(items, list):
+        raise BuildError(f"_quarto.yml: {where} must be a list of files")
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            out.append(item)
+        elif isinstance(item, dict) and "chapters" in item:
+            if isinstance(item.get("part"), str) and item["part"].endswith((".qmd", ".ipynb", ".md")):
+                out.append(item["part"])
+            out += _flatten_chapters(item["chapters"], f"{where}[{i}].chapters")
+        elif isinstance(item, dict) and "href" in item:
+            out.append(item["href"])
+        else:
+            raise BuildError(f"_quarto.yml: {where}[{i}] is neither a file nor a part: {item!r}")
+    return out
+
+
+def load_book_config(root: Path) -> BookConfig:
+    """Read `_quarto.yml` in `root`: title, output folder, chapters, execution options."""
+    path = root / "_quarto.yml"
+    if not path.is_file():
+        raise BuildError(f"{path}: no _quarto.yml in the project folder")
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as error:
+        raise BuildError(f"{path}: not valid YAML: {error}") from None
+    project = config.get("project") or {}
+    book = config.get("book") or config.get("website") or {}
+    items = book.get("chapters")
+    if items is None:
+        raise BuildError(f"{path}: book.chapters is missing")
+    chapters = []
+    for source in _flatten_chapters(items):
+        source = Path(source).as_posix()
+        if Path(source).suffix not in {".ipynb", ".qmd", ".md"}:
+            raise BuildError(f"{path}: chapter {source} is not a .ipynb, .qmd or .md file")
+        chapters.append(Chapter(source=source, page=str(Path(source).with_suffix(".html").as_posix())))
+    execute = config.get("execute") or {}
+    jupyter = config.get("jupyter", "python3")
+    kernel = jupyter if isinstance(jupyter, str) else (jupyter or {}).get("kernelspec", {}).get("name", "python3")
+    return BookConfig(
+        root=root,
+        title=str(book.get("title") or config.get("title") or "Book"),
+        subtitle=str(book.get("subtitle") or ""),
+        output_dir=str(project.get("output-dir") or "_book"),
+        chapters=chapters,
+        execute_enabled=bool(execute.get("enabled", False)),
+        execute_defaults={k: v for k, v in execute.items() if k not in {"enabled", "freeze", "cache", "daemon"}},
+        kernel=kernel,
+    )
+
+
+def select_chapter(config: BookConfig, only: str) -> Chapter:
+    """The chapter named by `--only`: a listed path, a file name, a stem or its number prefix."""
+    wanted = only.strip().rstrip("/")
+    matches = [
+        c for c in config.chapters
+        if wanted in {c.source, Path(c.source).name, Path(c.source).stem}
+        or Path(c.source).stem.startswith(wanted + "-")
+    ]
+    if len(matches) != 1:
+        names = ", ".join(c.source for c in config.chapters)
+        what = "matches no chapter" if not matches else "matches several chapters"
+        raise BuildError(f"--only {only!r} {what}; chapters are: {names}")
+    return matches[0]
+
+
+# --------------------------------------------------------------------------- notebooks
+
+
+def _qmd_to_notebook(text: str):
+    """A .qmd/.md file as a notebook: markdown cells with ```{python} chunks as code cells."""
+    import nbformat
+
+    meta, body = split_front_matter(text)
+    cells = []
+    buffer: list[str] = []
+    code: list[str] | None = None
+    for line in body.splitlines():
+        if code is None and re.match(r"^```+\s*\{(python|python3)[^}]*\}\s*$", line):
+            if "".join(buffer).strip():
+                cells.append(nbformat.v4.new_markdown_cell("\n".join(buffer).strip("\n")))
+            buffer, code = [], []
+        elif code is not None and re.match(r"^```+\s*$", line):
+            cells.append(nbformat.v4.new_code_cell("\n".join(code)))
+            code = None
+        elif code is not None:
+            code.append(line)
+        else:
+            buffer.append(line)
+    if code is not None:
+        raise BuildError("a ```{python} chunk is never closed")
+    if "".join(buffer).strip():
+        cells.append(nbformat.v4.new_markdown_cell("\n".join(buffer).strip("\n")))
+    nb = nbformat.v4.new_notebook(cells=cells)
+    nb.metadata["book_front_matter"] = meta
+    return nb
+
+
+def read_chapter(root: Path, chapter: Chapter):
+    """Read a chapter as a notebook, its front matter (a leading raw cell) kept in metadata."""
+    import nbformat
+
+    path = root / chapter.source
+    if path.suffix == ".ipynb":
+        try:
+            nb = nbformat.read(path, as_version=4)
+        except Exception as error:  # noqa: BLE001 - report any unreadable notebook by name
+            raise BuildError(f"{chapter.source}: cannot read the notebook: {error}", EXIT_CHAPTER_FAILED) from None
+        meta = {}
+        if nb.cells and nb.cells[0].cell_type == "raw" and nb.cells[0].source.lstrip().startswith("---"):
+            try:
+                meta, _ = split_front_matter(nb.cells[0].source.strip() + "\n")
+            except (yaml.YAMLError, ValueError) as error:
+                raise BuildError(f"{chapter.source}: cell 1 (front matter) is not valid YAML: {error}",
+                                 EXIT_CHAPTER_FAILED) from None
+            nb.cells = nb.cells[1:]
+            nb.metadata["book_front_matter_cells"] = 1
+        nb.metadata["book_front_matter"] = meta
+        return nb
+    try:
+        return _qmd_to_notebook(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, ValueError) as error:
+        raise BuildError(f"{chapter.source}: {error}", EXIT_CHAPTER_FAILED) from None
+
+
+def chapter_title(nb, chapter: Chapter) -> str:
+    title = nb.metadata.get("book_front_matter", {}).get("title")
+    if title:
+        return str(title)
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            match = re.search(r"^#\s+(.+?)\s*(\{[^}]*\})?\s*$", cell.source, re.M)
+            if match:
+                return match.group(1)
+    return Path(chapter.source).stem.replace("-", " ")
+
+
+def cell_options(nb, chapter: Chapter, defaults: dict) -> list[dict]:
+    """Each cell's options: project defaults < front matter `execute:` < the cell's `#|` lines."""
+    offset = nb.metadata.get("book_front_matter_cells", 0)
+    front = nb.metadata.get("book_front_matter", {}).get("execute") or {}
+    merged = []
+    for index, cell in enumerate(nb.cells):
+        opts = {**defaults, **front}
+        if cell.cell_type == "code":
+            try:
+                own, code = parse_cell_options(cell.source)
+            except CellOptionError as error:
+                raise BuildError(f"{chapter.source}: cell {index + 1 + offset}: {error}", EXIT_CHAPTER_FAILED) from None
+            opts.update(own)
+            cell.metadata["book_code"] = code
+        merged.append(opts)
+    return merged
+
+
+def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfig, timeout: int):
+    """Run every code cell of `nb` in a fresh kernel, in place; raise ChapterFailure on error."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+
+    offset = nb.metadata.get("book_front_matter_cells", 0)
+    n_cells = len(nb.cells) + offset
+    skipped = {}
+    for index, (cell, opts) in enumerate(zip(nb.cells, options)):
+        if cell.cell_type != "code":
+            continue
+        if opts.get("eval") is False:
+            skipped[index] = cell.source
+            cell.source = ""
+        tags = list(cell.metadata.get("tags", []))
+        if opts.get("error") is True and "raises-exception" not in tags:
+            cell.metadata["tags"] = tags + ["raises-exception"]
+    current = {"index": None}
+
+    def on_cell_start(cell, cell_index):
+        current["index"] = cell_index
+
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=config.kernel,
+        resources={"metadata": {"path": str(config.root)}},
+        on_cell_start=on_cell_start,
+    )
+
+    def failure(ename, evalue, tb):
+        index = current["index"]
+        label = options[index].get("label") if index is not None else None
+        tail = [line for line in _ANSI.sub("", tb or "").splitlines() if line.strip()][-8:]
+        return ChapterFailure(chapter.source, None if index is None else index + 1 + offset, n_cells,
+                              label, ename, _ANSI.sub("", evalue or ""), tail)
+
+    try:
+        client.execute()
+    except CellExecutionError as error:
+        raise failure(error.ename, error.evalue, error.traceback) from None
+    except CellTimeoutError as error:
+        raise failure("CellTimeoutError", f"no result within {timeout} s: {error}", "") from None
+    except DeadKernelError as error:
+        raise failure("DeadKernelError", str(error), "") from None
+    except Exception as error:  # noqa: BLE001 - e.g. no such kernel; still name the chapter
+        raise failure(type(error).__name__, str(error), "") from None
+    for index, source in skipped.items():
+        nb.cells[index].source = source
+    return nb
+
+
+# --------------------------------------------------------------------------- export
+
+_TEMPLATE = r"""
+{%- extends 'index.html.j2' -%}
+
+{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
+
+{%- block html_head_css -%}
+<meta name="generator" content="{{ resources.book.generator | escape_html }}">
+<link rel="icon" href="data:,">
+<style type="text/css">{{ resources.book.css }}</style>
+{%- endblock html_head_css -%}
+
+{%- block body_header -%}
+<body class="jp-Notebook book-page" data-jp-theme-light="true" data-jp-theme-name="JupyterLab Light">
+<nav class="book-sidebar" aria-label="Chapters">{{ resources.book.nav }}</nav>
+<main class="book-main">
+{%- if resources.book.page_title %}
+<header class="book-title-block"><h1 class="book-title">{{ resources.book.page_title | escape_html }}</h1></header>
+{%- endif %}
+{%- endblock body_header -%}
+
+{% block body_footer %}
+{{ resources.book.pager }}
+</main>
+</body>
+{% endblock body_footer %}
+
+{% block codecell %}
+{%- set bk = cell.metadata.get('book_build', {}) -%}
+{%- if bk.get('label') %}<div id="{{ bk.get('label') | escape_html }}" class="book-labelled">{% endif -%}
+{{ super() }}
+{%- if bk.get('label') %}</div>{% endif -%}
+{%- endblock codecell %}
+
+{% block output_group %}
+{%- set bk = cell.metadata.get('book_build', {}) -%}
+{%- if bk.get('tbl_caption') %}<div class="book-caption book-table-caption">{{ bk.get('tbl_caption') }}</div>{% endif -%}
+{{ super() }}
+{%- if bk.get('fig_caption') %}<div class="book-caption book-figure-caption">{{ bk.get('fig_caption') }}</div>{% endif -%}
+{%- endblock output_group %}
+"""
+
+_CSS = """
+:root { --book-sidebar-width: 17rem; --book-accent: #2780e3; }
+body.book-page { margin: 0; padding: 0; background: #fff; font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
+.book-sidebar { position: fixed; top: 0; left: 0; bottom: 0; width: var(--book-sidebar-width); overflow-y: auto;
+  box-sizing: border-box; padding: 1.5rem 1rem; background: #f7f7f9; border-right: 1px solid #e3e3e8; font-size: 0.95rem; }
+.book-sidebar .book-brand a { font-weight: 600; font-size: 1.1rem; color: #222; text-decoration: none; }
+.book-sidebar .book-subtitle { color: #666; font-size: 0.85rem; margin-top: 0.35rem; }
+.book-sidebar ol { list-style: none; padding: 0; margin: 1.25rem 0 0 0; }
+.book-sidebar li { margin: 0.15rem 0; }
+.book-sidebar li a { display: block; padding: 0.35rem 0.5rem; border-radius: 4px; color: #333; text-decoration: none; }
+.book-sidebar li a:hover { background: #eaeaf0; }
+.book-sidebar li.book-current a { background: var(--book-accent); color: #fff; }
+.book-main { margin-left: var(--book-sidebar-width); max-width: 62rem; padding: 1.5rem 2.5rem 3rem 2.5rem; box-sizing: border-box; }
+.book-title-block h1.book-title { font-size: 2rem; margin: 0.5rem 0 1rem 0; }
+.book-caption { font-size: 0.95rem; color: #333; margin: 0.6rem 0 0.3rem 0; padding-left: 4px; }
+.book-caption-label { font-weight: 600; }
+.book-pager { display: flex; justify-content: space-between; gap: 1rem; margin-top: 3rem; padding-top: 1rem; border-top: 1px solid #e3e3e8; }
+.book-pager a { color: var(--book-accent); text-decoration: none; }
+.book-div.callout { border-left: 4px solid var(--book-accent); background: #f3f8fe; padding: 0.2rem 1rem; margin: 1rem 0; border-radius: 3px; }
+.book-div.callout-tip { border-left-color: #3fb618; background: #f3fbf1; }
+.book-div.callout-warning, .book-div.callout-caution { border-left-color: #ff7518; background: #fff6ef; }
+.book-div.callout-important { border-left-color: #ff0039; background: #fff2f4; }
+.book-div .callout-title { font-weight: 600; margin-top: 0.6rem; }
+.jp-InputArea-editor { border-radius: 4px; }
+@media (max-width: 800px) {
+  .book-sidebar { position: static; width: auto; border-right: 0; border-bottom: 1px solid #e3e3e8; }
+  .book-main { margin-left: 0; padding: 1rem; }
+}
+"""
+
+
+def _inline_markdown(text: str) -> str:
+    import mistune
+
+    rendered = mistune.html(str(text)).strip()
+    match = re.fullmatch(r"<p>(.*)</p>", rendered, re.DOTALL)
+    return match.group(1) if match else rendered
+
+
+def _markdown_to_html(text: str) -> str:
+    import mistune
+
+    return mistune.create_markdown(escape=False, plugins=["table", "strikethrough"])(text)
+
+
+def _relative(target: str, page: str) -> str:
+    return Path(os.path.relpath(target, start=str(Path(page).parent) or ".")).as_posix()
+
+
+def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list[Chapter]):
+    """Apply Quarto cell options and markdown rewrites to a copy of an executed notebook."""
+    import nbformat
+
+    nb = copy.deepcopy(nb)
+    counters = {"tbl": 0, "fig": 0}
+    crossrefs: dict[str, str] = {}
+    for cell, opts in zip(nb.cells, options):
+        label = opts.get("label")
+        if cell.cell_type == "code" and isinstance(label, str):
+            for kind, name in (("tbl", "Table"), ("fig", "Figure")):
+                if label.startswith(kind + "-"):
+                    counters[kind] += 1
+                    crossrefs[label] = f"{name} {counters[kind]}"
+    link_targets = {}
+    for other in chapters:
+        link_targets[_relative(other.source, chapter.source)] = _relative(other.page, chapter.page)
+
+    kept = []
+    for cell, opts in zip(nb.cells, options):
+        if opts.get("include") is False:
+            continue
+        if cell.cell_type == "markdown":
+            cell.source = quarto_markdown_to_commonmark(cell.source, crossrefs, link_targets)
+        elif cell.cell_type == "code":
+            build = {}
+            cell.source = cell.metadata.pop("book_code", cell.source)
+            if opts.get("echo") is False:
+                cell.metadata.setdefault("transient", {})["remove_source"] = True
+            outputs = list(cell.get("outputs", []))
+            if opts.get("output") is False:
+                outputs = []
+            if opts.get("warning") is False:
+                outputs = [o for o in outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+            if opts.get("output") == "asis":
+                outputs = _asis_outputs(outputs, crossrefs, link_targets)
+            cell.outputs = outputs
+            label = opts.get("label")
+            if isinstance(label, str):
+                build["label"] = label
+            for key, kind in (("tbl-cap", "tbl"), ("fig-cap", "fig")):
+                caption = opts.get(key)
+                if caption:
+                    number = crossrefs.get(label) if isinstance(label, str) else None
+                    prefix = f'<span class="book-caption-label">{html.escape(number)}:</span> ' if number else ""
+                    build[f"{kind}_caption"] = prefix + _inline_markdown(caption)
+            cell.metadata["book_build"] = build
+        elif cell.cell_type == "raw":
+            fmt = cell.metadata.get("format") or cell.metadata.get("raw_mimetype") or ""
+            if "html" not in fmt:
+                continue
+        kept.append(cell)
+    nb.cells = kept
+    nb.metadata.setdefault("language_info", {"name": "python"})
+    nb.metadata.pop("widgets", None)
+    return nb
+
+
+def _asis_outputs(outputs, crossrefs, link_targets):
+    """`#| output: asis`: printed text is markdown; show it rendered."""
+    import nbformat
+
+    result = []
+    for output in outputs:
+        if output.get("output_type") == "stream" and output.get("name") == "stdout":
+            text = quarto_markdown_to_commonmark(output.get("text", ""), crossrefs, link_targets)
+            result.append(nbformat.v4.new_output("display_data", data={"text/html": _markdown_to_html(text)}))
+        elif output.get("output_type") in {"display_data", "execute_result"} and "text/markdown" in output.get("data", {}):
+            text = quarto_markdown_to_commonmark(output["data"]["text/markdown"], crossrefs, link_targets)
+            result.append(nbformat.v4.new_output("display_data", data={"text/html": _markdown_to_html(text)}))
+        else:
+            result.append(output)
+    return result
+
+
+def _navigation(config: BookConfig, current: Chapter) -> tuple[str, str]:
+    index_page = config.chapters[0].page if config.chapters else "index.html"
+    items = []
+    for chapter in config.chapters:
+        css = ' class="book-current"' if chapter is current else ""
+        aria = ' aria-current="page"' if chapter is current else ""
+        href = html.escape(_relative(chapter.page, current.page))
+        items.append(f'<li{css}><a href="{href}"{aria}>{html.escape(chapter.title)}</a></li>')
+    subtitle = f'<div class="book-subtitle">{html.escape(config.subtitle)}</div>' if config.subtitle else ""
+    nav = (
+        f'<div class="book-brand"><a href="{html.escape(_relative(index_page, current.page))}">'
+        f"{html.escape(config.title)}</a>{subtitle}</div>\n<ol>{''.join(items)}</ol>"
+    )
+    position = config.chapters.index(current)
+    links = []
+    if position > 0:
+        prev = config.chapters[position - 1]
+        links.append(f'<a class="book-prev" href="{html.escape(_relative(prev.page, current.page))}">&larr; {html.escape(prev.title)}</a>')
+    else:
+        links.append("<span></span>")
+    if position + 1 < len(config.chapters):
+        nxt = config.chapters[position + 1]
+        links.append(f'<a class="book-next" href="{html.escape(_relative(nxt.page, current.page))}">{html.escape(nxt.title)} &rarr;</a>')
+    pager = f'<nav class="book-pager" aria-label="Previous and next">{"".join(links)}</nav>'
+    return nav, pager
+
+
+def make_exporter():
+    from jinja2 import DictLoader
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(
+        template_name="lab",
+        extra_loaders=[DictLoader({"book.html.j2": _TEMPLATE})],
+        template_file="book.html.j2",
+        exclude_input_prompt=True,
+        exclude_output_prompt=True,
+        sanitize_html=False,
+    )
+    return exporter
+
+
+def export_page(exporter, nb, chapter: Chapter, config: BookConfig) -> str:
+    nav, pager = _navigation(config, chapter)
+    front = nb.metadata.get("book_front_matter", {})
+    nb.metadata["title"] = f"{chapter.title} – {config.title}" if chapter.title != config.title else config.title
+    resources = {
+        "metadata": {"name": Path(chapter.source).stem, "path": str(config.root)},
+        "book": {
+            "generator": GENERATOR,
+            "css": _CSS,
+            "nav": nav,
+            "pager": pager,
+            "page_title": front.get("title"),
+        },
+    }
+    body, _ = exporter.from_notebook_node(nb, resources=resources)
+    return body
+
+
+def find_remote_assets(page_html: str) -> list[str]:
+    """URLs of scripts, stylesheets or modules a page would fetch from the network."""
+    found = []
+    for pattern in _REMOTE_ASSET_PATTERNS:
+        found += pattern.findall(page_html)
+    return found
+
+
+# --------------------------------------------------------------------------- main
+
+
+def run_quarto(quarto: str, root: Path, output: str | None, only: Chapter | None) -> int:
+    command = [quarto, "render"]
+    if only is not None:
+        command.append(only.source)
+    if output is not None:
+        command += ["--output-dir", output]
+    print(f"[build] Quarto found at {quarto}; running: {' '.join(command)}", flush=True)
+    return subprocess.call(command, cwd=root)
+
+
+def _publish(staging: Path, output: Path, partial: bool) -> None:
+    output.parent.mkdir(parents=True, exist_ok=True)
+    if partial:
+        for path in sorted(staging.rglob("*")):
+            if path.is_file():
+                target = output / path.relative_to(staging)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
+        return
+    if output.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{output.name}.old-", dir=output.parent))
+        old.rmdir()
+        output.rename(old)
+        staging.rename(output)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        staging.rename(output)
+
+
+def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None, timeout: int) -> int:
+    started = time.perf_counter()
+    root = config.root
+    targets = [c for c in config.chapters if only is None or c is only or c is config.chapters[0]]
+    notebooks = {}
+    for chapter in config.chapters:
+        if not (root / chapter.source).is_file():
+            if chapter in targets:
+                raise BuildError(f"{chapter.source}: listed in _quarto.yml but the file does not exist")
+            chapter.present = False
+            chapter.title = Path(chapter.source).stem.replace("-", " ")
+            print(f"[build] note: {chapter.source} does not exist yet; linked but not built", flush=True)
+            continue
+        nb = read_chapter(root, chapter)
+        chapter.title = chapter_title(nb, chapter)
+        notebooks[chapter.source] = nb
+
+    executed = {}
+    timings = []
+    for chapter in targets:
+        nb = notebooks[chapter.source]
+        options = cell_options(nb, chapter, config.execute_defaults)
+        has_code = any(c.cell_type == "code" and c.source.strip() for c in nb.cells)
+        t0 = time.perf_counter()
+        if config.execute_enabled and has_code:
+            print(f"[build] executing {chapter.source} ...", flush=True)
+            execute_chapter(nb, chapter, options, config, timeout)
+        executed[chapter.source] = (nb, options)
+        timings.append((chapter, time.perf_counter() - t0, config.execute_enabled and has_code))
+
+    exporter = make_exporter()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.building-", dir=output.parent))
+    try:
+        for chapter in targets:
+            nb, options = executed[chapter.source]
+            page_nb = prepare_for_export(nb, chapter, options, config.chapters)
+            page_html = export_page(exporter, page_nb, chapter, config)
+            remote = find_remote_assets(page_html)
+            if remote:
+                raise BuildError(f"{chapter.page}: the page would load from the network: {', '.join(sorted(set(remote)))}",
+                                 EXIT_CHAPTER_FAILED)
+            target = staging / chapter.page
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(page_html, encoding="utf-8")
+        _publish(staging, output, partial=only is not None)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+
+    print("[build] built without Quarto: nbclient executed the notebooks, nbconvert wrote the HTML", flush=True)
+    for chapter, seconds, ran in timings:
+        what = f"{seconds:7.1f} s" if ran else "  not executed"
+        print(f"[build]   {chapter.page:<55} {what}", flush=True)
+    total = time.perf_counter() - started
+    print(f"[build] {len(targets)} page(s) written to {output} in {total:.1f} s", flush=True)
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    from helpers.paths import PROJECT_ROOT
+
+    parser = argparse.ArgumentParser(prog="python -m helpers.build", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", help="output folder (default: project.output-dir of _quarto.yml, i.e. _book)")
+    parser.add_argument("--only", metavar="LESSON", help="build one chapter: its path, file name, stem or number (01)")
+    parser.add_argument("--project", type=Path, default=PROJECT_ROOT, help="project folder holding _quarto.yml")
+    parser.add_argument("--engine", choices=["auto", "quarto", "nbclient"], default="auto",
+                        help="auto: Quarto when it is on PATH, otherwise nbclient + nbconvert")
+    parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds allowed per cell")
+    args = parser.parse_args(argv)
+
+    root = args.project.resolve()
+    try:
+        config = load_book_config(root)
+        only = select_chapter(config, args.only) if args.only else None
+        quarto = shutil.which("quarto") if args.engine != "nbclient" else None
+        if args.engine == "quarto" and quarto is None:
+            raise BuildError("--engine quarto: no `quarto` on PATH")
+        if quarto is not None:
+            return run_quarto(quarto, root, args.output, only)
+        print("[build] Quarto not found on PATH: executing with nbclient and writing HTML with nbconvert", flush=True)
+        output = Path(args.output or config.output_dir)
+        if not output.is_absolute():
+            output = root / output
+        return build_without_quarto(config, output, only, args.timeout)
+    except BuildError as error:
+        print(f"[build] FAILED: {error}", file=sys.stderr, flush=True)
+        if error.exit_code == EXIT_CHAPTER_FAILED:
+            print("[build] nothing was published; the output folder is unchanged.", file=sys.stderr, flush=True)
+        return error.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

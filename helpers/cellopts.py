@@ -1,0 +1,168 @@
+"""Quarto cell options (`#|` lines at the top of a code cell) and Quarto-flavoured markdown.
+
+Used by `helpers.build` when the book is built without Quarto. Quarto reads the same
+options itself, so lessons are written once for both paths.
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+__all__ = [
+    "CellOptionError",
+    "parse_cell_options",
+    "split_front_matter",
+    "quarto_markdown_to_commonmark",
+]
+
+_OPTION_LINE = re.compile(r"^#\|\s?(.*)$")
+_FENCED_DIV_OPEN = re.compile(r"^(:{3,})\s*(\{[^}]*\}|[\w-]+)\s*$")
+_FENCED_DIV_CLOSE = re.compile(r"^:{3,}\s*$")
+_HEADING_ATTRS = re.compile(r"^(#{1,6}\s+.*?)\s+\{([^}]*)\}\s*$")
+_CROSSREF = re.compile(r"(?<![\w@/\[])@((?:tbl|fig|sec|lst|eq)-[\w-]*\w)")
+
+_CALLOUT_TITLES = {
+    "note": "Note",
+    "tip": "Tip",
+    "warning": "Warning",
+    "important": "Important",
+    "caution": "Caution",
+}
+
+
+class CellOptionError(ValueError):
+    """A cell's `#|` option block is not valid YAML or not a mapping."""
+
+
+def parse_cell_options(source: str) -> tuple[dict, str]:
+    """Split a code cell's leading `#|` lines from its code.
+
+    Returns (options, code): options parsed as YAML (an empty dict when there are none)
+    and the source without the option lines, as a reader should see it.
+    """
+    lines = source.splitlines()
+    option_lines = []
+    for line in lines:
+        match = _OPTION_LINE.match(line)
+        if match is None:
+            break
+        option_lines.append(match.group(1))
+    if not option_lines:
+        return {}, source
+    text = "\n".join(option_lines)
+    try:
+        options = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise CellOptionError(f"cell options are not valid YAML: {error}") from None
+    if options is None:
+        options = {}
+    if not isinstance(options, dict):
+        raise CellOptionError(f"cell options must be `key: value` lines, got {text!r}")
+    code = "\n".join(lines[len(option_lines) :])
+    return options, code.lstrip("\n")
+
+
+def split_front_matter(text: str) -> tuple[dict, str]:
+    """Split YAML front matter (between leading `---` lines) from a document."""
+    match = re.match(r"\A---[ \t]*\r?\n(.*?)\r?\n---[ \t]*(?:\r?\n|\Z)", text, re.DOTALL)
+    if match is None:
+        return {}, text
+    meta = yaml.safe_load(match.group(1)) or {}
+    if not isinstance(meta, dict):
+        raise ValueError("front matter must be a YAML mapping")
+    return meta, text[match.end() :]
+
+
+def _parse_attributes(spec: str) -> tuple[str | None, list[str], dict[str, str]]:
+    """Parse a Pandoc attribute block like `{#id .class key="value"}`."""
+    spec = spec.strip()
+    if spec.startswith("{") and spec.endswith("}"):
+        spec = spec[1:-1]
+    else:  # `::: note` shorthand: a bare class name
+        return None, [spec], {}
+    ident = None
+    classes: list[str] = []
+    attrs: dict[str, str] = {}
+    for match in re.finditer(r'(#[\w:.-]+)|(\.[\w-]+)|([\w-]+)=("[^"]*"|\'[^\']*\'|\S+)', spec):
+        if match.group(1):
+            ident = match.group(1)[1:]
+        elif match.group(2):
+            classes.append(match.group(2)[1:])
+        else:
+            attrs[match.group(3)] = match.group(4).strip("\"'")
+    return ident, classes, attrs
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def quarto_markdown_to_commonmark(
+    text: str,
+    crossrefs: dict[str, str] | None = None,
+    link_targets: dict[str, str] | None = None,
+) -> str:
+    """Rewrite the Quarto extensions a lesson uses into markdown any renderer shows.
+
+    - fenced divs (`::: {.callout-note title="..."}` ... `:::`) become HTML divs with the
+      markdown inside left as markdown (blank lines around the tags keep it that way);
+    - heading attributes (`## Title {#sec-x .unnumbered}`) are removed, an `#id` kept as
+      an anchor;
+    - cross-references (`@tbl-x`) become links whose text is given by `crossrefs`
+      (unknown references stay as written);
+    - links to chapter sources are replaced by `link_targets` (source -> page).
+    """
+    crossrefs = crossrefs or {}
+    link_targets = link_targets or {}
+    out: list[str] = []
+    open_divs = 0
+    in_code = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```") or stripped.startswith("~~~"):
+            in_code = not in_code
+            out.append(line)
+            continue
+        if in_code:
+            out.append(line)
+            continue
+        opening = _FENCED_DIV_OPEN.match(stripped)
+        if opening:
+            ident, classes, attrs = _parse_attributes(opening.group(2))
+            css = " ".join(["book-div", *classes])
+            callout = next((c for c in classes if c.startswith("callout")), None)
+            id_attr = f' id="{_escape(ident)}"' if ident else ""
+            out.append("")
+            out.append(f'<div class="{_escape(css)}{" callout" if callout else ""}"{id_attr}>')
+            if callout:
+                kind = callout.split("-", 1)[1] if "-" in callout else "note"
+                title = attrs.get("title") or _CALLOUT_TITLES.get(kind, kind.title())
+                out.append(f'<div class="callout-title">{_escape(title)}</div>')
+            out.append("")
+            open_divs += 1
+            continue
+        if open_divs and _FENCED_DIV_CLOSE.match(stripped):
+            out.extend(["", "</div>", ""])
+            open_divs -= 1
+            continue
+        heading = _HEADING_ATTRS.match(line)
+        if heading:
+            ident, _classes, _attrs = _parse_attributes("{" + heading.group(2) + "}")
+            line = heading.group(1)
+            if ident:
+                out.extend([f'<a id="{_escape(ident)}" class="book-anchor"></a>', ""])
+        line = _CROSSREF.sub(
+            lambda m: f"[{crossrefs[m.group(1)]}](#{m.group(1)})" if m.group(1) in crossrefs else m.group(0),
+            line,
+        )
+        if link_targets:
+            line = re.sub(
+                r"\]\(([^)\s#]+)(#[^)\s]*)?\)",
+                lambda m: f"]({link_targets.get(m.group(1), m.group(1))}{m.group(2) or ''})",
+                line,
+            )
+        out.append(line)
+    out.extend(["", "</div>"] * open_divs)
+    return "\n".join(out)
