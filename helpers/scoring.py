@@ -89,7 +89,8 @@ def score_table(parsed: pd.DataFrame, questions: pd.DataFrame, gold: pd.DataFram
     """
     from .retrieval import recall_at_k
 
-    merged = parsed.merge(
+    overlapping = [c for c in ("expected_action", "acceptable_list") if c in parsed.columns]
+    merged = parsed.drop(columns=overlapping).merge(
         questions[["question_id", "expected_action", "acceptable_list"]], on="question_id",
         how="left", validate="one_to_one",
     )
