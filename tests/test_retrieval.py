@@ -1,0 +1,338 @@
+"""The lesson's tf-idf retriever, ranking, gold labels and the overlap table.
+
+The printed figures come from the source lesson's tables "Content-word overlap between
+each question and its gold passage" and "Tf-idf retrieval results with gold evidence
+status".
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.metrics.pairwise import linear_kernel
+
+from helpers.retrieval import (
+    RANK_COLUMNS,
+    TfidfRetriever,
+    format_candidates,
+    gold_ranks,
+    overlap_table,
+    rank_scores,
+    recall_at_k,
+)
+from helpers.text import STOP_WORDS, content_tokens, tokenize
+
+PRINTED_OVERLAP = {
+    "Q1": ("H08", "stipend, training"),
+    "Q2": ("H14", "applications, close"),
+    "Q3": ("H13", "none"),
+    "Q4": ("H12", "certificate, data, experience, need, support"),
+    "Q5": (None, "none"),
+    "Q6": ("H11", "forklift"),
+}
+
+PRINTED_CANDIDATES = {
+    "Q1": "H08 (#1, 0.356)",
+    "Q2": "H14 (#1, 0.572)",
+    "Q3": "no lexical match",
+    "Q4": "H12 (#1, 0.588); H03 (#2, 0.108); H15 (#3, 0.098)",
+    "Q5": "H03 (#1, 0.311); H01 (#2, 0.297)",
+    "Q6": "H10 (#1, 0.261); H11 (#2, 0.140); H03 (#3, 0.089)",
+}
+
+PRINTED_GOLD_LABELS = {
+    "Q1": "rank 1",
+    "Q2": "rank 1",
+    "Q3": "not retrieved (all scores 0)",
+    "Q4": "rank 1",
+    "Q5": "not applicable",
+    "Q6": "rank 2",
+}
+
+
+# --- the printed tables ----------------------------------------------------------
+
+
+def test_overlap_table_matches_the_source(questions, handbook):
+    table = overlap_table(questions, handbook)
+    assert table["question_id"].tolist() == list(PRINTED_OVERLAP)
+    for row in table.itertuples(index=False):
+        gold, shared = PRINTED_OVERLAP[row.question_id]
+        assert row.gold_passage_id == gold, row.question_id
+        assert row.shared_content_words == shared, row.question_id
+
+
+def test_retrieved_candidates_match_the_source(retrieved, questions):
+    shown = format_candidates(retrieved, questions["question_id"].tolist())
+    assert shown.to_dict() == PRINTED_CANDIDATES
+
+
+@pytest.mark.parametrize(
+    ("question_id", "passage_id", "rank", "score"),
+    [
+        ("Q1", "H08", 1, 0.356),
+        ("Q2", "H14", 1, 0.572),
+        ("Q4", "H12", 1, 0.588),
+        ("Q4", "H03", 2, 0.108),
+        ("Q4", "H15", 3, 0.098),
+        ("Q5", "H03", 1, 0.311),
+        ("Q5", "H01", 2, 0.297),
+        ("Q6", "H10", 1, 0.261),
+        ("Q6", "H11", 2, 0.140),
+        ("Q6", "H03", 3, 0.089),
+    ],
+)
+def test_each_printed_score_and_rank(retrieved, question_id, passage_id, rank, score):
+    row = retrieved[(retrieved["question_id"] == question_id) & (retrieved["passage_id"] == passage_id)]
+    assert len(row) == 1
+    assert int(row["rank"].iloc[0]) == rank
+    assert round(float(row["score"].iloc[0]), 3) == score
+
+
+def test_retrieved_has_exactly_the_printed_rows(retrieved):
+    assert list(retrieved.columns) == RANK_COLUMNS
+    assert len(retrieved) == 10
+    assert "Q3" not in set(retrieved["question_id"])
+    assert retrieved["rank"].dtype.kind == "i"
+
+
+def test_gold_retrieval_labels_match_the_source(gold):
+    assert dict(zip(gold["question_id"], gold["gold_retrieval_label"])) == PRINTED_GOLD_LABELS
+    by_question = gold.set_index("question_id")
+    assert by_question.at["Q3", "gold_score"] == 0.0
+    assert pd.isna(by_question.at["Q3", "gold_rank"])
+    assert by_question.at["Q6", "gold_rank"] == 2
+    assert round(by_question.at["Q6", "gold_score"], 3) == 0.140
+
+
+def test_recall_at_3(gold):
+    recall = recall_at_k(gold, 3)
+    values = dict(zip(gold["question_id"], recall.tolist()))
+    assert values["Q1"] is True and values["Q2"] is True and values["Q4"] is True
+    assert values["Q6"] is True
+    assert values["Q3"] is False
+    assert values["Q5"] is pd.NA
+    # With k = 1 the Q6 gold passage, ranked second, is no longer recalled.
+    assert dict(zip(gold["question_id"], recall_at_k(gold, 1).tolist()))["Q6"] is False
+
+
+# --- idf and scores against independent computations ----------------------------
+
+
+@pytest.mark.parametrize(
+    ("term", "passages"),
+    [
+        # Counted by reading the handbook: which passages contain the term.
+        ("stipend", {"H08"}),
+        ("riverton", {"H01", "H03"}),  # H01 uses it twice; df counts passages.
+        ("forklift", {"H03", "H04", "H09", "H11"}),
+        ("data", {"H03", "H06", "H08", "H09", "H12", "H15"}),
+        ("certificate", {"H03", "H06", "H08", "H09", "H10", "H12", "H15"}),
+        ("dsc-104", {"H09"}),
+        ("104", {"H13"}),  # "DSC-104" in H09 is one token, so it does not count.
+    ],
+)
+def test_idf_is_ln_n_over_df_by_hand_count(retriever, handbook, term, passages):
+    found = {pid for pid, text in zip(handbook["passage_id"], handbook["text"])
+             if term in tokenize(text)}
+    assert found == passages
+    vocabulary = retriever.vocabulary.set_index("term")
+    assert vocabulary.at[term, "document_frequency"] == len(passages)
+    assert vocabulary.at[term, "idf"] == pytest.approx(math.log(15 / len(passages)), abs=1e-15)
+
+
+def test_stop_words_are_not_in_the_vocabulary(retriever):
+    assert set(retriever.vocabulary["term"]).isdisjoint(STOP_WORDS)
+
+
+def _brute_force_cosine(passages: list[str], query: str) -> list[float]:
+    """Pure-Python tf-idf cosine: counts x ln(N/df), idf from the passages only."""
+    counts = [Counter(content_tokens(text)) for text in passages]
+    df = Counter(term for bag in counts for term in bag)
+    idf = {term: math.log(len(passages) / n) for term, n in df.items()}
+    vectors = [{t: c * idf[t] for t, c in bag.items()} for bag in counts]
+    q = {t: c * idf[t] for t, c in Counter(content_tokens(query)).items() if t in idf}
+    q_norm = math.sqrt(sum(w * w for w in q.values()))
+    scores = []
+    for vector in vectors:
+        p_norm = math.sqrt(sum(w * w for w in vector.values()))
+        dot = sum(w * vector.get(t, 0.0) for t, w in q.items())
+        scores.append(dot / (p_norm * q_norm) if dot and p_norm and q_norm else 0.0)
+    return scores
+
+
+def test_scores_match_a_brute_force_cosine(retriever, handbook, questions):
+    scores = retriever.score(questions["question"].tolist())
+    assert scores.shape == (6, 15)
+    assert retriever.passage_ids == tuple(handbook["passage_id"])
+    for row, question in enumerate(questions["question"]):
+        expected = _brute_force_cosine(handbook["text"].tolist(), question)
+        np.testing.assert_allclose(scores[row], expected, rtol=0, atol=1e-12)
+
+
+def test_scores_lie_between_0_and_1(retriever, handbook):
+    scores = retriever.score(handbook["text"].tolist())
+    assert scores.min() >= 0.0
+    assert scores.max() <= 1.0 + 1e-12
+    # A passage queried with its own text scores 1 against itself.
+    np.testing.assert_allclose(np.diag(scores), 1.0, atol=1e-12)
+
+
+def test_idf_is_fitted_once_on_the_handbook(retriever, questions):
+    """Scoring questions must not change the idf (it is not refitted per query)."""
+    before = retriever.idf.copy()
+    retriever.score(questions["question"].tolist() + ["stipend stipend parking"])
+    np.testing.assert_array_equal(retriever.idf, before)
+
+
+def test_sklearn_tfidf_differs_from_the_lesson_weights(retriever, handbook, questions):
+    """Why the retriever is custom rather than scikit-learn's TfidfVectorizer.
+
+    Even with ``smooth_idf=False`` scikit-learn uses ``idf = ln(N/df) + 1``, so a term
+    found in every passage keeps weight 1 instead of 0 and every score moves: the
+    printed figures (Q1 H08 0.356 ...) come only from ``ln(N/df)``. On this handbook
+    the difference is large enough to swap the top two passages for Q5.
+    """
+    vectorizer = TfidfVectorizer(analyzer=content_tokens, lowercase=False, smooth_idf=False)
+    passages = vectorizer.fit_transform(handbook["text"])
+    sk_scores = linear_kernel(vectorizer.transform(questions["question"]), passages)
+    ours = retriever.score(questions["question"].tolist())
+    terms = list(vectorizer.get_feature_names_out())
+    ours_idf = retriever.vocabulary.set_index("term").loc[terms, "idf"].to_numpy()
+    np.testing.assert_allclose(vectorizer.idf_, ours_idf + 1.0, atol=1e-12)
+    assert not np.allclose(sk_scores, ours, atol=1e-3)
+    q1 = questions.index[questions["question_id"] == "Q1"][0]
+    h08 = retriever.passage_ids.index("H08")
+    assert round(ours[q1, h08], 3) == 0.356
+    assert round(sk_scores[q1, h08], 3) != 0.356
+    q5 = questions.index[questions["question_id"] == "Q5"][0]
+    sk_top = retriever.passage_ids[int(np.argmax(sk_scores[q5]))]
+    ours_top = retriever.passage_ids[int(np.argmax(ours[q5]))]
+    assert (ours_top, sk_top) == ("H03", "H01")
+
+
+# --- ranking rules ---------------------------------------------------------------
+
+
+def _tiny_handbook() -> pd.DataFrame:
+    # Three identical passages, listed out of ID order, plus two others.
+    return pd.DataFrame(
+        {
+            "passage_id": ["P3", "P1", "P5", "P2", "P4"],
+            "text": [
+                "forklift safety course",
+                "forklift safety course",
+                "spreadsheet basics",
+                "forklift safety course",
+                "child care room",
+            ],
+        }
+    )
+
+
+def test_ties_are_broken_by_passage_id():
+    retriever = TfidfRetriever.fit(_tiny_handbook())
+    questions = pd.DataFrame({"question_id": ["T1"], "question": ["forklift course"]})
+    ranked = retriever.rank(questions, k=None)
+    assert ranked["passage_id"].tolist() == ["P1", "P2", "P3"]
+    assert ranked["rank"].tolist() == [1, 2, 3]
+    assert ranked["score"].nunique() == 1
+    assert ranked["score"].iloc[0] > 0
+    top2 = retriever.rank(questions, k=2)
+    assert top2["passage_id"].tolist() == ["P1", "P2"]
+
+
+def test_rank_scores_tie_break_ignores_input_order():
+    scores = np.array([[0.5, 0.9, 0.5, 0.5, 0.0]])
+    ranked = rank_scores(scores, ["H09", "H02", "H10", "H01", "H03"], ["Q"], k=None)
+    assert ranked["passage_id"].tolist() == ["H02", "H01", "H09", "H10"]
+
+
+def test_zero_scores_are_never_returned(retriever, questions):
+    scores = retriever.score(questions["question"].tolist())
+    ranked = retriever.rank(questions, k=None)
+    assert (ranked["score"] > 0).all()
+    # Every positive score is returned when k is None, and nothing else.
+    assert len(ranked) == int((scores > 0).sum())
+    q5 = ranked[ranked["question_id"] == "Q5"]
+    assert q5["passage_id"].tolist() == ["H03", "H01"]  # only two passages share a word
+
+
+def test_min_score_is_strict():
+    scores = np.array([[0.2, 0.1, 0.3]])
+    ranked = rank_scores(scores, ["A", "B", "C"], ["Q"], k=None, min_score=0.2)
+    assert ranked["passage_id"].tolist() == ["C"]
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+def test_top_k(retriever, questions, k):
+    ranked_all = retriever.rank(questions, k=None)
+    ranked = retriever.rank(questions, k=k)
+    for question_id, group in ranked_all.groupby("question_id"):
+        mine = ranked[ranked["question_id"] == question_id]
+        assert len(mine) == min(k, len(group))
+        assert mine["passage_id"].tolist() == group["passage_id"].tolist()[:k]
+        assert mine["rank"].tolist() == list(range(1, len(mine) + 1))
+
+
+def test_ranking_is_ordered_by_question_then_rank(retriever, questions):
+    shuffled = questions.iloc[::-1].reset_index(drop=True)
+    ranked = retriever.rank(shuffled, k=None)
+    for _, group in ranked.groupby("question_id", sort=False):
+        assert group["score"].is_monotonic_decreasing
+        assert group["rank"].tolist() == list(range(1, len(group) + 1))
+
+
+@pytest.mark.parametrize(
+    "query", ["", "Where is it at?", "Is there a zeppelin?", "?!", "do you and I"]
+)
+def test_queries_without_known_content_words_retrieve_nothing(retriever, query):
+    questions = pd.DataFrame({"question_id": ["E1"], "question": [query]})
+    assert retriever.score([query]).sum() == 0.0
+    ranked = retriever.rank(questions, k=3)
+    assert ranked.empty
+    assert list(ranked.columns) == RANK_COLUMNS
+
+
+def test_fit_rejects_duplicate_ids_and_empty_tables():
+    frame = pd.DataFrame({"passage_id": ["A", "A"], "text": ["one", "two"]})
+    with pytest.raises(ValueError, match="'A'"):
+        TfidfRetriever.fit(frame)
+    with pytest.raises(ValueError):
+        TfidfRetriever.fit(frame.iloc[0:0])
+
+
+def test_rank_scores_checks_the_shape():
+    with pytest.raises(ValueError, match="shape"):
+        rank_scores(np.zeros((2, 3)), ["A", "B", "C"], ["Q1"])
+
+
+# --- gold labels beyond the printed ones ------------------------------------------
+
+
+def test_gold_label_when_others_match_but_gold_does_not(retriever):
+    questions = pd.DataFrame(
+        {"question_id": ["G1"], "question": ["When does the Saturday workshop start?"],
+         "gold_passage_id": ["H13"]}
+    )
+    label = gold_ranks(retriever.rank(questions, k=None), questions)
+    assert label["gold_retrieval_label"].tolist() == ["not retrieved (score 0)"]
+    assert label["gold_score"].tolist() == [0.0]
+
+
+def test_gold_label_outside_the_top_3(retriever):
+    # Seven passages name the certificate; H09 is not among the first three.
+    questions = pd.DataFrame(
+        {"question_id": ["G2"], "question": ["Data Support Certificate"],
+         "gold_passage_id": ["H09"]}
+    )
+    ranked_all = retriever.rank(questions, k=None)
+    rank = int(ranked_all.loc[ranked_all["passage_id"] == "H09", "rank"].iloc[0])
+    assert rank > 3
+    label = gold_ranks(ranked_all, questions)
+    assert label["gold_retrieval_label"].tolist() == [f"rank {rank} (outside top 3)"]
+    assert recall_at_k(label, 3).tolist() == [False]
