@@ -1,0 +1,371 @@
+"""The book's build: configuration, the Quarto dispatch, and the build without Quarto.
+
+Each build test makes a small temporary project (a `_quarto.yml`, a front page and one
+notebook) and runs `python -m helpers.build` on it in a subprocess, as `make book` does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from helpers.build import find_remote_assets, load_book_config, select_chapter, BuildError
+from helpers.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark
+from helpers.paths import PROJECT_ROOT
+
+LESSON = "lessons/01-sample.ipynb"
+
+
+def write_project(root: Path, cells: list, title: str = "A sample lesson") -> Path:
+    """A book project with index.qmd and one lesson notebook made of `cells`."""
+    (root / "lessons").mkdir(parents=True, exist_ok=True)
+    (root / "_quarto.yml").write_text(
+        textwrap.dedent(
+            f"""\
+            project:
+              type: book
+              output-dir: _book
+              execute-dir: project
+            book:
+              title: "Sample Book"
+              chapters:
+                - index.qmd
+                - {LESSON}
+            execute:
+              enabled: true
+            jupyter: python3
+            """
+        )
+    )
+    (root / "index.qmd").write_text(
+        "---\ntitle: Front page\n---\n\nRead [the lesson](lessons/01-sample.ipynb) next.\n"
+    )
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_raw_cell(f"---\ntitle: {title}\n---"), *cells]
+    nbformat.write(nb, root / LESSON)
+    return root
+
+
+def run_build(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "helpers.build", "--project", str(root), *args],
+        cwd=PROJECT_ROOT,
+        env=env or os.environ.copy(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def code(source: str):
+    return nbformat.v4.new_code_cell(textwrap.dedent(source).strip("\n"))
+
+
+def markdown(source: str):
+    return nbformat.v4.new_markdown_cell(textwrap.dedent(source).strip("\n"))
+
+
+FAILING_CELLS = [
+    markdown("# Parsing\n\nEvery reply must parse."),
+    code("replies = {'Q1': 'Answer: 5\\nSources: H1', 'Q7': 'Answer: maybe\\nSources: H2\\nExtra line'}"),
+    code(
+        """
+        #| label: chk-parse
+        bad = {q: r for q, r in replies.items() if r.count('\\n') != 1}
+        assert not bad, f"{len(bad)} reply did not parse: " + "; ".join(f"{q}: raw output {r!r}" for q, r in bad.items())
+        """
+    ),
+    code("print('never reached')"),
+]
+
+
+def test_failing_assertion_stops_the_build_and_names_notebook_cell_and_question(tmp_path):
+    root = write_project(tmp_path / "book", FAILING_CELLS)
+    result = run_build(root, "--engine", "nbclient")
+    message = result.stderr
+    assert result.returncode == 1, result.stdout + result.stderr
+    # cell 1 is the front-matter raw cell, so the assert cell is the 4th of 5
+    assert f"{LESSON}: cell 4 of 5 (label: chk-parse) failed with AssertionError" in message
+    assert "Q7: raw output 'Answer: maybe\\nSources: H2\\nExtra line'" in message
+    assert "never reached" not in result.stdout
+    assert not (root / "_book").exists()
+    assert not list(root.glob(".*building*")), "the staging folder was left behind"
+
+
+def test_failed_build_leaves_the_previous_site_unchanged(tmp_path):
+    root = write_project(tmp_path / "book", [code("x = 1\nx")])
+    first = run_build(root, "--engine", "nbclient")
+    assert first.returncode == 0, first.stderr
+    page = root / "_book" / "lessons" / "01-sample.html"
+    before = page.read_text()
+    write_project(root, FAILING_CELLS)
+    second = run_build(root, "--engine", "nbclient")
+    assert second.returncode == 1
+    assert page.read_text() == before
+    assert sorted(p.name for p in (root / "_book").rglob("*.html")) == ["01-sample.html", "index.html"]
+
+
+GOOD_CELLS = [
+    markdown("Intro. The questions are in @tbl-questions.\n\n## Questions {#sec-questions}"),
+    code(
+        """
+        #| echo: false
+        import pandas as pd
+        import itables
+        itables.init_notebook_mode(connected=False)
+        HIDDEN_SETUP_MARKER = 1
+        """
+    ),
+    code(
+        """
+        #| label: tbl-questions
+        #| tbl-cap: "Questions with **their** ids"
+        questions = pd.DataFrame({
+            "question_id": [f"Q{i}" for i in range(1, 15)] + ["H13"],
+            "question": [f"question number {i}" for i in range(1, 16)],
+        })
+        itables.show(questions)
+        """
+    ),
+    code(
+        """
+        #| output: asis
+        print(f"There are **{len(questions)}** questions.")
+        """
+    ),
+    code(
+        """
+        #| eval: false
+        raise RuntimeError("this cell is shown but never run")
+        """
+    ),
+    code(
+        """
+        #| label: fig-bars
+        #| fig-cap: "A tiny figure"
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(figsize=(2, 1))
+        ax.bar([0, 1], [1, 2]);
+        """
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def good_book(tmp_path_factory):
+    root = write_project(tmp_path_factory.mktemp("good") / "book", GOOD_CELLS)
+    result = run_build(root, "--engine", "nbclient")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return root, result
+
+
+def test_good_notebook_builds_pages_with_quarto_cell_options(good_book):
+    root, result = good_book
+    page = (root / "_book" / "lessons" / "01-sample.html").read_text()
+    # echo: false hides the code; `#|` lines are stripped from code that is shown
+    assert "HIDDEN_SETUP_MARKER" not in page
+    assert "#|" not in page and "#&#124;" not in page
+    assert "this cell is shown but never run" in page
+    # tbl-cap shows as a numbered caption above the table output; label is the element id
+    caption = re.search(r'<div class="book-caption book-table-caption">(.*?)</div>', page, re.S)
+    assert caption is not None
+    assert re.sub(r"<[^>]+>", "", caption.group(1)) == "Table 1: Questions with their ids"
+    assert re.search(r'<div[^>]*\bid="tbl-questions"', page)
+    assert page.index("book-table-caption") < page.index('id="itables_')
+    assert '<a href="#tbl-questions">Table 1</a>' in page
+    # fig-cap goes below the figure
+    figure = re.search(r'<div class="book-caption book-figure-caption">(.*?)</div>', page, re.S)
+    assert figure is not None and "Figure 1:" in figure.group(1) and "A tiny figure" in figure.group(1)
+    image = re.search(r'<img[^>]*src="data:image/png', page)
+    assert image is not None and image.start() < page.index("book-figure-caption")
+    # output: asis renders printed markdown
+    assert "There are <strong>15</strong> questions." in page
+    # the front matter title heads the page and names it
+    assert '<h1 class="book-title">A sample lesson</h1>' in page
+    assert "<title>A sample lesson – Sample Book</title>" in page
+
+
+def test_pages_link_to_each_other_and_say_how_they_were_built(good_book):
+    root, result = good_book
+    index = (root / "_book" / "index.html").read_text()
+    lesson = (root / "_book" / "lessons" / "01-sample.html").read_text()
+    assert 'href="lessons/01-sample.html"' in index
+    assert 'href="../index.html"' in lesson
+    assert "Read <a href=\"lessons/01-sample.html\">the lesson</a> next." in index
+    for page in (index, lesson):
+        generator = re.search(r'<meta[^>]*name="generator"[^>]*>', page)
+        assert generator is not None and "Quarto was not found" in generator.group(0)
+    assert "built without Quarto" in result.stdout
+    assert re.search(r"lessons/01-sample.html\s+\d+\.\d s", result.stdout)
+    assert "2 page(s) written to" in result.stdout
+
+
+def test_itables_output_is_offline(good_book):
+    root, _ = good_book
+    page = (root / "_book" / "lessons" / "01-sample.html").read_text()
+    assert find_remote_assets(page) == []
+    assert not re.search(r"<script[^>]+src=[\"']?https?:", page)
+    assert not re.search(r"<link[^>]+href=[\"']?https?:", page)
+    # the DataTables bundle is embedded in the page itself
+    assert re.search(r"window\._itables_\d+_\d+_\d+\s*=", page) or "_itables_" in page
+    assert "data_json" in page and "H13" in page
+
+
+def test_find_remote_assets_catches_cdn_scripts_styles_and_imports():
+    page = """
+    <script src="https://cdnjs.cloudflare.com/require.js"></script>
+    <link rel="stylesheet" href="//cdn.example.org/x.css">
+    <script type="module">import { ITable } from 'https://www.unpkg.com/dt_for_itables/dt_bundle.js';</script>
+    <a href="https://itables.org/">help</a>
+    <script>const s = 1;</script>
+    """
+    assert find_remote_assets(page) == [
+        "https://cdnjs.cloudflare.com/require.js",
+        "//cdn.example.org/x.css",
+        "https://www.unpkg.com/dt_for_itables/dt_bundle.js",
+    ]
+
+
+def test_only_builds_one_lesson_into_an_existing_site(tmp_path):
+    root = write_project(tmp_path / "book", [code("print('first')")])
+    assert run_build(root, "--engine", "nbclient").returncode == 0
+    write_project(root, [code("print('second')")])
+    result = run_build(root, "--engine", "nbclient", "--only", "01", "--output", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert "second" in (tmp_path / "out" / "lessons" / "01-sample.html").read_text()
+    assert "first" in (root / "_book" / "lessons" / "01-sample.html").read_text()
+
+
+def test_bad_cell_options_name_the_notebook_and_cell(tmp_path):
+    root = write_project(tmp_path / "book", [code("#| label: [unclosed\nx = 1")])
+    result = run_build(root, "--engine", "nbclient")
+    assert result.returncode == 1
+    assert f"{LESSON}: cell 2: cell options are not valid YAML" in result.stderr
+    assert not (root / "_book").exists()
+
+
+def test_unknown_only_and_missing_chapter_are_usage_errors(tmp_path):
+    root = write_project(tmp_path / "book", [code("x = 1")])
+    result = run_build(root, "--engine", "nbclient", "--only", "07")
+    assert result.returncode == 2
+    assert "--only '07' matches no chapter" in result.stderr and LESSON in result.stderr
+    (root / LESSON).unlink()
+    result = run_build(root, "--engine", "nbclient")
+    assert result.returncode == 2
+    assert f"{LESSON}: listed in _quarto.yml but the file does not exist" in result.stderr
+
+
+# --------------------------------------------------------------------------- Quarto dispatch
+
+
+def fake_quarto(bin_dir: Path, exit_code: int) -> Path:
+    """A `quarto` stub that records its arguments and working folder, then exits."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    record = bin_dir / "calls.txt"
+    stub = bin_dir / "quarto"
+    stub.write_text(f'#!/bin/sh\necho "$PWD|$*" >> "{record}"\nexit {exit_code}\n')
+    stub.chmod(stub.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return record
+
+
+def env_with_path(bin_dir: Path) -> dict:
+    env = os.environ.copy()
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def test_quarto_on_path_is_run_and_its_exit_status_passed_through(tmp_path):
+    root = write_project(tmp_path / "book", FAILING_CELLS)  # would fail if executed here
+    record = fake_quarto(tmp_path / "bin", exit_code=7)
+    env = env_with_path(tmp_path / "bin")
+
+    result = run_build(root, env=env)
+    assert result.returncode == 7
+    assert "Quarto found at" in result.stdout and "quarto render" in result.stdout
+    assert record.read_text().splitlines() == [f"{root}|render"]
+    assert not (root / "_book").exists()
+
+    record.unlink()
+    result = run_build(root, "--only", "01-sample", "--output", "site", env=env)
+    assert result.returncode == 7
+    assert record.read_text().splitlines() == [f"{root}|render {LESSON} --output-dir site"]
+
+
+def test_quarto_success_is_passed_through_and_engine_nbclient_skips_quarto(tmp_path):
+    root = write_project(tmp_path / "book", [markdown("Only prose here.")])
+    record = fake_quarto(tmp_path / "bin", exit_code=0)
+    env = env_with_path(tmp_path / "bin")
+    assert run_build(root, env=env).returncode == 0
+    assert record.read_text().count("|render") == 1
+    result = run_build(root, "--engine", "nbclient", env=env)
+    assert result.returncode == 0, result.stderr
+    assert record.read_text().count("|render") == 1
+    assert (root / "_book" / "lessons" / "01-sample.html").is_file()
+
+
+# --------------------------------------------------------------------------- cell options
+
+
+def test_parse_cell_options_splits_options_from_code():
+    options, source = parse_cell_options("#| label: tbl-x\n#| tbl-cap: 'Ranked: top 3'\n#| echo: false\n\nx = 1\n#| not an option")
+    assert options == {"label": "tbl-x", "tbl-cap": "Ranked: top 3", "echo": False}
+    assert source == "x = 1\n#| not an option"
+    assert parse_cell_options("x = 1") == ({}, "x = 1")
+    with pytest.raises(CellOptionError, match="not valid YAML"):
+        parse_cell_options("#| label: [oops\nx = 1")
+    with pytest.raises(CellOptionError, match="key: value"):
+        parse_cell_options("#| just words\nx = 1")
+
+
+def test_quarto_markdown_rewrites_callouts_headings_crossrefs_and_links():
+    text = (
+        "## Retrieval {#sec-retrieval .unnumbered}\n\n"
+        '::: {.callout-tip title="Remember"}\nSee @tbl-ranks and @fig-none; mail a@tbl-x.org.\n:::\n\n'
+        "[next](02-next.ipynb#top)\n\n```\n::: not a div\n```"
+    )
+    out = quarto_markdown_to_commonmark(text, {"tbl-ranks": "Table 2"}, {"02-next.ipynb": "02-next.html"})
+    assert '<a id="sec-retrieval" class="book-anchor"></a>' in out and "## Retrieval\n" in out
+    assert '<div class="book-div callout-tip callout">' in out and '<div class="callout-title">Remember</div>' in out
+    assert "See [Table 2](#tbl-ranks) and @fig-none; mail a@tbl-x.org." in out
+    assert "[next](02-next.html#top)" in out
+    assert "```\n::: not a div\n```" in out
+    assert out.count("<div") == out.count("</div>") == 2
+
+
+# --------------------------------------------------------------------------- the real book
+
+
+def test_quarto_yml_is_a_book_listing_exactly_the_lessons_present():
+    config = yaml.safe_load((PROJECT_ROOT / "_quarto.yml").read_text())
+    assert config["project"]["type"] == "book"
+    assert config["project"]["output-dir"] == "_book"
+    assert config["project"]["execute-dir"] == "project"
+    assert config["execute"]["enabled"] is True
+    assert config["jupyter"] == "python3"
+    assert "theme" in config["format"]["html"]
+    chapters = config["book"]["chapters"]
+    present = sorted(p.relative_to(PROJECT_ROOT).as_posix() for p in (PROJECT_ROOT / "lessons").glob("*.ipynb"))
+    assert chapters[0] == "index.qmd"
+    assert chapters[1:] == present, "book.chapters must list exactly the notebooks in lessons/, in order"
+    parsed = load_book_config(PROJECT_ROOT)
+    assert [c.source for c in parsed.chapters] == chapters
+    assert select_chapter(parsed, "01").source == "lessons/01-answering-from-retrieved-passages.ipynb"
+    with pytest.raises(BuildError):
+        select_chapter(parsed, "lessons/99-missing.ipynb")
+
+
+def test_front_page_links_every_lesson():
+    config = load_book_config(PROJECT_ROOT)
+    index = (PROJECT_ROOT / "index.qmd").read_text()
+    for chapter in config.chapters[1:]:
+        assert f"]({chapter.source})" in index, f"index.qmd does not link {chapter.source}"
