@@ -1,0 +1,177 @@
+"""pyproject.toml, environment.yml and README.md name the same packages and pins, and the
+lesson notebooks are committed without outputs."""
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+
+import pytest
+
+from helpers.paths import PROJECT_ROOT
+
+PYPROJECT = PROJECT_ROOT / "pyproject.toml"
+ENVIRONMENT = PROJECT_ROOT / "environment.yml"
+README = PROJECT_ROOT / "README.md"
+MAKEFILE = PROJECT_ROOT / "Makefile"
+
+# Entries of environment.yml that are tools rather than Python packages of the book.
+CONDA_TOOLS = {"python", "pip", "quarto"}
+
+_REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*==\s*([^\s;,]+)")
+_CONDA_DEP = re.compile(r"^\s{2}-\s+([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:=\s*([^\s#]+))?\s*(?:#.*)?$")
+_PIP_DEP = re.compile(r"^\s{6}-\s+([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s#]+)\s*(?:#.*)?$")
+_PIN_IN_TEXT = re.compile(r"(?<![\w.-])([A-Za-z][A-Za-z0-9._-]*)==([0-9][A-Za-z0-9.+!-]*[A-Za-z0-9])")
+
+
+def _name(name: str) -> str:
+    """PEP 503 normalised name."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _require(path):
+    if not path.exists():
+        pytest.fail(
+            f"{path.name} is missing: the project root must hold pyproject.toml, "
+            "environment.yml and README.md naming the same packages"
+        )
+    return path.read_text(encoding="utf-8")
+
+
+def _pyproject_pins() -> dict[str, str]:
+    project = tomllib.loads(_require(PYPROJECT))["project"]
+    requirements = list(project["dependencies"])
+    for extra in project.get("optional-dependencies", {}).values():
+        requirements.extend(extra)
+    pins = {}
+    for requirement in requirements:
+        match = _REQUIREMENT.match(requirement)
+        assert match, f"pyproject.toml: {requirement!r} is not pinned with =="
+        pins[_name(match.group(1))] = match.group(2)
+    return pins
+
+
+def _environment_pins() -> dict[str, str | None]:
+    """Conda and pip dependencies of environment.yml (a plain two-level list)."""
+    text = _require(ENVIRONMENT)
+    pins: dict[str, str | None] = {}
+    in_dependencies = False
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line.startswith(" "):
+            in_dependencies = line.startswith("dependencies:")
+            continue
+        if not in_dependencies:
+            continue
+        pip = _PIP_DEP.match(line)
+        conda = _CONDA_DEP.match(line)
+        if pip:
+            pins[_name(pip.group(1))] = pip.group(2)
+        elif conda:
+            pins[_name(conda.group(1))] = conda.group(2)
+        elif line.strip() in ("- pip:", "- -e ."):
+            continue
+        else:
+            pytest.fail(f"environment.yml: cannot read dependency line {line!r}")
+    return pins
+
+
+def _readme_table_packages() -> set[str]:
+    """Package names in the README's "Packages" table (second column)."""
+    text = _require(README)
+    match = re.search(r"^## Packages\s*$(.*?)(?=^## |\Z)", text, flags=re.M | re.S)
+    assert match, "README.md has no '## Packages' section listing the packages"
+    names = set()
+    for line in match.group(1).splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) < 2 or set(cells[1]) <= set("-: ") or cells[0] == "purpose":
+            continue
+        for item in re.sub(r"\([^)]*\)", "", cells[1]).split(","):
+            if item.strip():
+                names.add(_name(item.strip().strip("`")))
+    assert names, "README.md's Packages table lists no packages"
+    return names
+
+
+def _makefile_no_deps_pins() -> dict[str, str]:
+    """Wheels the Makefile installs with --no-deps, outside pyproject.toml."""
+    pins = {}
+    for line in _require(MAKEFILE).splitlines():
+        if "pip install" in line and "--no-deps" in line:
+            for name, version in _PIN_IN_TEXT.findall(line):
+                pins[_name(name)] = version
+    return pins
+
+
+def test_environment_yml_pins_the_pyproject_packages():
+    pyproject = _pyproject_pins()
+    environment = _environment_pins()
+    packages = {name: version for name, version in environment.items() if name not in CONDA_TOOLS}
+    assert set(packages) == set(pyproject), (
+        f"only in environment.yml: {sorted(set(packages) - set(pyproject))}; "
+        f"only in pyproject.toml: {sorted(set(pyproject) - set(packages))}"
+    )
+    different = {n: (pyproject[n], packages[n]) for n in pyproject if pyproject[n] != packages[n]}
+    assert not different, f"versions differ (pyproject, environment.yml): {different}"
+
+
+def test_environment_yml_python_matches_requires_python():
+    project = tomllib.loads(_require(PYPROJECT))["project"]
+    python = _environment_pins().get("python")
+    assert python, "environment.yml must pin python"
+    assert project["requires-python"] == f">={python},<3.{int(python.split('.')[1]) + 1}"
+
+
+def test_readme_names_every_package():
+    text = _require(README).lower()
+    expected = set(_pyproject_pins()) | set(_makefile_no_deps_pins())
+    missing = sorted(name for name in expected if not re.search(
+        rf"(?<![\w-]){re.escape(name)}(?![\w-])", text))
+    assert not missing, f"README.md does not name: {missing}"
+
+
+def test_readme_table_names_only_declared_packages():
+    declared = set(_pyproject_pins()) | set(_environment_pins()) | set(_makefile_no_deps_pins())
+    unknown = sorted(_readme_table_packages() - declared)
+    assert not unknown, (
+        f"README.md's Packages table names {unknown}, which neither pyproject.toml, "
+        "environment.yml nor the Makefile installs (use the installed name)"
+    )
+
+
+def test_pins_written_in_readme_and_makefile_agree():
+    declared = _pyproject_pins() | _makefile_no_deps_pins()
+    for path in (README, MAKEFILE, ENVIRONMENT):
+        for name, version in _PIN_IN_TEXT.findall(_require(path)):
+            name = _name(name)
+            if name in declared:
+                assert version == declared[name], f"{path.name} pins {name}=={version}, " \
+                    f"but the project pins {declared[name]}"
+
+
+def test_the_no_deps_wheel_is_documented_in_environment_yml():
+    text = _require(ENVIRONMENT)
+    for name, version in _makefile_no_deps_pins().items():
+        assert f"{name}=={version}" in text, f"environment.yml does not mention {name}=={version}"
+
+
+# --- notebooks ------------------------------------------------------------------------
+
+NOTEBOOKS = sorted((PROJECT_ROOT / "lessons").glob("*.ipynb"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebooks_have_no_outputs_or_execution_counts(path):
+    notebook = json.loads(path.read_text(encoding="utf-8"))
+    with_outputs, with_counts = [], []
+    for number, cell in enumerate(notebook["cells"], start=1):
+        if cell["cell_type"] != "code":
+            continue
+        if cell.get("outputs"):
+            with_outputs.append(number)
+        if cell.get("execution_count") is not None:
+            with_counts.append(number)
+    assert not with_outputs, f"{path.name}: cells {with_outputs} have outputs; strip them"
+    assert not with_counts, f"{path.name}: cells {with_counts} have execution counts"
+    assert "widgets" not in notebook.get("metadata", {}), f"{path.name}: widget state saved"
