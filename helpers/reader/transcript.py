@@ -1,0 +1,224 @@
+"""Recorded generations: a JSONL transcript keyed by model, revision, messages and settings.
+
+Introduced in lesson 1, "Ask the reader for two lines" (where a render replays what a
+reader wrote earlier when the model cannot run). Each line is one generation; its key is
+the SHA-256 of the canonical JSON of exactly what produced it, so a changed prompt, model
+or setting never replays an old answer.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..paths import DATA_DIR
+
+TRANSCRIPT_PATH = DATA_DIR / "reader-transcript.jsonl"
+
+#: Every field a transcript line must have, with the JSON types it may take.
+FIELDS: dict[str, tuple[type, ...]] = {
+    "key": (str,),
+    "question_id": (str,),
+    "model_id": (str,),
+    "revision": (str,),
+    "settings": (dict,),
+    "messages": (list,),
+    "raw_output": (str,),
+    "output_tokens": (int,),
+    "ended_by_eos": (bool,),
+    "hit_token_cap": (bool,),
+    "prompt_tokens": (int,),
+    "recorded_by": (str,),
+    "recorded_on": (str,),
+    "provenance": (str,),
+}
+
+TRANSCRIBED = "transcribed from the reference render of the source page"
+GENERATED_LIVE = "generated live"
+
+
+class TranscriptError(ValueError):
+    """A transcript line is not valid JSON, lacks a field or contradicts its key."""
+
+
+def canonical_json(value) -> str:
+    """JSON with sorted keys, no spaces and unescaped Unicode: the text that is hashed."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def transcript_key(model_id: str, revision: str, messages: list[dict], settings: dict) -> str:
+    """SHA-256 (hex) of the canonical JSON of model id, revision, messages and settings."""
+    payload = {
+        "model_id": model_id,
+        "revision": revision,
+        "messages": messages,
+        "settings": settings,
+    }
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class TranscriptEntry:
+    """One recorded generation (one line of the transcript)."""
+
+    key: str
+    question_id: str
+    model_id: str
+    revision: str
+    settings: dict
+    messages: list
+    raw_output: str
+    output_tokens: int
+    ended_by_eos: bool
+    hit_token_cap: bool
+    prompt_tokens: int
+    recorded_by: str
+    recorded_on: str
+    provenance: str
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=False)
+
+
+def _entry_from_line(path: Path, number: int, line: str) -> TranscriptEntry:
+    where = f"{path}, line {number}"
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise TranscriptError(
+            f"{where}: not valid JSON ({error.msg} at column {error.colno})"
+        ) from None
+    if not isinstance(record, dict):
+        raise TranscriptError(f"{where}: expected a JSON object, found {type(record).__name__}")
+    missing = [name for name in FIELDS if name not in record]
+    if missing:
+        raise TranscriptError(f"{where}: missing field(s) {', '.join(missing)}")
+    for name, types in FIELDS.items():
+        value = record[name]
+        # bool is a subclass of int; a count written as true/false is still wrong.
+        wrong_bool = isinstance(value, bool) and bool not in types
+        if not isinstance(value, types) or wrong_bool:
+            raise TranscriptError(
+                f"{where}: field {name!r} should be {types[0].__name__}, "
+                f"found {json.dumps(value)[:40]}"
+            )
+    unknown = sorted(set(record) - set(FIELDS))
+    if unknown:
+        raise TranscriptError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    entry = TranscriptEntry(**record)
+    expected = transcript_key(entry.model_id, entry.revision, entry.messages, entry.settings)
+    if entry.key != expected:
+        raise TranscriptError(
+            f"{where}: field 'key' does not match the entry's model_id, revision, messages "
+            f"and settings (expected {expected[:12]}..., found {entry.key[:12]}...)"
+        )
+    return entry
+
+
+def read_transcript(path: str | os.PathLike = TRANSCRIPT_PATH) -> list[TranscriptEntry]:
+    """Every entry of a transcript, validated; a bad line is refused with its line number.
+
+    A missing file reads as an empty transcript. Blank lines are skipped.
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    entries: list[TranscriptEntry] = []
+    seen: dict[str, int] = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            entry = _entry_from_line(path, number, line)
+            if entry.key in seen:
+                raise TranscriptError(
+                    f"{path}, line {number}: key {entry.key[:12]}... repeats line "
+                    f"{seen[entry.key]}"
+                )
+            seen[entry.key] = number
+            entries.append(entry)
+    return entries
+
+
+def write_transcript(path: str | os.PathLike, entries: Iterable[TranscriptEntry]) -> None:
+    """Write ``entries`` as JSONL, atomically: a reader never sees a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
+            for entry in entries:
+                handle.write(entry.to_json() + "\n")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def merge_entries(
+    existing: Iterable[TranscriptEntry], new: Iterable[TranscriptEntry]
+) -> list[TranscriptEntry]:
+    """``existing`` with every entry for the same question and model replaced by ``new``.
+
+    Entries keep the order of ``existing``; replacements take the place of the first entry
+    they replace, and entries for new questions go at the end.
+    """
+    new = list(new)
+    replacing = {(entry.question_id, entry.model_id): entry for entry in new}
+    merged: list[TranscriptEntry] = []
+    placed: set[tuple[str, str]] = set()
+    for entry in existing:
+        pair = (entry.question_id, entry.model_id)
+        if pair in replacing:
+            if pair not in placed:
+                merged.append(replacing[pair])
+                placed.add(pair)
+            continue
+        merged.append(entry)
+    merged.extend(entry for entry in new if (entry.question_id, entry.model_id) not in placed)
+    return merged
+
+
+def describe_difference(recorded: TranscriptEntry, model_id: str, revision: str,
+                        messages: list[dict], settings: dict) -> str:
+    """Say what differs between a recorded entry and a request for the same question."""
+    changes = []
+    if recorded.model_id != model_id:
+        changes.append(f"the model changed ({recorded.model_id} recorded, {model_id} now)")
+    if recorded.revision != revision:
+        changes.append(f"the revision changed ({recorded.revision} recorded, {revision} now)")
+    if recorded.settings != settings:
+        changes.append(
+            f"the generation settings changed ({canonical_json(recorded.settings)} recorded, "
+            f"{canonical_json(settings)} now)"
+        )
+    if recorded.messages != messages:
+        changes.append(_message_difference(recorded.messages, messages))
+    return "; ".join(changes) or "the entry differs only in its key"
+
+
+def _message_difference(recorded: list, current: list) -> str:
+    if len(recorded) != len(current):
+        return f"the number of messages changed ({len(recorded)} recorded, {len(current)} now)"
+    for old, new in zip(recorded, current):
+        if old == new:
+            continue
+        role = new.get("role", "?") if isinstance(new, dict) else "?"
+        old_text = old.get("content", "") if isinstance(old, dict) else str(old)
+        new_text = new.get("content", "") if isinstance(new, dict) else str(new)
+        if old_text == new_text:
+            return f"the {role} message changed outside its text"
+        at = next(
+            (i for i, (a, b) in enumerate(zip(old_text, new_text)) if a != b),
+            min(len(old_text), len(new_text)),
+        )
+        start = max(0, at - 20)
+        return (
+            f"the {role} prompt changed at character {at}: recorded "
+            f"{old_text[start:at + 30]!r}, now {new_text[start:at + 30]!r}"
+        )
+    return "the messages changed"
