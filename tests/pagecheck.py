@@ -105,8 +105,14 @@ class PageCheck:
     screenshot: Path | None = None
 
 
-_ROWS_JS = """
-const table = document.querySelectorAll('table.dataTable')[arguments[0]];
+# DataTables tables holding the data; with scrollX the header is drawn in a second table.
+_TABLES_JS = """
+const tables = () => Array.from(document.querySelectorAll('table.dataTable')).filter(
+  t => !t.closest('.dt-scroll-head, .dt-scroll-foot, .dataTables_scrollHead, .dataTables_scrollFoot'));
+"""
+
+_ROWS_JS = _TABLES_JS + """
+const table = tables()[arguments[0]];
 if (!table) return null;
 const rows = [];
 for (const tr of table.querySelectorAll('tbody tr')) {
@@ -116,8 +122,8 @@ for (const tr of table.querySelectorAll('tbody tr')) {
 return rows;
 """
 
-_SEARCH_JS = """
-const table = document.querySelectorAll('table.dataTable')[arguments[0]];
+_SEARCH_JS = _TABLES_JS + """
+const table = tables()[arguments[0]];
 const box = table && table.closest('.dt-container, .dataTables_wrapper');
 return box ? box.querySelector('.dt-search input, .dataTables_filter input, input[type=search]') : null;
 """
@@ -155,17 +161,17 @@ def check_page(
     own_driver = driver is None
     driver = driver or make_driver()
     try:
+        driver.get_log("browser")  # drop entries left by earlier pages of a shared driver
         driver.get(url)
         n_tables = _wait(
             lambda: driver.execute_script(
-                "const t = document.querySelectorAll('table.dataTable');"
-                "return t.length && Array.from(t).every(x => x.querySelector('tbody')) ? t.length : 0;"
+                _TABLES_JS + "const t = tables(); return t.length && t.every(x => x.querySelector('tbody')) ? t.length : 0;"
             ),
             timeout,
             "an interactive table (table.dataTable) to render",
         )
         time.sleep(0.3)  # let the remaining tables of the page initialise
-        n_tables = driver.execute_script("return document.querySelectorAll('table.dataTable').length;")
+        n_tables = driver.execute_script(_TABLES_JS + "return tables().length;")
         if table_index is None:
             table_index = _first_searchable(driver, n_tables, search_term)
         before = driver.execute_script(_ROWS_JS, table_index)
@@ -177,9 +183,12 @@ def check_page(
 
         def filtered():
             rows = driver.execute_script(_ROWS_JS, table_index)
-            return rows if rows is not None and rows != before else None
+            return rows is not None and rows != before
 
-        after = _wait(filtered, timeout, f"table {table_index} to filter on {search_term!r}")
+        try:
+            _wait(filtered, timeout, f"table {table_index} to filter on {search_term!r}")
+        except AssertionError:
+            pass  # the rows did not change: reported below with the counts
         time.sleep(0.2)
         after = driver.execute_script(_ROWS_JS, table_index)
         console = driver.get_log("browser")
