@@ -6,7 +6,10 @@ matches the exact model, revision, messages and settings.
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,6 +70,7 @@ class Generation:
     recorded_by: str | None = None
     recorded_on: str | None = None
     provenance: str | None = None  # None for a live generation
+    token_ids: tuple[int, ...] | None = None  # live only: the generated ids, EOS included
 
 
 def _question_of(messages: list[dict]) -> str | None:
@@ -169,17 +173,36 @@ def load_model_and_tokenizer(spec: ReaderSpec, allow_download: bool = False):
                 f"loading {spec.gguf_filename} through transformers needs "
                 f"{' and '.join(missing)}: `pip install {' '.join(missing)}`"
             )
-    progress = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
+    with _quiet_progress(hf_logging):
         tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
         model = AutoModelForCausalLM.from_pretrained(source, device_map="cpu", **kwargs)
-    finally:
-        if progress:
-            hf_logging.enable_progress_bar()
     model.eval()
     _LOADED[cache_key] = (model, tokenizer)
     return model, tokenizer
+
+
+@contextlib.contextmanager
+def _quiet_progress(hf_logging):
+    """Hide loading progress bars (they would land in rendered pages), then restore them."""
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    gguf_utils = sys.modules.get("transformers.modeling_gguf_pytorch_utils")
+    if gguf_utils is None:
+        try:
+            import transformers.modeling_gguf_pytorch_utils as gguf_utils
+        except ImportError:
+            gguf_utils = None
+    original = getattr(gguf_utils, "tqdm", None)
+    if original is not None:
+        # The GGUF de-quantizer calls tqdm directly, outside transformers' switch.
+        gguf_utils.tqdm = functools.partial(original, disable=True)
+    try:
+        yield
+    finally:
+        if original is not None:
+            gguf_utils.tqdm = original
+        if enabled:
+            hf_logging.enable_progress_bar()
 
 
 def _importable(name: str) -> bool:
@@ -272,6 +295,7 @@ class LiveReader(Reader):
             model_id=self.model_id,
             revision=self.revision,
             key=self.key(messages),
+            token_ids=tuple(new_ids[:count]),
         )
 
 
