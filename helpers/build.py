@@ -384,6 +384,7 @@ body.book-page { margin: 0; padding: 0; background: #fff; font-family: system-ui
 .book-div.callout-important { border-left-color: #ff0039; background: #fff2f4; }
 .book-div .callout-title { font-weight: 600; margin-top: 0.6rem; }
 .jp-InputArea-editor { border-radius: 4px; }
+.jp-MarkdownCell pre { background: #f5f5f7; padding: 0.6rem 0.8rem; border-radius: 4px; margin: 0.6rem 0 1rem 0; overflow-x: auto; }
 @media (max-width: 800px) {
   .book-sidebar { position: static; width: auto; border-right: 0; border-bottom: 1px solid #e3e3e8; }
   .book-main { margin-left: 0; padding: 1rem; }
