@@ -247,6 +247,8 @@ def test_exact_match(prediction, reference, em):
         ("$150", "$150 per week", 0.5),            # precision 1, recall 1/3
         # Multiset overlap: a repeated token counts only as often as in both.
         ("150 150 150", "150", 0.5),               # precision 1/3, recall 1
+        ("week week", "week week", 1.0),           # a set overlap would give 0.5
+        ("150 150", "150 150 week", 0.8),          # 2 shared: precision 1, recall 2/3
         ("week week pay", "week pay pay", 2 / 3),  # 2 shared of 3 and 3
         ("the a an", "150", 0.0),                  # only articles: empty after normalising
         ("", "150", 0.0),                          # the empty prediction earns nothing
