@@ -28,23 +28,47 @@ RANK_COLUMNS = ["question_id", "passage_id", "rank", "score"]
 TIE_DECIMALS = 12
 
 
+def passage_id_order(passage_ids: Sequence[str]) -> np.ndarray:
+    """Each passage's position in sorted passage-ID order (the tie-break key)."""
+    ids = np.asarray(passage_ids, dtype=str)
+    order = np.empty(len(ids), dtype=np.int64)
+    order[np.argsort(ids, kind="stable")] = np.arange(len(ids))
+    return order
+
+
+def _top(values: np.ndarray, tie_keys: np.ndarray, k: int | None) -> np.ndarray:
+    """Positions of the top ``k`` values, score descending then tie key ascending."""
+    rounded = np.round(values, TIE_DECIMALS)
+    if k is not None and len(rounded) > k:
+        # Keep everything at least as large as the k-th score, ties included, then sort
+        # only those few instead of every positive score.
+        threshold = np.partition(rounded, len(rounded) - k)[len(rounded) - k]
+        candidates = np.flatnonzero(rounded >= threshold)
+    else:
+        candidates = np.arange(len(rounded))
+    order = candidates[np.lexsort((tie_keys[candidates], -rounded[candidates]))]
+    return order if k is None else order[:k]
+
+
 def rank_scores(
     scores: np.ndarray | sp.spmatrix,
     passage_ids: Sequence[str],
     question_ids: Sequence[str],
     k: int | None = 3,
     min_score: float = 0.0,
+    id_order: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Rank passages per question: score descending, ties by passage ID, top ``k``.
 
     Only passages scoring strictly more than ``min_score`` are kept; ``k=None`` keeps
     them all. Works for any retriever that gives a (questions x passages) score matrix,
-    dense or sparse. Returns question_id, passage_id, rank (1-based), score.
+    dense or sparse. ``id_order`` (from :func:`passage_id_order`) may be passed to avoid
+    sorting the IDs again on every call. Returns question_id, passage_id, rank
+    (1-based), score.
     """
     ids = np.asarray(passage_ids, dtype=object)
-    # Position of each passage in passage-ID order, for the tie-break.
-    id_order = np.empty(len(ids), dtype=np.int64)
-    id_order[np.argsort(ids.astype(str), kind="stable")] = np.arange(len(ids))
+    if id_order is None:
+        id_order = passage_id_order(passage_ids)
     sparse = sp.issparse(scores)
     if sparse:
         scores = sp.csr_matrix(scores)
@@ -66,9 +90,7 @@ def rank_scores(
             values = scores[row]
         keep = values > min_score
         columns, values = columns[keep], values[keep]
-        order = np.lexsort((id_order[columns], -np.round(values, TIE_DECIMALS)))
-        if k is not None:
-            order = order[:k]
+        order = _top(values, id_order[columns], k)
         frames.append(
             pd.DataFrame(
                 {
@@ -98,6 +120,7 @@ class TfidfRetriever:
     vectorizer: CountVectorizer
     idf: np.ndarray
     passage_matrix: sp.csr_matrix  # rows are unit-length tf-idf vectors
+    id_order: np.ndarray  # tie-break key of each passage
 
     @classmethod
     def fit(
@@ -120,6 +143,7 @@ class TfidfRetriever:
             vectorizer=vectorizer,
             idf=idf,
             passage_matrix=_unit_rows(sp.csr_matrix(weights)),
+            id_order=passage_id_order([str(pid) for pid in passages[id_column]]),
         )
 
     @property
@@ -156,7 +180,8 @@ class TfidfRetriever:
     ) -> pd.DataFrame:
         """Top ``k`` passages with a positive score for each question."""
         scores = self.score_sparse(questions[text_column].tolist())
-        return rank_scores(scores, self.passage_ids, questions[id_column].tolist(), k=k)
+        return rank_scores(scores, self.passage_ids, questions[id_column].tolist(), k=k,
+                           id_order=self.id_order)
 
 
 def _unit_rows(matrix: sp.csr_matrix) -> sp.csr_matrix:
