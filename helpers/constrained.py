@@ -1,0 +1,350 @@
+"""Constrained decoding: a grammar that only lets the reader write the two-line reply.
+
+Introduced in lesson 3, "Force the format". The grammar is written in llguidance's
+Lark dialect and enforced token by token through a transformers ``LogitsProcessor``:
+before each greedy step, every token that would leave the grammar gets a score of
+minus infinity. The grammar fixes the *shape* of the reply (``Answer:`` line,
+``Sources:`` line, end of sequence) and the set of IDs it may cite; it says nothing
+about whether the answer is true, which is the lesson's point.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import regex
+from transformers import LogitsProcessor, LogitsProcessorList
+
+from .reader.generation import Generation, stopping_diagnostics
+from .reader.registry import DEFAULT_SETTINGS
+
+#: Tokens the answer text may take at most. With the fixed parts of the reply this keeps
+#: the whole reply inside the reader's 48-token cap (checked by ``reply_token_bound``).
+ANSWER_MAX_TOKENS = 24
+
+#: The most retrieved IDs a grammar enumerates (every ordered choice without repeats).
+MAX_CITABLE_IDS = 5
+
+#: A citable passage ID: no spaces, commas or line breaks, so the parser can split it.
+_ID_PATTERN = regex.compile(r"[A-Za-z0-9_.-]+")
+
+# The answer starts with a visible character and runs to the end of its line.
+_ANSWER_REGEX = r"/[^\s][^\r\n]*/"
+
+
+class ConstrainedDecodingError(RuntimeError):
+    """The grammar could not be built or followed for one question."""
+
+
+def _check_ids(retrieved_ids: Iterable[str]) -> tuple[str, ...]:
+    ids = tuple(retrieved_ids)
+    for passage_id in ids:
+        if not isinstance(passage_id, str) or not _ID_PATTERN.fullmatch(passage_id):
+            raise ValueError(
+                f"retrieved ID {passage_id!r} cannot be cited in the reply grammar: "
+                "IDs must be letters, digits, '.', '_' or '-' only"
+            )
+        if passage_id.lower() == "none":
+            raise ValueError("a passage may not be called 'none': it is the no-source marker")
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"retrieved IDs repeat: {', '.join(ids)}")
+    if len(ids) > MAX_CITABLE_IDS:
+        raise ValueError(
+            f"{len(ids)} retrieved IDs; the reply grammar enumerates at most {MAX_CITABLE_IDS}"
+        )
+    return ids
+
+
+def source_lists(retrieved_ids: Iterable[str]) -> list[str]:
+    """Every ``Sources:`` value the grammar allows, ``none`` first.
+
+    Each ordered choice of distinct retrieved IDs, joined by ``", "``. With no retrieved
+    passage the only value is ``none``. Lesson 3, "Force the format".
+    """
+    ids = _check_ids(retrieved_ids)
+    values = ["none"]
+    for size in range(1, len(ids) + 1):
+        values += [", ".join(chosen) for chosen in itertools.permutations(ids, size)]
+    return values
+
+
+def build_grammar(
+    retrieved_ids: Iterable[str], *, answer_max_tokens: int = ANSWER_MAX_TOKENS
+) -> str:
+    """The Lark grammar (llguidance dialect) of the two-line reply for one question.
+
+    ``Answer: <text>`` (a visible first character, no line break, at most
+    ``answer_max_tokens`` tokens), a newline, ``Sources: `` and then ``none`` or distinct
+    IDs from ``retrieved_ids`` separated by ``", "``; nothing may follow, so the next
+    token must be end of sequence. Lesson 3, "Force the format".
+    """
+    if answer_max_tokens < 1:
+        raise ValueError(f"answer_max_tokens must be at least 1, got {answer_max_tokens}")
+    alternatives = "\n    | ".join(json.dumps(value) for value in source_lists(retrieved_ids))
+    return (
+        "start: \"Answer: \" answer \"\\nSources: \" sources\n"
+        f"answer[max_tokens={int(answer_max_tokens)}]: {_ANSWER_REGEX}\n"
+        f"sources: {alternatives}\n"
+    )
+
+
+# --- the llguidance side --------------------------------------------------------------
+
+# One llguidance tokenizer per Hugging Face tokenizer object (building one takes ~0.5 s).
+_LL_TOKENIZERS: dict[int, tuple[Any, Any]] = {}
+
+
+def ll_tokenizer(hf_tokenizer: Any) -> Any:
+    """The llguidance tokenizer for a fast Hugging Face tokenizer, built once per object."""
+    import llguidance.hf
+
+    cached = _LL_TOKENIZERS.get(id(hf_tokenizer))
+    if cached is not None and cached[0] is hf_tokenizer:
+        return cached[1]
+    built = llguidance.hf.from_tokenizer(hf_tokenizer)
+    _LL_TOKENIZERS[id(hf_tokenizer)] = (hf_tokenizer, built)
+    return built
+
+
+def new_matcher(hf_tokenizer: Any, grammar: str) -> Any:
+    """A fresh ``llguidance.LLMatcher`` for ``grammar``; raises if the grammar is invalid."""
+    import llguidance
+
+    matcher = llguidance.LLMatcher(
+        ll_tokenizer(hf_tokenizer), llguidance.LLMatcher.grammar_from_lark(grammar), log_level=0
+    )
+    if matcher.is_error():
+        raise ConstrainedDecodingError(f"llguidance refused the grammar: {matcher.get_error()}")
+    return matcher
+
+
+def grammar_accepts(hf_tokenizer: Any, retrieved_ids: Iterable[str], text: str) -> bool:
+    """Whether ``text`` followed by end of sequence is a complete reply under the grammar.
+
+    The text is tokenized the usual way and fed to a fresh matcher; used by the tests and
+    by lesson 3 to show which replies the grammar admits.
+    """
+    matcher = new_matcher(hf_tokenizer, build_grammar(retrieved_ids))
+    tokens = hf_tokenizer(text, add_special_tokens=False)["input_ids"]
+    if not matcher.consume_tokens(list(tokens)):
+        return False
+    # An accepting matcher allows end of sequence next, and nothing else once complete.
+    return bool(matcher.is_accepting())
+
+
+def reply_token_bound(
+    hf_tokenizer: Any,
+    retrieved_ids: Iterable[str],
+    *,
+    answer_max_tokens: int = ANSWER_MAX_TOKENS,
+) -> int:
+    """An upper bound on the tokens a constrained reply can take, end of sequence included.
+
+    The fixed keys are forced token by token in their usual tokenization, so they cost
+    what the tokenizer says; the answer costs at most ``answer_max_tokens``; the
+    ``Sources:`` value is chosen by the model and is bounded by its length in bytes
+    (a token is at least one byte), plus one for the space after the colon.
+    """
+    longest = max(len(value.encode()) for value in source_lists(retrieved_ids))
+
+    def count(text: str) -> int:
+        return len(hf_tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    return count("Answer:") + answer_max_tokens + count("\nSources:") + 1 + longest + 1
+
+
+class GrammarLogitsProcessor(LogitsProcessor):
+    """A transformers logits processor that masks every token leaving the grammar.
+
+    Lesson 3, "Force the format". At each step it feeds the tokens generated since the
+    last call to the llguidance matcher, asks the matcher which tokens may come next
+    and sets the scores of all others to minus infinity. Where the grammar forces text
+    (``Answer:``, ``Sources:``), only the first of the matcher's fast-forward tokens is
+    allowed, so forced text is spelled in the tokenizer's usual tokens. Greedy search
+    then takes the best allowed token. Batch size one only.
+    """
+
+    def __init__(self, hf_tokenizer: Any, grammar: str, prompt_length: int) -> None:
+        import llguidance.torch
+
+        self.hf_tokenizer = hf_tokenizer
+        self.matcher = new_matcher(hf_tokenizer, grammar)
+        self.prompt_length = int(prompt_length)
+        self.consumed: list[int] = []
+        self.vocab_size = ll_tokenizer(hf_tokenizer).vocab_size
+        self._bitmask = llguidance.torch.allocate_token_bitmask(1, self.vocab_size)
+
+    def consume(self, new: list[int]) -> None:
+        """Feed tokens to the matcher; leaving the grammar is an error."""
+        if new and not self.matcher.consume_tokens(list(new)):
+            raise ConstrainedDecodingError(
+                "the generated tokens left the grammar after "
+                f"{self.hf_tokenizer.decode(self.consumed + new)!r}: {self.matcher.get_error()}"
+            )
+        self.consumed += new
+
+    def allowed_mask(self, vocab_width: int) -> Any:
+        """A boolean tensor (1, vocab_width): which tokens the grammar allows next."""
+        import llguidance.torch
+        import torch
+
+        allowed = torch.zeros((1, vocab_width), dtype=torch.bool)
+        forced = self.matcher.compute_ff_tokens()
+        if forced:
+            allowed[0, forced[0]] = True
+            return allowed
+        llguidance.torch.fill_next_token_bitmask(self.matcher, self._bitmask)
+        # Unpack the 32-bit words: bit j of word i says whether token 32*i + j is allowed.
+        # (llguidance.torch's own apply function is wrapped in torch.compile, which would
+        # need a compiler toolchain on first use; this plain unpacking needs none.)
+        shifts = torch.arange(32, dtype=torch.int32)
+        bits = ((self._bitmask.unsqueeze(-1) >> shifts) & 1).bool().reshape(1, -1)
+        width = min(vocab_width, bits.shape[1], self.vocab_size)
+        allowed[0, :width] = bits[0, :width]
+        return allowed
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        if input_ids.shape[0] != 1:
+            raise ValueError("GrammarLogitsProcessor handles a batch of one sequence")
+        self.consume(input_ids[0, self.prompt_length + len(self.consumed) :].tolist())
+        allowed = self.allowed_mask(scores.shape[-1]).to(scores.device)
+        return scores.masked_fill(~allowed, float("-inf"))
+
+
+# --- generation -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConstrainedGeneration(Generation):
+    """One constrained reply: the reader's ``Generation`` fields plus grammar facts.
+
+    Lesson 3, "Force the format". ``grammar_complete`` says whether the matcher reached
+    the end of the grammar before end of sequence (it should, every time);
+    ``seconds`` is the wall time of the ``generate`` call.
+    """
+
+    constrained: bool = True
+    retrieved_ids: tuple[str, ...] = ()
+    grammar_complete: bool = False
+    seconds: float = 0.0
+
+
+class _PairReader:
+    """A minimal live reader around a (model, tokenizer) pair, with the book's settings."""
+
+    mode = "live"
+
+    def __init__(self, model: Any, tokenizer: Any) -> None:
+        self.model, self.tokenizer = model, tokenizer
+        self.model_id = getattr(model.config, "_name_or_path", "") or type(model).__name__
+        self.revision = ""
+        self.settings = dict(DEFAULT_SETTINGS)
+        eos = model.generation_config.eos_token_id
+        eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
+        self.eos_ids = {int(i) for i in eos} | {int(tokenizer.eos_token_id)}
+
+    def encode(self, messages: list[dict]) -> Any:
+        return self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+
+    def key(self, messages: list[dict]) -> str:
+        return ""
+
+
+def _live_reader(reader_or_model: Any) -> Any:
+    if isinstance(reader_or_model, tuple) and len(reader_or_model) == 2:
+        return _PairReader(*reader_or_model)
+    mode = getattr(reader_or_model, "mode", None)
+    if mode != "live":
+        raise ConstrainedDecodingError(
+            "constrained decoding steers the model token by token, so it needs a live "
+            f"reader; this reader is in {mode!r} mode. Load it with "
+            "helpers.reader.load_reader(key, mode='live')."
+        )
+    return reader_or_model
+
+
+def generate_constrained(
+    reader_or_model: Any,
+    messages: Sequence[dict],
+    retrieved_ids: Iterable[str],
+    question_id: str,
+    *,
+    answer_max_tokens: int = ANSWER_MAX_TOKENS,
+) -> ConstrainedGeneration:
+    """Generate one reply greedily under the two-line grammar for ``retrieved_ids``.
+
+    ``reader_or_model`` is a live reader from ``helpers.reader.load_reader`` (the model
+    is loaded once per process there) or a ``(model, tokenizer)`` pair. The settings are
+    the reader's: greedy, repetition penalty 1.05, 48 new tokens at most. Raises
+    ``ConstrainedDecodingError`` naming the question if the grammar's longest reply
+    would not fit in the token cap, or if generation leaves the grammar.
+    Lesson 3, "Force the format".
+    """
+    import torch
+
+    ids = _check_ids(retrieved_ids)
+    live = _live_reader(reader_or_model)
+    tokenizer = live.tokenizer
+    settings = live.settings
+    cap = int(settings["max_new_tokens"])
+    bound = reply_token_bound(tokenizer, ids, answer_max_tokens=answer_max_tokens)
+    if bound > cap:
+        raise ConstrainedDecodingError(
+            f"{question_id}: the longest reply the grammar allows takes {bound} tokens, "
+            f"over the cap of {cap}; lower answer_max_tokens"
+        )
+    grammar = build_grammar(ids, answer_max_tokens=answer_max_tokens)
+    messages = list(messages)
+    encoded = live.encode(messages)
+    n_prompt = int(encoded["input_ids"].shape[1])
+    processor = GrammarLogitsProcessor(tokenizer, grammar, n_prompt)
+    eos_ids = sorted(live.eos_ids)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
+    started = time.perf_counter()
+    try:
+        with torch.inference_mode():
+            output = live.model.generate(
+                **encoded,
+                max_new_tokens=cap,
+                do_sample=False,
+                repetition_penalty=settings["repetition_penalty"],
+                logits_processor=LogitsProcessorList([processor]),
+                eos_token_id=eos_ids,
+                pad_token_id=pad_id,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+            )
+    except ConstrainedDecodingError as error:
+        raise ConstrainedDecodingError(f"{question_id}: {error}") from error
+    seconds = time.perf_counter() - started
+    new_ids = [int(t) for t in output[0, n_prompt:]]
+    count, ended_by_eos, hit_cap = stopping_diagnostics(new_ids, set(eos_ids), cap)
+    new_ids = new_ids[:count]
+    # Feed the matcher every generated token but the final end of sequence: it must then
+    # be in an accepting state, which is what "the reply completed the grammar" means.
+    body = new_ids[:-1] if ended_by_eos else new_ids
+    processor.consume(body[len(processor.consumed) :])
+    return ConstrainedGeneration(
+        question_id=question_id,
+        raw_output=tokenizer.decode(new_ids, skip_special_tokens=True),
+        output_tokens=count,
+        ended_by_eos=ended_by_eos,
+        hit_token_cap=hit_cap,
+        prompt_tokens=n_prompt,
+        mode="live",
+        model_id=live.model_id,
+        revision=live.revision,
+        key=live.key(messages),
+        token_ids=tuple(new_ids),
+        constrained=True,
+        retrieved_ids=ids,
+        grammar_complete=ended_by_eos and bool(processor.matcher.is_accepting()),
+        seconds=seconds,
+    )
