@@ -563,7 +563,11 @@ def run_quarto(quarto: str, root: Path, output: str | None, only: Chapter | None
     if output is not None:
         command += ["--output-dir", output]
     print(f"[build] Quarto found at {quarto}; running: {' '.join(command)}", flush=True)
-    return subprocess.call(command, cwd=root)
+    # Quarto executes the notebooks with this interpreter (the project's .venv), unless
+    # the user already chose one.
+    env = dict(os.environ)
+    env.setdefault("QUARTO_PYTHON", sys.executable)
+    return subprocess.call(command, cwd=root, env=env)
 
 
 def _publish(staging: Path, output: Path, partial: bool) -> None:

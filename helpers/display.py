@@ -44,8 +44,11 @@ def bundle(frame: pd.DataFrame, labels: Mapping[str, str], name: str,
     if interactive:
         from itables import to_html_datatable
 
+        # A search box even on short tables (itables hides it when a table fits one page).
         options = {"connected": False, "classes": "display compact", "paging": False,
-                   "scrollX": True}
+                   "scrollX": True,
+                   "layout": {"topStart": None, "topEnd": "search",
+                              "bottomStart": None, "bottomEnd": None}}
         options.update(itables_options)
         html = to_html_datatable(shown, **options)
     else:
