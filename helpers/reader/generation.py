@@ -205,6 +205,22 @@ def _quiet_progress(hf_logging):
             hf_logging.enable_progress_bar()
 
 
+@contextlib.contextmanager
+def _cpu_threads(count: int | None):
+    """Run with ``count`` torch CPU threads, then restore the previous number."""
+    if count is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def _importable(name: str) -> bool:
     import importlib.util
 
@@ -267,7 +283,7 @@ class LiveReader(Reader):
         pad_id = self.tokenizer.pad_token_id
         if pad_id is None:
             pad_id = min(self.eos_ids)
-        with torch.inference_mode():
+        with torch.inference_mode(), _cpu_threads(self.spec.cpu_threads):
             output = self.model.generate(
                 **encoded,
                 max_new_tokens=settings["max_new_tokens"],

