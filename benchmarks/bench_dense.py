@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"dense / tf-idf: fit {ratio_fit:.0f}x slower, median query {ratio_query:.1f}x")
     print(f"dense embedding matrix: {dense_retriever.passage_embeddings.nbytes / 2**20:.1f} MiB "
-          f"({dense_retriever.passage_embeddings.shape[1]} float32 values per passage)")
+          f"({dense_retriever.passage_embeddings.shape[1]} "
+          f"{dense_retriever.passage_embeddings.dtype} values per passage)")
     return 0
 
 

@@ -135,7 +135,9 @@ class DenseRetriever:
     """Cosine similarity of all-MiniLM-L6-v2 embeddings; build it with :meth:`fit`."""
 
     passage_ids: tuple[str, ...]
-    passage_embeddings: np.ndarray  # (n_passages, 384), unit rows, float32
+    # (n_passages, 384), unit rows, kept as float64 so that scoring converts nothing
+    # per query and equal texts give scores that are equal to the last bit.
+    passage_embeddings: np.ndarray
     model: Any = field(repr=False, compare=False)
 
     @classmethod
@@ -144,15 +146,14 @@ class DenseRetriever:
         """Embed every passage once. ``model`` defaults to :func:`load_encoder`."""
         _check_passages(passages, id_column, text_column)
         model = load_encoder() if model is None else model
-        embeddings = encode(passages[text_column].tolist(), model)
+        embeddings = encode(passages[text_column].tolist(), model).astype(np.float64)
         embeddings.setflags(write=False)
         return cls(tuple(str(pid) for pid in passages[id_column]), embeddings, model)
 
     def score(self, queries: Sequence[str]) -> np.ndarray:
         """Cosine scores, a float64 (queries x passages) array in ``passage_ids`` order."""
-        query_embeddings = encode(list(queries), self.model)
-        return (query_embeddings.astype(np.float64)
-                @ self.passage_embeddings.astype(np.float64).T)
+        query_embeddings = encode(list(queries), self.model).astype(np.float64)
+        return query_embeddings @ self.passage_embeddings.T
 
     def rank(self, questions: pd.DataFrame, k: int | None = 3,
              id_column: str = "question_id", text_column: str = "question",
