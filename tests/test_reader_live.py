@@ -110,3 +110,58 @@ def test_record_command_writes_entries_that_replay_exactly(reader, inputs, first
                 row.prompt_tokens, row.revision) == (
             generation.raw_output, generation.output_tokens, generation.ended_by_eos,
             generation.hit_token_cap, generation.prompt_tokens, generation.revision)
+
+
+def test_hf_cache_and_local_folder_sources_load_the_same_weights(reader, inputs, first_run,
+                                                                 tmp_path, monkeypatch):
+    """The Hugging Face cache path (how Qwen runs live) and the local-folder path, for real.
+
+    SmolLM2's de-quantized weights are saved as a snapshot in a temporary cache and as a
+    plain folder; each registered copy must run live in auto mode and reply as the GGUF did.
+    """
+    import huggingface_hub.constants
+
+    from helpers.reader import REGISTRY, ReaderSpec
+    from helpers.reader.registry import HF_CACHE, LOCAL_FOLDER
+
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    hub = tmp_path / "hub"
+    snapshot = hub / "models--riverton--smollm2-copy" / "snapshots" / revision
+    _save_plain_copy(reader, snapshot)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
+    monkeypatch.delenv("RIVERTON_READER_MODE", raising=False)
+    specs = [
+        ReaderSpec(key="test_cached_copy", model_id="riverton/smollm2-copy", revision=revision,
+                   license="Apache-2.0", course_uses=("tests",), weights_source=HF_CACHE,
+                   cpu_threads=1),
+        ReaderSpec(key="test_folder_copy", model_id="riverton/smollm2-copy", revision="copy",
+                   license="Apache-2.0", course_uses=("tests",), weights_source=LOCAL_FOLDER,
+                   local_path=str(snapshot), cpu_threads=1),
+    ]
+    for spec in specs:
+        monkeypatch.setitem(REGISTRY, spec.key, spec)
+        copy = load_reader(spec.key)
+        assert copy.mode == "live" and copy.revision == spec.revision
+        generation = copy.generate(inputs["messages"].iloc[0], "Q1")
+        assert generation.raw_output == first_run[0].raw_output
+        assert generation.token_ids == first_run[0].token_ids
+
+
+def _save_plain_copy(reader, folder):
+    """Save the loaded model as an ordinary safetensors checkpoint.
+
+    ``save_pretrained`` refuses a model loaded from GGUF ("not serializable"), so the
+    config is written without its quantization entry and the weights with safetensors.
+    """
+    import copy
+
+    from safetensors.torch import save_model
+
+    folder.mkdir(parents=True)
+    config = copy.deepcopy(reader.model.config)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    config.save_pretrained(folder)
+    reader.model.generation_config.save_pretrained(folder)
+    save_model(reader.model, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    reader.tokenizer.save_pretrained(folder)
