@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence
 import regex
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from .reader.generation import Generation, stopping_diagnostics
+from .reader.generation import Generation, _cpu_threads, stopping_diagnostics
 from .reader.registry import DEFAULT_SETTINGS
 
 #: Tokens the answer text may take at most. With the fixed parts of the reply this keeps
@@ -308,7 +308,9 @@ def generate_constrained(
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_ids[0]
     started = time.perf_counter()
     try:
-        with torch.inference_mode():
+        # The same torch thread count as the reader's own generate (SmolLM2: one thread).
+        threads = getattr(getattr(live, "spec", None), "cpu_threads", None)
+        with torch.inference_mode(), _cpu_threads(threads):
             output = live.model.generate(
                 **encoded,
                 max_new_tokens=cap,
