@@ -37,7 +37,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "provenance": (str,),
 }
 
-TRANSCRIBED = "transcribed from the reference render of the source page"
+TRANSCRIBED = "transcribed from a reference render of lesson 1 made with the pinned model"
 GENERATED_LIVE = "generated live"
 
 
