@@ -14,6 +14,12 @@ import pandas as pd
 
 TABLE_MIME = "application/vnd.riverton.table+json"
 
+# Notebook front ends right-align table cells; text columns read better left-aligned.
+_STYLE = (
+    "<style>.riverton-table th, .riverton-table td "
+    "{text-align: left !important; vertical-align: top;}</style>"
+)
+
 
 def _cell(value: object) -> object:
     if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
@@ -54,6 +60,7 @@ def bundle(frame: pd.DataFrame, labels: Mapping[str, str], name: str,
     else:
         html = shown.to_html(index=False, escape=True, border=0,
                              classes="table table-sm riverton-table")
+    html = f'{_STYLE}<div class="riverton-table">{html}</div>'
     payload = {"name": name, "columns": list(shown.columns),
                "rows": shown.to_numpy().tolist()}
     return {
