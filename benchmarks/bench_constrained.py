@@ -77,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
     free_per_q = sum(free_times) / n
     forced_per_q = sum(forced_times) / n
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, torch threads "
-          f"{torch.get_num_threads()}, load average {load:.2f} at the end")
+    threads = live.spec.cpu_threads or torch.get_num_threads()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} CPUs, {threads} torch "
+          f"thread(s) while generating, load average {load:.2f} at the end")
     print(f"model: {live.model_id} ({live.revision}); loaded in {load_seconds:.1f} s")
     print(f"questions: {n} from {args.questions}; median of {args.repeats} runs each")
     print(f"unconstrained: {free_per_q:.3f} s per question, "
