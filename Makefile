@@ -31,6 +31,9 @@ test-fast: $(STAMP)
 
 benchmarks: $(STAMP)
 	$(PY) benchmarks/bench_tfidf.py
+	$(PY) benchmarks/bench_reader.py
+	$(PY) benchmarks/bench_dense.py
+	$(PY) benchmarks/bench_constrained.py
 
 clean:
 	rm -rf _book build .pytest_cache

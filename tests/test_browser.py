@@ -155,29 +155,42 @@ def _newest_source_mtime() -> float:
     return max(p.stat().st_mtime for p in paths if p.exists())
 
 
+LESSON_PAGES = [
+    # (lesson, search term, which rows may remain)
+    (LESSON_1, "H13", lambda row: any("H13" in cell for cell in row)),
+    (LESSON_1, "Q3", lambda row: any("Q3" in cell for cell in row)),
+    ("lessons/02-when-words-dont-match.ipynb", "X23", lambda row: any("X23" in cell for cell in row)),
+    ("lessons/03-format-is-not-truth.ipynb", "Q6", lambda row: any("Q6" in cell for cell in row)),
+]
+
+
 @pytest.fixture(scope="session")
 def real_book_site(tmp_path_factory):
-    """The book's lesson 1 page: `_book` when it is newer than every source, else built now."""
-    if not (PROJECT_ROOT / LESSON_1).is_file():
-        pytest.skip(f"{LESSON_1} does not exist yet")
-    page = Path(LESSON_1).with_suffix(".html")
+    """The whole book: `_book` when it is newer than every source, else built now."""
+    missing = [lesson for lesson, *_ in LESSON_PAGES if not (PROJECT_ROOT / lesson).is_file()]
+    if missing:
+        pytest.fail(f"lessons listed for the page check are missing: {missing}")
     existing = PROJECT_ROOT / "_book"
-    if (existing / page).is_file() and (existing / page).stat().st_mtime > _newest_source_mtime():
+    pages = [existing / Path(lesson).with_suffix(".html") for lesson, *_ in LESSON_PAGES]
+    if all(p.is_file() and p.stat().st_mtime > _newest_source_mtime() for p in pages):
         return existing
     site = tmp_path_factory.mktemp("real-book") / "site"
-    result = build(PROJECT_ROOT, "--only", LESSON_1, "--output", str(site))
+    result = build(PROJECT_ROOT, "--engine", "nbclient", "--output", str(site))
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    assert (site / page).is_file(), f"the build wrote no {page}"
     return site
 
 
 @pytest.mark.slow
-def test_lesson_1_page_tables_render_and_search_filters(browser, real_book_site, tmp_path):
-    page = Path(LESSON_1).with_suffix(".html").as_posix()
+@pytest.mark.parametrize(("lesson", "term", "predicate"), LESSON_PAGES,
+                         ids=[f"{Path(l).stem[:2]}-{t}" for l, t, _ in LESSON_PAGES])
+def test_lesson_page_tables_render_and_search_filters(browser, real_book_site, tmp_path,
+                                                      lesson, term, predicate):
+    page = Path(lesson).with_suffix(".html").as_posix()
+    assert (real_book_site / page).is_file(), f"the build wrote no {page}"
     with pagecheck.serve_folder(real_book_site) as base:
         result = pagecheck.check_page(
-            base + page, "H13", lambda row: any("H13" in cell for cell in row),
-            screenshot=tmp_path / "lesson-1.png", driver=browser, timeout=60,
+            base + page, term, predicate,
+            screenshot=tmp_path / f"{Path(lesson).stem}.png", driver=browser, timeout=60,
         )
     assert result.n_tables >= 1
-    assert any(row[0] == "H13" for row in result.rows_after)
+    assert result.rows_after and all(predicate(row) for row in result.rows_after)
