@@ -60,7 +60,12 @@ def bundle(frame: pd.DataFrame, labels: Mapping[str, str], name: str,
     else:
         html = shown.to_html(index=False, escape=True, border=0,
                              classes="table table-sm riverton-table")
-    html = f'{_STYLE}<div class="riverton-table">{html}</div>'
+    # itables opens with a comment that tells Quarto to leave the table alone; keep it first.
+    directive = ""
+    if html.startswith("<!--|"):
+        directive, html = html.split("\n", 1)
+        directive += "\n"
+    html = f'{directive}{_STYLE}<div class="riverton-table">{html}</div>'
     payload = {"name": name, "columns": list(shown.columns),
                "rows": shown.to_numpy().tolist()}
     return {
