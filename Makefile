@@ -24,7 +24,7 @@ browser:
 	@bash scripts/ensure-chromium.sh
 
 test: $(STAMP) browser
-	$(PY) -m pytest -ra
+	$(PY) -m pytest -ra --durations=15
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -ra -m "not slow and not browser"
