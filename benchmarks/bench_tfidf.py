@@ -118,6 +118,16 @@ def _latencies_ms(function, queries) -> dict[str, float]:
     }
 
 
+def _traced_peak_mib(fit) -> float:
+    """Peak Python-tracked allocation of one more, separate fit (MiB)."""
+    gc.collect()
+    tracemalloc.start()
+    fit()
+    peak = tracemalloc.get_traced_memory()[1] / 2**20
+    tracemalloc.stop()
+    return peak
+
+
 def _custom(passage_ids, texts, queries) -> dict:
     import pandas as pd
 
@@ -142,11 +152,7 @@ def _custom(passage_ids, texts, queries) -> dict:
         "peak_rss_mib": _peak_rss_mib(),
     }
     del retriever
-    gc.collect()
-    tracemalloc.start()
-    fit()
-    result["tracemalloc_fit_peak_mib"] = tracemalloc.get_traced_memory()[1] / 2**20
-    tracemalloc.stop()
+    result["tracemalloc_fit_peak_mib"] = _traced_peak_mib(fit)
     return result
 
 
@@ -180,11 +186,7 @@ def _sklearn(passage_ids, texts, queries) -> dict:
         "peak_rss_mib": _peak_rss_mib(),
     }
     del vectorizer, matrix
-    gc.collect()
-    tracemalloc.start()
-    fit()
-    result["tracemalloc_fit_peak_mib"] = tracemalloc.get_traced_memory()[1] / 2**20
-    tracemalloc.stop()
+    result["tracemalloc_fit_peak_mib"] = _traced_peak_mib(fit)
     return result
 
 
