@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import regex
 
-#: The stop-word list of the source lesson, kept exactly: the figures depend on it.
+#: The stop-word list of the reference render, kept exactly: the figures depend on it.
 STOP_WORDS: frozenset[str] = frozenset(
     """a an and are as at be by can do does for from how i in is it my of on or the
     there this to when where while with your""".split()

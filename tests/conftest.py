@@ -12,7 +12,7 @@ from helpers.fixture import load_riverton
 from helpers.parsing import parse_outputs
 from helpers.retrieval import TfidfRetriever, gold_ranks
 
-# The six raw reader outputs printed on the source page, with its visible line-break
+# The six raw reader outputs printed on the reference render, with its visible line-break
 # marker. They are a record of one render, kept so that parsing and scoring can be
 # checked without a language model.
 SOURCE_RAW_OUTPUTS_VISIBLE = {

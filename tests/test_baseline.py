@@ -1,4 +1,4 @@
-"""The extractive sentence baseline, pinned to the source lesson's table
+"""The extractive sentence baseline, pinned to the reference render's table
 "Extractive sentence baseline scored in sentence units"."""
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ from helpers.fixture import (
 )
 from helpers.paths import DATA_DIR, PROJECT_ROOT
 
-# The handbook as printed in the source lesson ("The complete fictional handbook ...").
+# The handbook as printed in the reference render ("The complete fictional handbook ...").
 PRINTED_HANDBOOK = [
     ("H01", "location", "Classes are held at the Riverton Skills Centre on Mill Street in Riverton."),
     ("H02", "contact", "The enrollment desk answers phone calls from 9 a.m. to 5 p.m., Monday to "

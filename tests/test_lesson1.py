@@ -1,4 +1,4 @@
-"""Lesson 1 executed from a clean kernel: its tables carry the source page's values."""
+"""Lesson 1 executed from a clean kernel: its tables carry the reference render's values."""
 from __future__ import annotations
 
 import os
@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def lesson():
-    # The source page's figures come from the pinned Qwen reader; replay its transcript.
+    # The reference render's figures come from the pinned Qwen reader; replay its transcript.
     saved = os.environ.get("RIVERTON_READER_MODE")
     os.environ["RIVERTON_READER_MODE"] = "recorded"
     try:

@@ -18,7 +18,7 @@ from helpers.parsing import (
 )
 from helpers.screen import screen_reply
 
-# The source lesson's table "Strictly parsed reader outputs".
+# The reference render's table "Strictly parsed reader outputs".
 PRINTED_PARSED = {
     "Q1": ("$150 per week", "H08", "answer", "answer"),
     "Q2": ("Applications close on October 15.", "H14", "answer", "answer"),

@@ -26,7 +26,7 @@ OUTPUT_FORMAT = (
     "Sources: <listed passage IDs, or none>"
 )
 
-# The tf-idf retrieval of the source page's reference render, in rank order.
+# The tf-idf retrieval of the reference render, in rank order.
 REFERENCE_RETRIEVAL = {
     "Q1": ("H08",),
     "Q2": ("H14",),

@@ -30,7 +30,7 @@ from helpers.reader.transcript import (
 QWEN = "qwen_1_5b_instruct"
 SMOL = "smollm2_135m_instruct"
 
-# The source page's reference render: raw output with ⏎ for a line break, output tokens,
+# The reference render of lesson 1: raw output with ⏎ for a line break, output tokens,
 # EOS emitted, hit token cap, prompt tokens.
 REFERENCE_RENDER = {
     "Q1": ("Answer: $150 per week ⏎ Sources: H08", 15, True, False, 211),

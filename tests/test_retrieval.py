@@ -1,6 +1,6 @@
 """The lesson's tf-idf retriever, ranking, gold labels and the overlap table.
 
-The printed figures come from the source lesson's tables "Content-word overlap between
+The printed figures come from the reference render's tables "Content-word overlap between
 each question and its gold passage" and "Tf-idf retrieval results with gold evidence
 status".
 """

@@ -1,6 +1,6 @@
 """EM, token F1, outcome labels, the action table and the policy table.
 
-Pinned to the source lesson's tables "Action, reference, retrieval, and end-to-end
+Pinned to the reference render's tables "Action, reference, retrieval, and end-to-end
 results kept separate", "Expected versus observed action for all six questions" and
 "Observed reader and simple policies scored on the same six questions", and to the
 sentences printed under them.

@@ -1,4 +1,4 @@
-"""The six-check support screen, pinned to the source lesson's tables "Cited text and
+"""The six-check support screen, pinned to the reference render's tables "Cited text and
 support-screen labels for every reader output" and "Author-written control strings that
 the support screen holds for review"."""
 from __future__ import annotations

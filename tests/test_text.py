@@ -13,7 +13,7 @@ from helpers.text import (
     tokenize,
 )
 
-# The stop-word list printed in the source lesson; the retrieval figures depend on it.
+# The stop-word list printed in the reference render; the retrieval figures depend on it.
 SOURCE_STOP_WORDS = """a an and are as at be by can do does for from how i in is it my of
 on or the there this to when where while with your""".split()
 
