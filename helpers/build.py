@@ -352,6 +352,13 @@ _TEMPLATE = r"""
 {%- if bk.get('label') %}</div>{% endif -%}
 {%- endblock codecell %}
 
+{% block data_png scoped %}
+{%- set bk = cell.metadata.get('book_build', {}) -%}
+<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
+<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}" alt="{{ bk.get('fig_alt', '') | escape_html }}">
+</div>
+{%- endblock data_png %}
+
 {% block output_group %}
 {%- set bk = cell.metadata.get('book_build', {}) -%}
 {%- if bk.get('tbl_caption') %}<div class="book-caption book-table-caption">{{ bk.get('tbl_caption') }}</div>{% endif -%}
@@ -456,6 +463,8 @@ def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list
                     number = crossrefs.get(label) if isinstance(label, str) else None
                     prefix = f'<span class="book-caption-label">{html.escape(number)}:</span> ' if number else ""
                     build[f"{kind}_caption"] = prefix + _inline_markdown(caption)
+            if isinstance(opts.get("fig-alt"), str):
+                build["fig_alt"] = opts["fig-alt"]
             cell.metadata["book_build"] = build
         elif cell.cell_type == "raw":
             fmt = cell.metadata.get("format") or cell.metadata.get("raw_mimetype") or ""

@@ -153,6 +153,7 @@ GOOD_CELLS = [
         """
         #| label: fig-bars
         #| fig-cap: "A tiny figure"
+        #| fig-alt: "Two bars, the second twice as tall"
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(figsize=(2, 1))
         ax.bar([0, 1], [1, 2]);
@@ -186,8 +187,10 @@ def test_good_notebook_builds_pages_with_quarto_cell_options(good_book):
     # fig-cap goes below the figure
     figure = re.search(r'<div class="book-caption book-figure-caption">(.*?)</div>', page, re.S)
     assert figure is not None and "Figure 1:" in figure.group(1) and "A tiny figure" in figure.group(1)
-    image = re.search(r'<img[^>]*src="data:image/png', page)
+    image = re.search(r'<img[^>]*src="data:image/png[^>]*>', page)
     assert image is not None and image.start() < page.index("book-figure-caption")
+    # fig-alt becomes the image's alt text
+    assert 'alt="Two bars, the second twice as tall"' in image.group(0)
     # output: asis renders printed markdown
     assert "There are <strong>15</strong> questions." in page
     # the front matter title heads the page and names it
