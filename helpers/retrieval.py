@@ -19,7 +19,7 @@ import pandas as pd
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import CountVectorizer
 
-from .text import content_tokens
+from .text import content_tokens, shared_content_words
 
 RANK_COLUMNS = ["question_id", "passage_id", "rank", "score"]
 
@@ -248,8 +248,6 @@ def overlap_table(questions: pd.DataFrame, handbook: pd.DataFrame) -> pd.DataFra
 
     Introduced in lesson 1, "Check overlap before retrieval".
     """
-    from .text import shared_content_words
-
     texts = dict(zip(handbook["passage_id"], handbook["text"]))
     rows = []
     for question in questions.itertuples(index=False):

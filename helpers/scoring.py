@@ -15,7 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from .parsing import ABSTAIN_PREFIX  # noqa: F401  (re-exported for lessons)
+from .baseline import contains_variant
 from .text import normalize_answer
 
 ACTIONS = ("answer", "abstain", "flag premise")
@@ -54,12 +54,12 @@ def best_reference_scores(answer: str | None, variants: Sequence[str]) -> tuple[
 
 
 def answer_contains_variant(answer: str | None, variants: Sequence[str]) -> bool:
-    """Whether the normalised answer contains a normalised acceptable variant."""
-    variants = [v for v in variants if v]
-    if not answer or not variants:
-        return False
-    normalized = normalize_answer(answer)
-    return any(normalize_answer(v) in normalized for v in variants)
+    """Whether the normalised answer contains a normalised acceptable variant.
+
+    The baseline's :func:`helpers.baseline.contains_variant`, with "nothing to check"
+    (no answer, an empty answer or no variants) read as False.
+    """
+    return bool(contains_variant(answer or None, variants))
 
 
 def _reader_given_passages(expected: str, observed: str, recall: object) -> str:
