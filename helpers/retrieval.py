@@ -5,14 +5,22 @@ Introduced in lesson 1, "Retrieve candidate passages".
 The weights follow the lesson exactly: raw term counts times ``ln(N / df)``, with the
 idf fitted once on the handbook and reused for every question; scores are cosine
 similarities in [0, 1]; a passage scoring 0 is never retrieved; ties go to the smaller
-passage ID. scikit-learn's CountVectorizer builds the sparse count matrix and scipy's
-sparse algebra does the rest, so the same code serves a handbook of 100,000 passages.
-(scikit-learn's own TfidfVectorizer adds 1 to every idf, which changes the scores.)
+passage ID. (scikit-learn's own TfidfVectorizer adds 1 to every idf, which changes the
+scores.)
+
+How the weights are stored. scikit-learn's CountVectorizer counts the terms of every
+passage once, at fit. The weighted, unit-length passage vectors are then kept term-major,
+as an inverted index: row ``t`` of ``term_matrix`` lists the passages that contain term
+``t``, with their weights (the postings of ``t``). One question is scored by adding up
+the postings of its own few terms, so its cost follows the postings it touches rather
+than the size of the whole matrix; many questions at once are one sparse product of their
+(questions x terms) matrix with the index. ``benchmarks/bench_tfidf.py`` measures this on
+100,000 synthetic passages beside scikit-learn and bm25s.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -26,6 +34,14 @@ RANK_COLUMNS = ["question_id", "passage_id", "rank", "score"]
 #: Scores are rounded to this many decimals before ordering, so that two passages whose
 #: scores differ only by floating-point summation order count as tied.
 TIE_DECIMALS = 12
+
+# The dtype pandas gives a column of text (what ``astype("str")`` makes); the ID columns
+# of a ranking have it.
+_TEXT = pd.api.types.pandas_dtype("str")
+
+# With at least this many scores in a row, the top k are found without partitioning the
+# whole row (see _select).
+_PRUNE_FROM = 4096
 
 
 def passage_id_order(passage_ids: Sequence[str]) -> np.ndarray:
@@ -50,6 +66,71 @@ def _top(values: np.ndarray, tie_keys: np.ndarray, k: int | None) -> np.ndarray:
     return order if k is None else order[:k]
 
 
+def _select(values: np.ndarray, tie_keys_of, k: int | None, min_score: float) -> np.ndarray:
+    """Positions in ``values`` of the top ``k`` scores strictly above ``min_score``.
+
+    The order is :func:`_top`'s: rounded score descending, then tie key ascending;
+    ``tie_keys_of(positions)`` gives the tie keys of some positions. A long row is first
+    cut into blocks: the k-th largest block maximum is reached by at least k values (one
+    in each of those blocks), so it is at most the k-th largest value, and only blocks
+    whose maximum reaches it (less a margin wider than the rounding) can hold a top
+    score. The result is exactly that of :func:`_top` over every score above
+    ``min_score``, found without partitioning the whole row.
+    """
+    n = len(values)
+    if k is not None and n >= max(_PRUNE_FROM, 64 * k):
+        size = max(64, n // (32 * k))
+        whole = n // size * size
+        maxima = values[:whole].reshape(-1, size).max(axis=1)
+        if whole < n:
+            maxima = np.append(maxima, values[whole:].max())
+        if not np.isnan(maxima).any():  # a NaN would hide its block's other values
+            bound = np.partition(maxima, len(maxima) - k)[len(maxima) - k]
+            threshold = bound - 1e-11 * (1.0 + abs(bound))
+            hot = np.flatnonzero(maxima >= threshold)
+            if threshold > min_score and len(hot) <= len(maxima) // 4:
+                candidates = np.concatenate([
+                    np.flatnonzero(values[b * size:(b + 1) * size] >= threshold) + b * size
+                    for b in hot.tolist()])
+                return candidates[_top(values[candidates], tie_keys_of(candidates), k)]
+    candidates = np.flatnonzero(values > min_score)
+    return candidates[_top(values[candidates], tie_keys_of(candidates), k)]
+
+
+def _check_k(k: int | None) -> None:
+    if k is not None and (isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1):
+        raise ValueError(f"k must be a positive whole number or None (every match), got {k!r}")
+
+
+def _ranking_frame(question_ids: Sequence, hits: list[tuple[np.ndarray, np.ndarray]],
+                   passage_ids: np.ndarray) -> pd.DataFrame:
+    """One ranking table from each question's (passage positions, scores), best first.
+
+    Built once for all questions, column by column: question_id and passage_id as text,
+    rank (1-based) as int64, score as float64.
+    """
+    counts = np.fromiter((len(columns) for columns, _ in hits), dtype=np.int64,
+                         count=len(hits))
+    total = int(counts.sum())
+    if total:
+        columns = np.concatenate([columns for columns, _ in hits])
+        scores = np.concatenate([values for _, values in hits]).astype(np.float64)
+    else:
+        columns, scores = np.zeros(0, dtype=np.int64), np.zeros(0)
+    starts = np.cumsum(counts) - counts
+    question_column = np.repeat(np.asarray(question_ids, dtype=object), counts)
+    return pd.DataFrame(
+        {
+            "question_id": pd.array(question_column, dtype=_TEXT),
+            "passage_id": pd.array(passage_ids[columns], dtype=_TEXT),
+            "rank": np.arange(1, total + 1, dtype=np.int64) - np.repeat(starts, counts),
+            "score": scores,
+        },
+        index=pd.RangeIndex(total),
+        copy=False,
+    )
+
+
 def rank_scores(
     scores: np.ndarray | sp.spmatrix,
     passage_ids: Sequence[str],
@@ -66,6 +147,7 @@ def rank_scores(
     sorting the IDs again on every call. Returns question_id, passage_id, rank
     (1-based), score.
     """
+    _check_k(k)
     ids = np.asarray(passage_ids, dtype=object)
     if id_order is None:
         id_order = passage_id_order(passage_ids)
@@ -79,32 +161,19 @@ def rank_scores(
             f"score matrix has shape {scores.shape}, expected "
             f"({len(question_ids)} questions, {len(ids)} passages)"
         )
-    frames = []
-    for row, question_id in enumerate(question_ids):
+    hits = []
+    for row in range(len(question_ids)):
         if sparse:
             start, end = scores.indptr[row], scores.indptr[row + 1]
             columns = scores.indices[start:end]
             values = scores.data[start:end]
+            chosen = _select(values, lambda at, c=columns: id_order[c[at]], k, min_score)
+            hits.append((columns[chosen], values[chosen]))
         else:
-            columns = np.arange(len(ids))
             values = scores[row]
-        keep = values > min_score
-        columns, values = columns[keep], values[keep]
-        order = _top(values, id_order[columns], k)
-        frames.append(
-            pd.DataFrame(
-                {
-                    "question_id": question_id,
-                    "passage_id": ids[columns[order]].astype(str),
-                    "rank": np.arange(1, len(order) + 1, dtype=np.int64),
-                    "score": values[order].astype(float),
-                }
-            )
-        )
-    if not frames:
-        return pd.DataFrame(columns=RANK_COLUMNS)
-    ranked = pd.concat(frames, ignore_index=True)
-    return ranked.astype({"question_id": "str", "passage_id": "str"})
+            chosen = _select(values, id_order.__getitem__, k, min_score)
+            hits.append((chosen, values[chosen]))
+    return _ranking_frame(question_ids, hits, ids)
 
 
 def _count_vectorizer() -> CountVectorizer:
@@ -112,58 +181,156 @@ def _count_vectorizer() -> CountVectorizer:
     return CountVectorizer(analyzer=content_tokens, lowercase=False, dtype=np.float64)
 
 
-@dataclass(frozen=True)
+def _check_passages(passages: pd.DataFrame, id_column: str, text_column: str) -> None:
+    for column in (id_column, text_column):
+        if column not in passages.columns:
+            raise KeyError(f"the passage table has no column {column!r}")
+    if passages.empty:
+        raise ValueError("cannot fit a retriever on an empty passage table")
+    if passages[id_column].duplicated().any():
+        duplicate = passages.loc[passages[id_column].duplicated(), id_column].iloc[0]
+        raise ValueError(f"passage IDs must be unique; {duplicate!r} repeats")
+    not_text = ~passages[text_column].map(lambda text: isinstance(text, str))
+    if not_text.any():
+        row = int(np.flatnonzero(not_text.to_numpy())[0])
+        raise ValueError(
+            f"passage {passages[id_column].iloc[row]!r} (row {row + 1}, column "
+            f"{text_column!r}) has no text: {passages[text_column].iloc[row]!r}"
+        )
+
+
+def _question_columns(questions: pd.DataFrame, id_column: str,
+                      text_column: str) -> tuple[list, list[str]]:
+    for column in (id_column, text_column):
+        if column not in questions.columns:
+            raise KeyError(f"the question table has no column {column!r}")
+    return questions[id_column].tolist(), questions[text_column].tolist()
+
+
+@dataclass(frozen=True, eq=False, repr=False)
 class TfidfRetriever:
     """The lesson's tf-idf retriever; build it with :meth:`fit`."""
 
     passage_ids: tuple[str, ...]
-    vectorizer: CountVectorizer
-    idf: np.ndarray
-    passage_matrix: sp.csr_matrix  # rows are unit-length tf-idf vectors
+    vectorizer: CountVectorizer  # fitted; its vocabulary_ maps each term to its row
+    idf: np.ndarray  # ln(N / df) of each term, in term order
+    document_frequency: np.ndarray  # passages containing each term
+    # The inverted index, (terms x passages): row t holds the postings of term t, the
+    # passages that contain it with their weights in unit-length passage vectors. Its
+    # transpose ``term_matrix.T`` is the passage-major view, without a copy.
+    term_matrix: sp.csr_matrix
     id_order: np.ndarray  # tie-break key of each passage
+    passage_array: np.ndarray = field(repr=False)  # passage_ids as an object array
 
     @classmethod
     def fit(
         cls, passages: pd.DataFrame, id_column: str = "passage_id", text_column: str = "text"
     ) -> "TfidfRetriever":
         """Fit the idf on ``passages`` once: ``idf = ln(N / df)``."""
-        if passages.empty:
-            raise ValueError("cannot fit a retriever on an empty passage table")
-        if passages[id_column].duplicated().any():
-            duplicate = passages.loc[passages[id_column].duplicated(), id_column].iloc[0]
-            raise ValueError(f"passage IDs must be unique; {duplicate!r} repeats")
+        _check_passages(passages, id_column, text_column)
         vectorizer = _count_vectorizer()
-        counts = sp.csr_matrix(vectorizer.fit_transform(passages[text_column].tolist()))
-        n_passages = counts.shape[0]
-        document_frequency = np.bincount(counts.indices, minlength=counts.shape[1])
+        try:
+            counts = sp.csr_matrix(vectorizer.fit_transform(passages[text_column].tolist()))
+        except ValueError as error:
+            if "empty vocabulary" not in str(error):
+                raise
+            raise ValueError(
+                f"no passage in column {text_column!r} has a content word (every token is "
+                "a stop word or punctuation), so there is nothing to index"
+            ) from None
+        n_passages, n_terms = counts.shape
+        document_frequency = np.bincount(counts.indices, minlength=n_terms)
         idf = np.log(n_passages / document_frequency)
-        weights = counts @ sp.diags(idf)
+        # Weigh the counts in place, then scale each passage's row to unit length.
+        lengths = np.diff(counts.indptr)
+        counts.data *= idf[counts.indices]
+        squares = np.zeros(n_passages)
+        filled = lengths > 0
+        squares[filled] = np.add.reduceat(counts.data * counts.data, counts.indptr[:-1][filled])
+        norms = np.sqrt(squares)
+        scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+        counts.data *= np.repeat(scale, lengths)
+        # A term found in every passage weighs 0 everywhere: its postings would add nothing.
+        counts.eliminate_zeros()
+        term_matrix = counts.T.tocsr()
+        del counts
+        ids = tuple(str(pid) for pid in passages[id_column])
         return cls(
-            passage_ids=tuple(str(pid) for pid in passages[id_column]),
+            passage_ids=ids,
             vectorizer=vectorizer,
             idf=idf,
-            passage_matrix=_unit_rows(sp.csr_matrix(weights)),
-            id_order=passage_id_order([str(pid) for pid in passages[id_column]]),
+            document_frequency=document_frequency,
+            term_matrix=term_matrix,
+            id_order=passage_id_order(ids),
+            passage_array=np.asarray(ids, dtype=object),
         )
+
+    def __repr__(self) -> str:
+        return (f"TfidfRetriever({len(self.passage_ids):,} passages, {len(self.idf):,} terms, "
+                f"{self.term_matrix.nnz:,} postings)")
+
+    @property
+    def index_nbytes(self) -> int:
+        """Bytes held by the inverted index (its weights, passage positions and offsets)."""
+        matrix = self.term_matrix
+        return matrix.data.nbytes + matrix.indices.nbytes + matrix.indptr.nbytes
 
     @property
     def vocabulary(self) -> pd.DataFrame:
         """Terms with their document frequency and idf, sorted by term."""
-        terms = self.vectorizer.get_feature_names_out()
-        n = len(self.passage_ids)
         return pd.DataFrame(
-            {"term": terms, "document_frequency": np.rint(n / np.exp(self.idf)).astype(int),
-             "idf": self.idf}
+            {"term": self.vectorizer.get_feature_names_out(),
+             "document_frequency": self.document_frequency.astype(int), "idf": self.idf}
         ).sort_values("term", ignore_index=True)
 
+    def _question_vector(self, text: str, where: str) -> tuple[np.ndarray, np.ndarray]:
+        """Term rows of one question, ascending, and its unit-length tf-idf weights.
+
+        Looks the lesson's tokens up in the fitted vocabulary; unknown terms are dropped.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"{where} is not text: {text!r}")
+        lookup = self.vectorizer.vocabulary_.get
+        counts: dict[int, int] = {}
+        for token in content_tokens(text):
+            term = lookup(token)
+            if term is not None:
+                counts[term] = counts.get(term, 0) + 1
+        terms = np.fromiter(sorted(counts), dtype=np.int64, count=len(counts))
+        weights = np.fromiter((counts[t] for t in terms.tolist()), dtype=np.float64,
+                              count=len(terms)) * self.idf[terms]
+        norm = np.sqrt(weights @ weights)
+        if norm == 0:  # no known term, or only terms found in every passage
+            return terms[:0], weights[:0]
+        return terms, weights * (1.0 / norm)
+
+    def _scores_of(self, terms: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Cosine of one question with every passage: the sum of its terms' postings."""
+        index = self.term_matrix
+        starts, ends = index.indptr[terms], index.indptr[terms + 1]
+        passages = np.concatenate([index.indices[s:e] for s, e in zip(starts, ends)],
+                                  dtype=np.intp)
+        contributions = np.concatenate(
+            [index.data[s:e] * w for s, e, w in zip(starts, ends, weights)])
+        return np.bincount(passages, weights=contributions, minlength=len(self.passage_ids))
+
     def query_matrix(self, queries: Sequence[str]) -> sp.csr_matrix:
-        """Unit-length tf-idf vectors of the queries; unknown terms are dropped."""
-        counts = sp.csr_matrix(self.vectorizer.transform(list(queries)))
-        return _unit_rows(sp.csr_matrix(counts @ sp.diags(self.idf)))
+        """Unit-length tf-idf vectors of the queries, (queries x terms); unknown terms
+        are dropped."""
+        vectors = [self._question_vector(text, f"query {row + 1}")
+                   for row, text in enumerate(queries)]
+        indptr = np.zeros(len(vectors) + 1, dtype=np.int64)
+        np.cumsum([len(terms) for terms, _ in vectors], out=indptr[1:])
+        terms = np.concatenate([terms for terms, _ in vectors] or [np.zeros(0, np.int64)])
+        weights = np.concatenate([weights for _, weights in vectors] or [np.zeros(0)])
+        return sp.csr_matrix((weights, terms, indptr), shape=(len(vectors), len(self.idf)))
 
     def score_sparse(self, queries: Sequence[str]) -> sp.csr_matrix:
-        """Cosine scores as a sparse (queries x passages) matrix; zeros are not stored."""
-        scores = sp.csr_matrix(self.query_matrix(queries) @ self.passage_matrix.T)
+        """Cosine scores as a sparse (queries x passages) matrix; zeros are not stored.
+
+        All the queries go through one sparse product with the inverted index.
+        """
+        scores = sp.csr_matrix(self.query_matrix(queries) @ self.term_matrix)
         scores.eliminate_zeros()
         return scores
 
@@ -178,16 +345,23 @@ class TfidfRetriever:
         id_column: str = "question_id",
         text_column: str = "question",
     ) -> pd.DataFrame:
-        """Top ``k`` passages with a positive score for each question."""
-        scores = self.score_sparse(questions[text_column].tolist())
-        return rank_scores(scores, self.passage_ids, questions[id_column].tolist(), k=k,
-                           id_order=self.id_order)
+        """Top ``k`` passages with a positive score for each question.
 
-
-def _unit_rows(matrix: sp.csr_matrix) -> sp.csr_matrix:
-    norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
-    scale = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    return sp.csr_matrix(sp.diags(scale) @ matrix)
+        Returns question_id, passage_id, rank (1-based) and score, question by question
+        in the table's order, best passage first.
+        """
+        _check_k(k)
+        question_ids, texts = _question_columns(questions, id_column, text_column)
+        hits = []
+        for question_id, text in zip(question_ids, texts):
+            terms, weights = self._question_vector(text, f"question {question_id!r}")
+            if len(terms) == 0:
+                hits.append((terms, weights))
+                continue
+            scores = self._scores_of(terms, weights)
+            chosen = _select(scores, self.id_order.__getitem__, k, 0.0)
+            hits.append((chosen, scores[chosen]))
+        return _ranking_frame(question_ids, hits, self.passage_array)
 
 
 def gold_ranks(ranked_all: pd.DataFrame, questions: pd.DataFrame, k: int = 3) -> pd.DataFrame:
