@@ -18,6 +18,11 @@ MAKEFILE = PROJECT_ROOT / "Makefile"
 # Entries of environment.yml that are tools rather than Python packages of the book.
 CONDA_TOOLS = {"python", "pip", "quarto"}
 
+# Extras of pyproject.toml that only benchmarks/ needs (comparators such as bm25s).
+# environment.yml is the book's environment, so it leaves them out; `make benchmarks`
+# installs them, and nothing the book runs may import them.
+BENCHMARK_EXTRAS = {"bench"}
+
 _REQUIREMENT = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*==\s*([^\s;,]+)")
 _CONDA_DEP = re.compile(r"^\s{2}-\s+([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:=\s*([^\s#]+))?\s*(?:#.*)?$")
 _PIP_DEP = re.compile(r"^\s{6}-\s+([A-Za-z0-9][A-Za-z0-9._-]*)\s*==\s*([^\s#]+)\s*(?:#.*)?$")
@@ -38,11 +43,13 @@ def _require(path):
     return path.read_text(encoding="utf-8")
 
 
-def _pyproject_pins() -> dict[str, str]:
+def _pyproject_pins(extras: str = "all") -> dict[str, str]:
+    """Pinned requirements: ``extras`` is "all", "book" (no benchmark extra) or "bench"."""
     project = tomllib.loads(_require(PYPROJECT))["project"]
-    requirements = list(project["dependencies"])
-    for extra in project.get("optional-dependencies", {}).values():
-        requirements.extend(extra)
+    requirements = list(project["dependencies"]) if extras != "bench" else []
+    for name, extra in project.get("optional-dependencies", {}).items():
+        if extras == "all" or (extras == "bench") == (name in BENCHMARK_EXTRAS):
+            requirements.extend(extra)
     pins = {}
     for requirement in requirements:
         match = _REQUIREMENT.match(requirement)
@@ -105,7 +112,7 @@ def _makefile_no_deps_pins() -> dict[str, str]:
 
 
 def test_environment_yml_pins_the_pyproject_packages():
-    pyproject = _pyproject_pins()
+    pyproject = _pyproject_pins("book")
     environment = _environment_pins()
     packages = {name: version for name, version in environment.items() if name not in CONDA_TOOLS}
     assert set(packages) == set(pyproject), (
@@ -154,6 +161,38 @@ def test_the_no_deps_wheel_is_documented_in_environment_yml():
     text = _require(ENVIRONMENT)
     for name, version in _makefile_no_deps_pins().items():
         assert f"{name}=={version}" in text, f"environment.yml does not mention {name}=={version}"
+
+
+def test_benchmark_extras_stay_out_of_the_book():
+    """bm25s and the like: declared, installed by `make benchmarks`, imported by no part
+    of the book and absent from environment.yml."""
+    project = tomllib.loads(_require(PYPROJECT))["project"]
+    assert BENCHMARK_EXTRAS <= set(project.get("optional-dependencies", {})), \
+        f"pyproject.toml has no extra named {sorted(BENCHMARK_EXTRAS)}"
+    bench = _pyproject_pins("bench")
+    assert bench, "the benchmark extra pins nothing"
+    assert not set(bench) & set(_environment_pins()), \
+        f"environment.yml lists benchmark-only packages {sorted(set(bench) & set(_environment_pins()))}"
+    installed = [set(extras.split(",")) for extras in
+                 re.findall(r"pip install .*-e '\.\[([^\]]*)\]'", _require(MAKEFILE))]
+    book = [extras for extras in installed if "test" in extras]
+    assert book, "the Makefile never installs the book's extras"
+    assert not any(extras & BENCHMARK_EXTRAS for extras in book), \
+        "the book's install (make book, make test) includes a benchmark-only extra"
+    assert BENCHMARK_EXTRAS in installed, "the Makefile never installs the benchmark extra"
+    modules = {_name(name).replace("-", "_") for name in bench}
+    pattern = re.compile(rf"^\s*(?:import|from)\s+({'|'.join(map(re.escape, modules))})\b",
+                         flags=re.M)
+    sources = list((PROJECT_ROOT / "helpers").rglob("*.py")) + list(
+        (PROJECT_ROOT / "tests").glob("*.py"))
+    for path in sources:
+        match = pattern.search(path.read_text(encoding="utf-8"))
+        assert not match, f"{path.relative_to(PROJECT_ROOT)} imports {match.group(1)}, " \
+            "a benchmark-only package"
+    for path in NOTEBOOKS:
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            match = pattern.search("".join(cell["source"]))
+            assert not match, f"{path.name} imports {match.group(1)}, a benchmark-only package"
 
 
 # --- notebooks ------------------------------------------------------------------------
