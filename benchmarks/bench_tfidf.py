@@ -2,7 +2,7 @@
 fit time, latency of one question, batch throughput and peak memory, all in one run.
 
     .venv/bin/python benchmarks/bench_tfidf.py            # 100,000 passages, then 1,000,000 if it fits
-    .venv/bin/python benchmarks/bench_tfidf.py --quick    # 20,000 passages, 50 questions: seconds
+    .venv/bin/python benchmarks/bench_tfidf.py --quick    # 20,000 passages, 50 questions: a minute
     .venv/bin/python benchmarks/bench_tfidf.py --passages 300000 --scale-to 0
 
 bm25s comes from the benchmark-only ``bench`` extra (``pip install -e '.[bench]'``, which
@@ -20,14 +20,18 @@ not for ranking quality.
 What is measured, for each retriever in a fresh child process of its own, so that memory
 belongs to that retriever alone:
 
-* fit: wall time of one fit on every passage (tokenizing included);
+* fit: wall and CPU time of one fit on every passage (tokenizing included), after a
+  warm-up fit on 200 passages that loads whatever the library imports on first use;
 * one question: top 3 for each question on its own, through each library's public call
   (``TfidfRetriever.rank`` on a one-row table, returning a DataFrame; ``TfidfVectorizer.
   transform`` + ``linear_kernel`` + a top-3 selection; ``BM25.retrieve``), median and
-  95th percentile over the questions, after one warm-up question;
+  95th percentile of wall time over the questions (and the median CPU time, steadier on
+  a busy machine), after one warm-up question; for ``rank``, also the share of its time
+  that building the returned DataFrame takes, timed alone and under cProfile;
 * batch: every question at once through the same calls (scikit-learn in blocks of 50
   questions, whose dense score rows it would otherwise hold all together), as questions
-  per second, the median of three runs;
+  per second, the median of three runs; for the custom retriever also through
+  ``score_sparse``, one sparse product per block of 50 questions, then ``rank_scores``;
 * memory: the index's own size; the tracemalloc peak of a second, separate fit (traced
   allocations only, numpy's included; tracemalloc slows Python code, so it is never on
   while timing); and the peak resident set size (``ru_maxrss``) of the child above its
@@ -81,7 +85,8 @@ LABELS = {
 }
 ZIPF_EXPONENT = 1.0
 TOP_K = 3
-SKLEARN_BLOCK = 50
+#: Batches that hold a score row per question go in blocks of this many questions.
+BATCH_BLOCK = 50
 GOALS = {"one question vs bm25s": 1.0, "fit vs scikit-learn": 1.5,
          "peak memory vs scikit-learn": 1.5}
 MIB = 2**20
@@ -217,6 +222,21 @@ def _timed_fit(fit, result: dict):
     return fitted
 
 
+def _profiled_share(function, outer: str, inner: str) -> float:
+    """Under cProfile, the share of the time in functions named ``outer`` spent in
+    ``inner`` (cumulative times, from helpers/retrieval.py)."""
+    import cProfile
+    import pstats
+
+    profiler = cProfile.Profile()
+    profiler.runcall(function)
+    cumulative = {}
+    for (filename, _, name), (_, _, _, total, _) in pstats.Stats(profiler).stats.items():
+        if filename.endswith("retrieval.py") and name in (outer, inner):
+            cumulative[name] = cumulative.get(name, 0.0) + total
+    return cumulative.get(inner, 0.0) / cumulative[outer]
+
+
 def _traced_peak_mib(fit, traced: bool) -> float:
     """Peak traced allocation of one more, separate fit (MiB); NaN when not traced."""
     if not traced:
@@ -271,16 +291,22 @@ def _custom(texts, questions, sample, traced) -> dict:
         framed)
     result["batch_qps"] = _throughput(lambda: retriever.rank(table, k=TOP_K), len(questions))
     result["peak_rss_mib"] = _peak_rss_mib()
-    # The same batch through one sparse product holds every question's score row at once.
-    result["batch_product_qps"] = _throughput(
-        lambda: rank_scores(retriever.score_sparse(questions), retriever.passage_array,
-                            question_ids, k=TOP_K, id_order=retriever.id_order),
-        len(questions))
+    # The same batch through sparse products, which hold a score row per question.
+    def through_products():
+        for first in range(0, len(questions), BATCH_BLOCK):
+            rank_scores(retriever.score_sparse(questions[first:first + BATCH_BLOCK]),
+                        retriever.passage_array, question_ids[first:first + BATCH_BLOCK],
+                        k=TOP_K, id_order=retriever.id_order)
+
+    result["batch_product_qps"] = _throughput(through_products, len(questions))
     result["peak_rss_product_mib"] = _peak_rss_mib()
+    result["profiled_frame_share"] = _profiled_share(
+        lambda: [retriever.rank(q, k=TOP_K) for q in one_row], "rank", "_ranking_frame")
     ranked = retriever.rank(table.iloc[sample], k=TOP_K)
     result["top"] = {qid: [[r.passage_id, r.score] for r in group.itertuples()]
                      for qid, group in ranked.groupby("question_id", sort=False)}
     del retriever
+    result["peak_rss_child_mib"] = _peak_rss_mib()  # everything but the traced fit
     result["traced_fit_mib"] = _traced_peak_mib(fit, traced)
     return result
 
@@ -305,8 +331,8 @@ def _sklearn(texts, questions, sample, traced) -> dict:
         return top(linear_kernel(vectorizer.transform([question]), matrix).ravel())
 
     def batch():
-        for first in range(0, len(questions), SKLEARN_BLOCK):
-            block = linear_kernel(vectorizer.transform(questions[first:first + SKLEARN_BLOCK]),
+        for first in range(0, len(questions), BATCH_BLOCK):
+            block = linear_kernel(vectorizer.transform(questions[first:first + BATCH_BLOCK]),
                                   matrix)
             for row in block:
                 top(row)
@@ -325,6 +351,7 @@ def _sklearn(texts, questions, sample, traced) -> dict:
     result["batch_qps"] = _throughput(batch, len(questions))
     result["peak_rss_mib"] = _peak_rss_mib()
     del vectorizer, matrix
+    result["peak_rss_child_mib"] = _peak_rss_mib()
     result["traced_fit_mib"] = _traced_peak_mib(fit, traced)
     return result
 
@@ -355,6 +382,7 @@ def _bm25s(texts, questions, sample, traced) -> dict:
     result["peak_rss_mib"] = _peak_rss_mib()
     result["version"] = bm25s.__version__
     del retriever
+    result["peak_rss_child_mib"] = _peak_rss_mib()
     result["traced_fit_mib"] = _traced_peak_mib(fit, traced)
     return result
 
@@ -494,8 +522,9 @@ def _print_table(results: dict) -> None:
                   r["peak_rss_mib"] - r["rss_data_mib"]]
         print("".join(f"{value:<{width}}" if fmt == "s" else f"{value:>{width}{fmt}}"
                       for value, (_, width, fmt) in zip(values, columns)))
-    print("RSS columns: peak resident size above the child's size once the texts were loaded, "
-          "after the fit and after all queries (the batch included).")
+    print("traced fit: tracemalloc peak of a second fit. RSS columns: peak resident size "
+          "above the child's size once the texts were loaded, after the fit and after all "
+          "queries through the public calls.")
     for method, r in results.items():
         if r["one"]["timed"] < r["questions"]:
             print(f"{LABELS[method]}: one question timed on the first {r['one']['timed']} "
@@ -506,8 +535,11 @@ def _print_table(results: dict) -> None:
         r = results["custom"]
         print(f"Custom rank(): of its median {r['one']['median_ms']:.3f} ms for one question, "
               f"building the returned DataFrame alone takes {r['frame_only']['median_ms']:.3f} ms "
-              f"({r['frame_only']['median_ms'] / r['one']['median_ms']:.0%}).")
-        print(f"Custom batch through one sparse product (score_sparse, then rank_scores): "
+              f"({r['frame_only']['median_ms'] / r['one']['median_ms']:.0%}); under cProfile, "
+              f"which inflates Python-heavy code such as pandas' constructors, "
+              f"{r['profiled_frame_share']:.0%} of rank()'s time is in _ranking_frame.")
+        print(f"Custom batch through sparse products (score_sparse per {BATCH_BLOCK} "
+              f"questions, then rank_scores): "
               f"{r['batch_product_qps']:,.0f} q/s, peak RSS "
               f"{r['peak_rss_product_mib'] - r['rss_data_mib']:,.1f} MiB above the texts; "
               f"rank() adds up postings question by question instead: "
@@ -546,9 +578,10 @@ def _estimate_gib(results: dict, n_passages: int, target: int) -> dict[str, floa
     """Each child's peak RSS at ``target`` passages, linear in passages from this run.
 
     What the interpreter and libraries hold before reading the texts stays; everything
-    above it (texts, index, fit and query buffers) grows in proportion.
+    above it (texts, index, fit and query buffers) grows in proportion. The peak is the
+    child's before its traced fit, whose bookkeeping the larger run does not have.
     """
-    return {method: (r["rss_start_mib"] + (r["peak_rss_mib"] - r["rss_start_mib"])
+    return {method: (r["rss_start_mib"] + (r["peak_rss_child_mib"] - r["rss_start_mib"])
                      * target / n_passages) * MIB / GIB
             for method, r in results.items()}
 
@@ -631,7 +664,7 @@ def main(argv=None) -> None:
             print("The larger run skips the traced second fit (tracemalloc multiplies a "
                   "fit's time) and checks fewer questions.")
             larger = run_size(size, args, methods, min(args.check, 5), traced=False)
-            measured = {m: larger[m]["peak_rss_mib"] * MIB / GIB for m in larger}
+            measured = {m: larger[m]["peak_rss_child_mib"] * MIB / GIB for m in larger}
             print("Measured peak RSS of each child: "
                   + ", ".join(f"{m} {g:.2f} GiB" for m, g in measured.items()))
     print(f"{_load()} at the end.")

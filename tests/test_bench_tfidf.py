@@ -58,8 +58,8 @@ def test_the_brute_force_check_catches_a_wrong_top_3(bench):
 
 
 def test_the_memory_estimate_scales_what_grows_with_the_passages(bench):
-    results = {"custom": {"rss_start_mib": 100.0, "peak_rss_mib": 600.0},
-               "sklearn": {"rss_start_mib": 100.0, "peak_rss_mib": 1100.0}}
+    results = {"custom": {"rss_start_mib": 100.0, "peak_rss_child_mib": 600.0},
+               "sklearn": {"rss_start_mib": 100.0, "peak_rss_child_mib": 1100.0}}
     estimate = bench._estimate_gib(results, 100_000, 1_000_000)
     assert estimate["custom"] == pytest.approx((100 + 500 * 10) / 1024)
     assert estimate["sklearn"] == pytest.approx((100 + 1000 * 10) / 1024)
