@@ -11,7 +11,8 @@ sparse algebra does the rest, so the same code serves a handbook of 100,000 pass
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -107,9 +108,11 @@ def rank_scores(
     return ranked.astype({"question_id": "str", "passage_id": "str"})
 
 
-def _count_vectorizer() -> CountVectorizer:
+def _count_vectorizer(stop_words: Collection[str] | None = None) -> CountVectorizer:
     # The analyzer is the lesson's tokenizer without stop words; counts keep repeats.
-    return CountVectorizer(analyzer=content_tokens, lowercase=False, dtype=np.float64)
+    analyzer = (content_tokens if stop_words is None
+                else functools.partial(content_tokens, stop_words=frozenset(stop_words)))
+    return CountVectorizer(analyzer=analyzer, lowercase=False, dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -124,15 +127,20 @@ class TfidfRetriever:
 
     @classmethod
     def fit(
-        cls, passages: pd.DataFrame, id_column: str = "passage_id", text_column: str = "text"
+        cls, passages: pd.DataFrame, id_column: str = "passage_id", text_column: str = "text",
+        stop_words: Collection[str] | None = None,
     ) -> "TfidfRetriever":
-        """Fit the idf on ``passages`` once: ``idf = ln(N / df)``."""
+        """Fit the idf on ``passages`` once: ``idf = ln(N / df)``.
+
+        ``stop_words`` replaces the lesson's list (:data:`helpers.text.STOP_WORDS`) for
+        passages and queries alike; lesson 1's exercises use it to keep *at*.
+        """
         if passages.empty:
             raise ValueError("cannot fit a retriever on an empty passage table")
         if passages[id_column].duplicated().any():
             duplicate = passages.loc[passages[id_column].duplicated(), id_column].iloc[0]
             raise ValueError(f"passage IDs must be unique; {duplicate!r} repeats")
-        vectorizer = _count_vectorizer()
+        vectorizer = _count_vectorizer(stop_words)
         counts = sp.csr_matrix(vectorizer.fit_transform(passages[text_column].tolist()))
         n_passages = counts.shape[0]
         document_frequency = np.bincount(counts.indices, minlength=counts.shape[1])

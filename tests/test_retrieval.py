@@ -336,3 +336,19 @@ def test_gold_label_outside_the_top_3(retriever):
     label = gold_ranks(ranked_all, questions)
     assert label["gold_retrieval_label"].tolist() == [f"rank {rank} (outside top 3)"]
     assert recall_at_k(label, 3).tolist() == [False]
+
+
+def test_a_stop_word_list_can_be_replaced_for_passages_and_queries(retriever, handbook, questions):
+    keep_at = STOP_WORDS - {"at"}
+    with_at = TfidfRetriever.fit(handbook, stop_words=keep_at)
+    assert "at" in set(with_at.vocabulary["term"])
+    assert "at" not in set(retriever.vocabulary["term"])  # the default list is untouched
+    q3 = questions[questions["question_id"] == "Q3"]
+    assert retriever.rank(q3).empty
+    ranked = with_at.rank(q3)
+    passages = dict(zip(handbook["passage_id"], handbook["text"]))
+    assert len(ranked) == 3
+    assert all("at" in content_tokens(passages[p], keep_at) for p in ranked["passage_id"])
+    # The query side uses the same list: a query of stop words only matches nothing.
+    assert with_at.rank(pd.DataFrame({"question_id": ["x"], "question": ["the and of"]})).empty
+    assert not with_at.rank(pd.DataFrame({"question_id": ["x"], "question": ["at"]})).empty
