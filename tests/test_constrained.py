@@ -275,10 +275,8 @@ def test_a_recorded_reader_cannot_be_constrained():
 
 
 @pytest.fixture(scope="module")
-def lesson():
-    from lesson_outputs import execute
-
-    return execute(LESSON)
+def lesson(lesson_run):
+    return lesson_run(LESSON).nb
 
 
 @pytest.mark.slow
