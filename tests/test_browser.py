@@ -191,7 +191,7 @@ return Array.from(document.querySelectorAll('details')).filter(d => {
 }).map(d => ({
   title: d.querySelector(':scope > summary').textContent.trim(),
   open: d.open,
-  shown: Array.from(d.children).some(c => c.tagName !== 'SUMMARY' && c.getClientRects().length > 0),
+  shown: Array.from(d.children).some(c => c.tagName !== 'SUMMARY' && c.checkVisibility()),
   code: d.querySelectorAll('pre').length,
 }));
 """
