@@ -215,6 +215,7 @@ def test_solutions_are_collapsed_on_the_page_until_opened(browser, real_book_sit
     assert cells, f"{lesson} has no exercises"
     page = Path(lesson).with_suffix(".html").as_posix()
     with pagecheck.serve_folder(real_book_site) as base:
+        browser.get_log("browser")  # drop entries left by earlier pages of the shared browser
         browser.get(base + page)
         solutions = browser.execute_script(_SOLUTIONS_JS)
         visible_text = browser.execute_script("return document.body.innerText;")

@@ -135,6 +135,7 @@ def test_jupyterlab_shows_each_solution_collapsed_until_clicked(browser, tmp_pat
         time.sleep(1.0)
         after = "\n".join(cell["text"] for cell in browser.execute_script(_LAB_CELLS_JS))
         browser.get("about:blank")
+        browser.get_log("browser")  # JupyterLab's unload prompt is blocked and logged
     for cell, solution in zip(cells, solutions):
         # The collapsed cell shows only the callout's opening line, which names the exercise.
         assert f"Solution to exercise {cell.key}" in solution["text"]
@@ -182,6 +183,7 @@ def test_quarto_renders_each_solution_as_a_collapsed_callout(browser, tmp_path):
     }));
     """
     with pagecheck.serve_folder(site) as base:
+        browser.get_log("browser")  # drop entries left by earlier pages of the shared browser
         browser.get(base + page)
         time.sleep(0.5)
         callouts = browser.execute_script(state_js)
