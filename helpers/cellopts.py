@@ -107,7 +107,10 @@ def quarto_markdown_to_commonmark(
     """Rewrite the Quarto extensions a lesson uses into markdown any renderer shows.
 
     - fenced divs (`::: {.callout-note title="..."}` ... `:::`) become HTML divs with the
-      markdown inside left as markdown (blank lines around the tags keep it that way);
+      markdown inside left as markdown (blank lines around the tags keep it that way); a
+      callout with `collapse="true"` becomes `<details>` with its title as `<summary>`, so
+      it stays closed until the reader opens it, as Quarto's collapsed callout does
+      (`collapse="false"`: the same, open at first);
     - heading attributes (`## Title {#sec-x .unnumbered}`) are removed, an `#id` kept as
       an anchor;
     - cross-references (`@tbl-x`) become links whose text is given by `crossrefs`
@@ -117,7 +120,7 @@ def quarto_markdown_to_commonmark(
     crossrefs = crossrefs or {}
     link_targets = link_targets or {}
     out: list[str] = []
-    open_divs = 0
+    closers: list[str] = []  # the closing tag of each open fenced div, innermost last
     in_code = False
     for line in text.splitlines():
         stripped = line.strip()
@@ -134,18 +137,21 @@ def quarto_markdown_to_commonmark(
             css = " ".join(["book-div", *classes])
             callout = next((c for c in classes if c.startswith("callout")), None)
             id_attr = f' id="{_escape(ident)}"' if ident else ""
+            collapse = attrs.get("collapse", "").lower() if callout else ""
+            tag = "details" if collapse in {"true", "false"} else "div"
+            open_attr = " open" if collapse == "false" else ""
             out.append("")
-            out.append(f'<div class="{_escape(css)}{" callout" if callout else ""}"{id_attr}>')
+            out.append(f'<{tag} class="{_escape(css)}{" callout" if callout else ""}"{id_attr}{open_attr}>')
             if callout:
                 kind = callout.split("-", 1)[1] if "-" in callout else "note"
                 title = attrs.get("title") or _CALLOUT_TITLES.get(kind, kind.title())
-                out.append(f'<div class="callout-title">{_escape(title)}</div>')
+                title_tag = "summary" if tag == "details" else "div"
+                out.append(f'<{title_tag} class="callout-title">{_escape(title)}</{title_tag}>')
             out.append("")
-            open_divs += 1
+            closers.append(f"</{tag}>")
             continue
-        if open_divs and _FENCED_DIV_CLOSE.match(stripped):
-            out.extend(["", "</div>", ""])
-            open_divs -= 1
+        if closers and _FENCED_DIV_CLOSE.match(stripped):
+            out.extend(["", closers.pop(), ""])
             continue
         heading = _HEADING_ATTRS.match(line)
         if heading:
@@ -164,5 +170,6 @@ def quarto_markdown_to_commonmark(
                 line,
             )
         out.append(line)
-    out.extend(["", "</div>"] * open_divs)
+    while closers:
+        out.extend(["", closers.pop()])
     return "\n".join(out)

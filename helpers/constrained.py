@@ -32,8 +32,9 @@ MAX_CITABLE_IDS = 5
 #: A citable passage ID: no spaces, commas or line breaks, so the parser can split it.
 _ID_PATTERN = regex.compile(r"[A-Za-z0-9_.-]+")
 
-# The answer starts with a visible character and runs to the end of its line.
-_ANSWER_REGEX = r"/[^\s][^\r\n]*/"
+#: The answer rule's regular expression (Lark syntax, between slashes): a visible first
+#: character, then anything up to the end of the line. Lesson 3's exercises pass another.
+ANSWER_PATTERN = r"/[^\s][^\r\n]*/"
 
 
 class ConstrainedDecodingError(RuntimeError):
@@ -73,21 +74,30 @@ def source_lists(retrieved_ids: Iterable[str]) -> list[str]:
 
 
 def build_grammar(
-    retrieved_ids: Iterable[str], *, answer_max_tokens: int = ANSWER_MAX_TOKENS
+    retrieved_ids: Iterable[str], *, answer_max_tokens: int = ANSWER_MAX_TOKENS,
+    answer_pattern: str = ANSWER_PATTERN,
 ) -> str:
     """The Lark grammar (llguidance dialect) of the two-line reply for one question.
 
-    ``Answer: <text>`` (a visible first character, no line break, at most
-    ``answer_max_tokens`` tokens), a newline, ``Sources: `` and then ``none`` or distinct
-    IDs from ``retrieved_ids`` separated by ``", "``; nothing may follow, so the next
-    token must be end of sequence. Lesson 3, "Force the format".
+    ``Answer: <text>`` (by default a visible first character and no line break; any
+    ``answer_pattern`` in Lark's ``/regex/`` form; at most ``answer_max_tokens``
+    tokens), a newline, ``Sources: `` and then ``none`` or distinct IDs from
+    ``retrieved_ids`` separated by ``", "``; nothing may follow, so the next token must
+    be end of sequence. Lesson 3, "Force the format".
     """
     if answer_max_tokens < 1:
         raise ValueError(f"answer_max_tokens must be at least 1, got {answer_max_tokens}")
+    if not (isinstance(answer_pattern, str) and len(answer_pattern) > 2
+            and answer_pattern.startswith("/") and answer_pattern.endswith("/")
+            and "\n" not in answer_pattern):
+        raise ValueError(
+            f"answer_pattern must be a Lark regular expression on one line between "
+            f"slashes, like {ANSWER_PATTERN!r}; got {answer_pattern!r}"
+        )
     alternatives = "\n    | ".join(json.dumps(value) for value in source_lists(retrieved_ids))
     return (
         "start: \"Answer: \" answer \"\\nSources: \" sources\n"
-        f"answer[max_tokens={int(answer_max_tokens)}]: {_ANSWER_REGEX}\n"
+        f"answer[max_tokens={int(answer_max_tokens)}]: {answer_pattern}\n"
         f"sources: {alternatives}\n"
     )
 
@@ -122,13 +132,14 @@ def new_matcher(hf_tokenizer: Any, grammar: str) -> Any:
     return matcher
 
 
-def grammar_accepts(hf_tokenizer: Any, retrieved_ids: Iterable[str], text: str) -> bool:
+def grammar_accepts(hf_tokenizer: Any, retrieved_ids: Iterable[str], text: str, *,
+                    answer_pattern: str = ANSWER_PATTERN) -> bool:
     """Whether ``text`` followed by end of sequence is a complete reply under the grammar.
 
     The text is tokenized the usual way and fed to a fresh matcher; used by the tests and
     by lesson 3 to show which replies the grammar admits.
     """
-    matcher = new_matcher(hf_tokenizer, build_grammar(retrieved_ids))
+    matcher = new_matcher(hf_tokenizer, build_grammar(retrieved_ids, answer_pattern=answer_pattern))
     tokens = hf_tokenizer(text, add_special_tokens=False)["input_ids"]
     if not matcher.consume_tokens(list(tokens)):
         return False
@@ -276,6 +287,7 @@ def generate_constrained(
     question_id: str,
     *,
     answer_max_tokens: int = ANSWER_MAX_TOKENS,
+    answer_pattern: str = ANSWER_PATTERN,
 ) -> ConstrainedGeneration:
     """Generate one reply greedily under the two-line grammar for ``retrieved_ids``.
 
@@ -284,6 +296,8 @@ def generate_constrained(
     the reader's: greedy, repetition penalty 1.05, 48 new tokens at most. Raises
     ``ConstrainedDecodingError`` naming the question if the grammar's longest reply
     would not fit in the token cap, or if generation leaves the grammar.
+    ``answer_pattern`` replaces the answer rule's regular expression (see
+    :func:`build_grammar`); the token bound holds for any pattern.
     Lesson 3, "Force the format".
     """
     import torch
@@ -299,7 +313,8 @@ def generate_constrained(
             f"{question_id}: the longest reply the grammar allows takes {bound} tokens, "
             f"over the cap of {cap}; lower answer_max_tokens"
         )
-    grammar = build_grammar(ids, answer_max_tokens=answer_max_tokens)
+    grammar = build_grammar(ids, answer_max_tokens=answer_max_tokens,
+                            answer_pattern=answer_pattern)
     messages = list(messages)
     encoded = live.encode(messages)
     n_prompt = int(encoded["input_ids"].shape[1])

@@ -19,7 +19,8 @@ than the size of the whole matrix; many questions at once are one sparse product
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -176,9 +177,11 @@ def rank_scores(
     return _ranking_frame(question_ids, hits, ids)
 
 
-def _count_vectorizer() -> CountVectorizer:
+def _count_vectorizer(stop_words: Collection[str] | None = None) -> CountVectorizer:
     # The analyzer is the lesson's tokenizer without stop words; counts keep repeats.
-    return CountVectorizer(analyzer=content_tokens, lowercase=False, dtype=np.float64)
+    analyzer = (content_tokens if stop_words is None
+                else functools.partial(content_tokens, stop_words=frozenset(stop_words)))
+    return CountVectorizer(analyzer=analyzer, lowercase=False, dtype=np.float64)
 
 
 def _check_passages(passages: pd.DataFrame, id_column: str, text_column: str) -> None:
@@ -224,11 +227,16 @@ class TfidfRetriever:
 
     @classmethod
     def fit(
-        cls, passages: pd.DataFrame, id_column: str = "passage_id", text_column: str = "text"
+        cls, passages: pd.DataFrame, id_column: str = "passage_id", text_column: str = "text",
+        stop_words: Collection[str] | None = None,
     ) -> "TfidfRetriever":
-        """Fit the idf on ``passages`` once: ``idf = ln(N / df)``."""
+        """Fit the idf on ``passages`` once: ``idf = ln(N / df)``.
+
+        ``stop_words`` replaces the lesson's list (:data:`helpers.text.STOP_WORDS`) for
+        passages and queries alike; lesson 1's exercises use it to keep *at*.
+        """
         _check_passages(passages, id_column, text_column)
-        vectorizer = _count_vectorizer()
+        vectorizer = _count_vectorizer(stop_words)
         try:
             counts = sp.csr_matrix(vectorizer.fit_transform(passages[text_column].tolist()))
         except ValueError as error:
@@ -286,13 +294,14 @@ class TfidfRetriever:
     def _question_vector(self, text: str, where: str) -> tuple[np.ndarray, np.ndarray]:
         """Term rows of one question, ascending, and its unit-length tf-idf weights.
 
-        Looks the lesson's tokens up in the fitted vocabulary; unknown terms are dropped.
+        Tokenises with the analyzer the fit used (the lesson's tokenizer and the fit's stop
+        words), then looks the tokens up in the fitted vocabulary; unknown terms are dropped.
         """
         if not isinstance(text, str):
             raise TypeError(f"{where} is not text: {text!r}")
         lookup = self.vectorizer.vocabulary_.get
         counts: dict[int, int] = {}
-        for token in content_tokens(text):
+        for token in self.vectorizer.analyzer(text):
             term = lookup(token)
             if term is not None:
                 counts[term] = counts.get(term, 0) + 1

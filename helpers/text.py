@@ -4,6 +4,8 @@ Introduced in lesson 1, "Check overlap before retrieval" and "Score answers".
 """
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import regex
 
 #: The stop-word list of the reference render, kept exactly: the figures depend on it.
@@ -28,21 +30,25 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
-def content_tokens(text: str) -> list[str]:
-    """Tokens of ``text`` that are not stop words, in order, with repeats."""
-    return [token for token in tokenize(text) if token not in STOP_WORDS]
+def content_tokens(text: str, stop_words: Collection[str] = STOP_WORDS) -> list[str]:
+    """Tokens of ``text`` that are not stop words, in order, with repeats.
+
+    ``stop_words`` defaults to the lesson's list; lesson 1's exercises pass another.
+    """
+    return [token for token in tokenize(text) if token not in stop_words]
 
 
-def content_words(text: str | None) -> list[str]:
+def content_words(text: str | None, stop_words: Collection[str] = STOP_WORDS) -> list[str]:
     """Sorted unique content words of ``text`` (an empty list for ``None``)."""
     if text is None:
         return []
-    return sorted(set(content_tokens(text)))
+    return sorted(set(content_tokens(text, stop_words)))
 
 
-def shared_content_words(first: str | None, second: str | None) -> list[str]:
+def shared_content_words(first: str | None, second: str | None,
+                         stop_words: Collection[str] = STOP_WORDS) -> list[str]:
     """Content words that both texts use, sorted."""
-    return sorted(set(content_words(first)) & set(content_words(second)))
+    return sorted(set(content_words(first, stop_words)) & set(content_words(second, stop_words)))
 
 
 # SQuAD's normalize_answer as a chain of small steps. The punctuation step uses the

@@ -82,3 +82,43 @@ def source_raw_outputs() -> pd.DataFrame:
 def parsed(source_raw_outputs) -> pd.DataFrame:
     """The six recorded replies after the strict parser."""
     return parse_outputs(source_raw_outputs)
+
+
+@pytest.fixture(scope="session")
+def lesson_run():
+    """Execute a lesson once per session and keep its kernel: ``lesson_run(path, env)``.
+
+    The lesson tests read the executed notebook (``.nb``); the exercise tests run the
+    solutions in the same kernel afterwards (``.run(code)``). Each distinct (notebook,
+    environment) pair is executed once; every kernel is shut down at the end.
+    """
+    from lesson_outputs import LessonRun
+
+    runs: dict = {}
+
+    def get(notebook, env=None, timeout=1800):
+        key = (str(notebook), tuple(sorted((env or {}).items())))
+        if key not in runs:
+            runs[key] = LessonRun(notebook, timeout=timeout, env=env)
+        return runs[key]
+
+    yield get
+    for run in runs.values():
+        run.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """A headless Chromium shared by the tests of the session (skip or fail if absent)."""
+    import os
+
+    import pagecheck
+
+    reason = pagecheck.browser_missing_reason()
+    if reason is not None:
+        if os.environ.get("BOOK_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"BOOK_REQUIRE_BROWSER=1 but {reason}")
+        pytest.skip(reason)
+    driver = pagecheck.make_driver()
+    yield driver
+    driver.quit()

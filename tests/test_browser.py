@@ -6,7 +6,6 @@ unless BOOK_REQUIRE_BROWSER=1 (as in CI), which turns the skip into a failure.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -21,19 +20,6 @@ from helpers.paths import PROJECT_ROOT
 pytestmark = pytest.mark.browser
 
 LESSON_1 = "lessons/01-answering-from-retrieved-passages.ipynb"
-
-
-@pytest.fixture(scope="session")
-def browser():
-    """A headless Chromium shared by the tests of the session (skip or fail if absent)."""
-    reason = pagecheck.browser_missing_reason()
-    if reason is not None:
-        if os.environ.get("BOOK_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"BOOK_REQUIRE_BROWSER=1 but {reason}")
-        pytest.skip(reason)
-    driver = pagecheck.make_driver()
-    yield driver
-    driver.quit()
 
 
 def build(project: Path, *args: str) -> subprocess.CompletedProcess:
@@ -194,3 +180,56 @@ def test_lesson_page_tables_render_and_search_filters(browser, real_book_site, t
         )
     assert result.n_tables >= 1
     assert result.rows_after and all(predicate(row) for row in result.rows_after)
+
+
+# --------------------------------------------------------------------------- exercises on the page
+
+_SOLUTIONS_JS = """
+return Array.from(document.querySelectorAll('details')).filter(d => {
+  const s = d.querySelector(':scope > summary');
+  return s && s.textContent.trim().startsWith('Solution to exercise');
+}).map(d => ({
+  title: d.querySelector(':scope > summary').textContent.trim(),
+  open: d.open,
+  shown: Array.from(d.children).some(c => c.tagName !== 'SUMMARY' && c.checkVisibility()),
+  code: d.querySelectorAll('pre').length,
+}));
+"""
+
+
+def _distinctive_line(cell, lesson) -> str:
+    """A line of a solution's code that no other cell of the lesson contains."""
+    nb = nbformat.read(PROJECT_ROOT / lesson, as_version=4)
+    others = "\n".join(c.source for c in nb.cells if c.source != cell.solution_markdown)
+    return next(line.strip() for line in cell.solution_code.splitlines()
+                if len(line.strip()) > 12 and line.strip() not in others)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", sorted({lesson for lesson, *_ in LESSON_PAGES}),
+                         ids=lambda lesson: Path(lesson).stem[:2])
+def test_solutions_are_collapsed_on_the_page_until_opened(browser, real_book_site, lesson):
+    from exercise_cells import exercise_cells
+
+    cells = exercise_cells(nbformat.read(PROJECT_ROOT / lesson, as_version=4), lesson)
+    assert cells, f"{lesson} has no exercises"
+    page = Path(lesson).with_suffix(".html").as_posix()
+    with pagecheck.serve_folder(real_book_site) as base:
+        browser.get_log("browser")  # drop entries left by earlier pages of the shared browser
+        browser.get(base + page)
+        solutions = browser.execute_script(_SOLUTIONS_JS)
+        visible_text = browser.execute_script("return document.body.innerText;")
+        first_line = _distinctive_line(cells[0], lesson)
+        browser.find_element("css selector", "details > summary").click()
+        opened = browser.execute_script(_SOLUTIONS_JS)[0]
+        visible_after = browser.execute_script("return document.body.innerText;")
+        console = browser.get_log("browser")
+    assert [s["title"] for s in solutions] == [f"Solution to exercise {c.key}" for c in cells]
+    assert not any(s["open"] or s["shown"] for s in solutions), solutions
+    assert all(s["code"] >= 1 for s in solutions)
+    # The starter cells ran: every check cell shows its placeholder verdict.
+    for cell in cells:
+        assert f"Exercise {cell.key}: not attempted yet." in visible_text
+    assert first_line not in visible_text
+    assert opened["open"] and opened["shown"] and first_line in visible_after
+    assert [e for e in console if e["level"] == "SEVERE"] == []

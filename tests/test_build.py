@@ -345,6 +345,28 @@ def test_quarto_markdown_rewrites_callouts_headings_crossrefs_and_links():
     assert out.count("<div") == out.count("</div>") == 2
 
 
+def test_a_collapsed_callout_becomes_details_closed_until_opened():
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    text = (
+        '::: {.callout-tip collapse="true" title="Solution to exercise 1.1"}\n\n'
+        "The answer is **here**.\n\n```python\nx = 1\n```\n\n:::\n\n"
+        '::: {.callout-note collapse="false"}\nOpen at first.\n:::\n\n'
+        "::: {.callout-note}\nPlain.\n:::"
+    )
+    out = quarto_markdown_to_commonmark(text)
+    assert '<details class="book-div callout-tip callout">' in out
+    assert '<summary class="callout-title">Solution to exercise 1.1</summary>' in out
+    assert '<details class="book-div callout-note callout" open>' in out
+    assert '<div class="book-div callout-note callout">' in out
+    assert out.count("<details") == out.count("</details>") == 2
+    assert out.count("<div") == out.count("</div>") == 2
+    page = markdown2html_mistune(out)
+    # The markdown inside stays markdown: bold text and a highlighted code block.
+    assert "<strong>here</strong>" in page and "<pre" in page
+    assert page.index("<details") < page.index("<strong>here</strong>") < page.index("</details>")
+
+
 # --------------------------------------------------------------------------- the real book
 
 

@@ -129,6 +129,43 @@ def test_answer_longer_than_its_token_limit_is_rejected(tokenizer):
     assert not grammar_accepts(tokenizer, ["H08"], long)
 
 
+def test_an_answer_pattern_replaces_the_answer_rule(tokenizer):
+    digits = r"/\d[^\r\n]*|[^\s][^\r\n]*\d[^\r\n]*/"
+    grammar = build_grammar(["H08"], answer_pattern=digits)
+    assert f"answer[max_tokens={constrained.ANSWER_MAX_TOKENS}]: {digits}" in grammar
+    assert constrained.ANSWER_PATTERN in build_grammar(["H08"])
+    assert grammar_accepts(tokenizer, ["H08"], "Answer: $150 per week\nSources: H08",
+                           answer_pattern=digits)
+    assert not grammar_accepts(tokenizer, ["H08"], "Answer: weekly\nSources: H08",
+                               answer_pattern=digits)
+    # The default rule is unchanged by passing a pattern elsewhere.
+    assert grammar_accepts(tokenizer, ["H08"], "Answer: weekly\nSources: H08")
+
+
+@pytest.mark.parametrize("pattern", ["[0-9]+", "/a\nb/", "//", 7])
+def test_an_answer_pattern_must_be_one_lark_regex(pattern):
+    with pytest.raises(ValueError, match="answer_pattern must be a Lark regular expression"):
+        build_grammar(["H08"], answer_pattern=pattern)
+
+
+def test_the_token_limit_ends_an_answer_before_its_pattern_is_complete(tokenizer):
+    # llguidance closes the answer at max_tokens whatever the pattern still wants, so an
+    # answer of exactly that many tokens needs no digit (lesson 3, exercise 3.5).
+    digits = r"/\d[^\r\n]*|[^\s][^\r\n]*\d[^\r\n]*/"
+    limit = constrained.ANSWER_MAX_TOKENS
+
+    def reply(n_words):
+        return "Answer: " + " ".join(["parking"] * n_words) + "\nSources: none"
+
+    def answer_tokens(n_words):
+        count = lambda t: len(tokenizer(t, add_special_tokens=False)["input_ids"])  # noqa: E731
+        return count(reply(n_words).split("\n")[0]) - count("Answer:")
+
+    accepted = [n for n in range(1, 2 * limit) if grammar_accepts(tokenizer, [], reply(n),
+                                                                  answer_pattern=digits)]
+    assert [answer_tokens(n) for n in accepted] == [limit]
+
+
 def test_every_reply_the_grammar_admits_parses_and_cites_only_retrieved_ids(tokenizer):
     retrieved = ["H12", "H03", "H15"]
     answers = ["No", "NOT IN HANDBOOK", "PREMISE NOT SUPPORTED: no weekend classes", "$150"]
@@ -238,10 +275,8 @@ def test_a_recorded_reader_cannot_be_constrained():
 
 
 @pytest.fixture(scope="module")
-def lesson():
-    from lesson_outputs import execute
-
-    return execute(LESSON)
+def lesson(lesson_run):
+    return lesson_run(LESSON).nb
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ from helpers.dense import DenseRetriever, HybridRetriever
 from helpers.fixture import load_riverton
 from helpers.paths import LESSONS_DIR
 from helpers.retrieval import TfidfRetriever
-from lesson_outputs import execute
+
 from lesson_outputs import tables as lesson_tables
 
 
@@ -189,8 +189,8 @@ def test_lesson_is_committed_without_outputs():
 
 
 @pytest.fixture(scope="module")
-def executed():
-    return execute(LESSON, timeout=1800)
+def executed(lesson_run):
+    return lesson_run(LESSON).nb
 
 
 @pytest.mark.slow

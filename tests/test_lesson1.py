@@ -1,31 +1,24 @@
 """Lesson 1 executed from a clean kernel: its tables carry the reference render's values."""
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from helpers.paths import LESSONS_DIR
 
-from lesson_outputs import execute, markdown_outputs, table_rows, tables
+from lesson_outputs import markdown_outputs, table_rows, tables
 
 LESSON = LESSONS_DIR / "01-answering-from-retrieved-passages.ipynb"
 
 pytestmark = pytest.mark.slow
 
 
+#: The reference render's figures come from the pinned Qwen reader; replay its transcript.
+READER_ENV = {"RIVERTON_READER_MODE": "recorded"}
+
+
 @pytest.fixture(scope="module")
-def lesson():
-    # The reference render's figures come from the pinned Qwen reader; replay its transcript.
-    saved = os.environ.get("RIVERTON_READER_MODE")
-    os.environ["RIVERTON_READER_MODE"] = "recorded"
-    try:
-        return execute(LESSON)
-    finally:
-        if saved is None:
-            del os.environ["RIVERTON_READER_MODE"]
-        else:
-            os.environ["RIVERTON_READER_MODE"] = saved
+def lesson(lesson_run):
+    return lesson_run(LESSON, READER_ENV).nb
 
 
 def column(nb, table, label):

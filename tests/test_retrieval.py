@@ -626,3 +626,19 @@ def test_fit_names_the_passage_without_text_and_a_table_without_words():
     only_stop_words = pd.DataFrame({"passage_id": ["A", "B"], "text": ["the and", "Is it?"]})
     with pytest.raises(ValueError, match="no passage in column 'text' has a content word"):
         TfidfRetriever.fit(only_stop_words)
+
+
+def test_a_stop_word_list_can_be_replaced_for_passages_and_queries(retriever, handbook, questions):
+    keep_at = STOP_WORDS - {"at"}
+    with_at = TfidfRetriever.fit(handbook, stop_words=keep_at)
+    assert "at" in set(with_at.vocabulary["term"])
+    assert "at" not in set(retriever.vocabulary["term"])  # the default list is untouched
+    q3 = questions[questions["question_id"] == "Q3"]
+    assert retriever.rank(q3).empty
+    ranked = with_at.rank(q3)
+    passages = dict(zip(handbook["passage_id"], handbook["text"]))
+    assert len(ranked) == 3
+    assert all("at" in content_tokens(passages[p], keep_at) for p in ranked["passage_id"])
+    # The query side uses the same list: a query of stop words only matches nothing.
+    assert with_at.rank(pd.DataFrame({"question_id": ["x"], "question": ["the and of"]})).empty
+    assert not with_at.rank(pd.DataFrame({"question_id": ["x"], "question": ["at"]})).empty

@@ -134,3 +134,13 @@ def test_split_sentences(text, sentences):
 def test_every_handbook_sentence_split_rejoins_to_the_text(handbook):
     for text in handbook["text"]:
         assert " ".join(split_sentences(text)) == text
+
+
+def test_content_words_take_another_stop_word_list():
+    question = "Where can my kid stay while I study at night?"
+    assert "at" not in content_words(question)
+    assert "at" in content_words(question, STOP_WORDS - {"at"})
+    assert content_tokens("at the at", STOP_WORDS - {"at"}) == ["at", "at"]
+    assert shared_content_words(question, "Classes are held at the centre.",
+                                STOP_WORDS - {"at"}) == ["at"]
+    assert shared_content_words(question, "Classes are held at the centre.") == []

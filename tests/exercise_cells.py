@@ -1,0 +1,81 @@
+"""Find a lesson's exercises in its notebook, in the layout helpers.exercises describes.
+
+Each exercise is four consecutive cells: a markdown task that starts ``### Exercise N.M:
+Title``, a starter code cell, a check code cell, and a markdown solution cell holding a
+collapsed callout with one or more ```` ```python ```` blocks. A notebook that breaks the
+layout raises an AssertionError naming the notebook, the cell and what is wrong.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+HEADING = re.compile(r"^### Exercise (\d+\.\d+): (.+)$", re.M)
+SECTION = "## Exercises"
+FENCE_OPEN = re.compile(
+    r'\A::: \{\.callout-tip collapse="true" title="Solution to exercise (\d+\.\d+)"\}\n\n'
+)
+FENCE_CLOSE = re.compile(r"\n\n:::\Z")
+CODE_BLOCK = re.compile(r"^```python\n(.*?)^```[ \t]*$", re.M | re.S)
+CHECK_CALL = re.compile(r'\Aexercises\.check\("(\d+\.\d+)"(?:, [A-Za-z_][A-Za-z0-9_]*)+\)\Z')
+
+
+@dataclass
+class ExerciseCells:
+    key: str
+    title: str
+    task_index: int  # index of the task cell in nb.cells
+    task: str
+    starter: str
+    check: str
+    solution_metadata: dict
+    solution_markdown: str
+    solution_code: str  # the python blocks of the solution, joined
+
+
+def exercise_cells(nb, name: str = "notebook") -> list[ExerciseCells]:
+    """Every exercise of ``nb``, in order (an empty list when it has none)."""
+    found = []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "markdown":
+            continue
+        match = HEADING.search(cell.source)
+        if match is None:
+            continue
+        key, title = match.group(1), match.group(2).strip()
+        where = f"{name}: exercise {key} (cell {index + 1})"
+        following = nb.cells[index + 1:index + 4]
+        kinds = [c.cell_type for c in following]
+        assert kinds == ["code", "code", "markdown"], (
+            f"{where}: the task must be followed by a starter cell, a check cell and a "
+            f"solution cell; found {kinds}")
+        starter, check_cell, solution = following
+        fence = FENCE_OPEN.match(solution.source)
+        assert fence is not None, (
+            f"{where}: the solution cell must open with "
+            f'::: {{.callout-tip collapse="true" title="Solution to exercise {key}"}} and a blank line')
+        assert fence.group(1) == key, f"{where}: the solution is titled for exercise {fence.group(1)}"
+        assert FENCE_CLOSE.search(solution.source), f"{where}: the solution must end with a blank line and :::"
+        blocks = CODE_BLOCK.findall(solution.source)
+        assert blocks, f"{where}: the solution has no ```python block"
+        found.append(ExerciseCells(
+            key=key, title=title, task_index=index, task=cell.source,
+            starter=starter.source, check=check_cell.source.strip(),
+            solution_metadata=dict(solution.metadata), solution_markdown=solution.source,
+            solution_code="\n".join(block.rstrip("\n") for block in blocks) + "\n",
+        ))
+    return found
+
+
+def check_key(check_source: str) -> str | None:
+    """The exercise key a check cell's single call names, or None if it is not one."""
+    match = CHECK_CALL.match(check_source.strip())
+    return match.group(1) if match else None
+
+
+def section_index(nb, heading: str) -> int | None:
+    """Index of the markdown cell that has ``heading`` as one of its lines."""
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "markdown" and heading in cell.source.splitlines():
+            return index
+    return None

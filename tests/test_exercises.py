@@ -1,0 +1,306 @@
+"""The exercises at the end of each lesson: layout, placeholders, solutions and hints.
+
+Fast tests read the notebooks and call the checkers directly. The slow tests execute each
+lesson from a clean kernel (shared with the lesson's own tests), check that every starter
+cell leaves its exercise "not attempted yet", then run every worked solution in the same
+kernel, after the lesson's cells, and expect "correct", and run deliberately wrong
+answers and expect the specific hint.
+"""
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from helpers import exercises
+from helpers.exercises import CORRECT, HINT, NOT_ATTEMPTED, VERDICT_MIME, Verdict
+from helpers.paths import LESSONS_DIR
+
+from exercise_cells import check_key, exercise_cells, section_index
+
+#: Lessons with exercises: notebook and the environment their tests execute them in.
+LESSONS = {
+    1: ("01-answering-from-retrieved-passages.ipynb", {"RIVERTON_READER_MODE": "recorded"}),
+    2: ("02-when-words-dont-match.ipynb", {}),
+    3: ("03-format-is-not-truth.ipynb", {}),
+}
+
+# A function body of an F1 that treats tokens as a set, one that does not normalise, one
+# that counts every predicted token found in the reference, and one that divides by zero.
+_SET_F1 = '''
+def my_token_f1(prediction, reference):
+    p = set(text.normalize_answer(prediction).split())
+    r = set(text.normalize_answer(reference).split())
+    shared = len(p & r)
+    return 0.0 if not shared else 2 * shared / (len(p) + len(r))
+'''
+_RAW_F1 = '''
+from collections import Counter
+def my_token_f1(prediction, reference):
+    p, r = prediction.split(), reference.split()
+    shared = sum((Counter(p) & Counter(r)).values())
+    return 0.0 if not shared else 2 * shared / (len(p) + len(r))
+'''
+_UNCLIPPED_F1 = '''
+def my_token_f1(prediction, reference):
+    p = text.normalize_answer(prediction).split()
+    r = text.normalize_answer(reference).split()
+    shared = sum(1 for token in p if token in r)
+    if not shared:
+        return 0.0
+    precision, recall = shared / len(p), shared / len(r)
+    return 2 * precision * recall / (precision + recall)
+'''
+_DIVIDING_F1 = '''
+from collections import Counter
+def my_token_f1(prediction, reference):
+    p = text.normalize_answer(prediction).split()
+    r = text.normalize_answer(reference).split()
+    shared = sum((Counter(p) & Counter(r)).values())
+    precision, recall = shared / len(p), shared / len(r)
+    return 2 * precision * recall / (precision + recall) if shared else 0.0
+'''
+_DIGITS = r'r"/\d[^\r\n]*|[^\s][^\r\n]*\d[^\r\n]*/"'
+
+#: Deliberately wrong answers: (exercise, code that sets the answer, part of the hint).
+WRONG_ANSWERS = [
+    ("1.1", 'oct15 = {"normalized": "oct 15", "em": 0, "f1": 0.5}', "equals *any* normalised variant"),
+    ("1.1", 'oct15 = {"normalized": "oct 15", "em": 1, "f1": 0.5}', "F1 against 'October 15' alone"),
+    ("1.1", 'oct15 = {"normalized": "Oct 15", "em": 1, "f1": 1}', "lower-cases first"),
+    ("1.2", "q3_with_at, other_changed = [], []", "with the lesson's stop-word list"),
+    ("1.2", 'q3_with_at, other_changed = ["H01", "H08", "H04"], ["Q5"]', "Right passages, wrong order"),
+    ("1.2", 'q3_with_at, other_changed = ["H01", "H04", "H08"], ["Q1", "Q5"]',
+     "The candidate list of Q1 does not change"),
+    ("1.2", 'q3_with_at, other_changed = ["H01", "H04", "H08"], []',
+     "Another question's candidates change too"),
+    ("1.3", _SET_F1, "Your F1 treats tokens as a set; count repeats"),
+    ("1.3", _RAW_F1, "Normalise both strings first"),
+    ("1.3", _UNCLIPPED_F1, "F1 can never exceed 1"),
+    ("1.3", _DIVIDING_F1, "raised ZeroDivisionError"),
+    ("1.4", 'held_reply, wrong_but_clear = "Answer: $200\\nSources: H08", "Answer: $90\\nSources: H08"',
+     "which the lesson's controls already show"),
+    ("1.4", 'held_reply, wrong_but_clear = "Answer: Weekly.\\nSources: none", "Answer: $150 a week\\nSources: H08"',
+     "That is the stipend H08 gives"),
+    ("1.4", 'held_reply, wrong_but_clear = "Answer: Weekly.\\nSources: none", "Answer: $75 a week\\nSources: H08"',
+     "The screen holds wrong_but_clear (numbers_supported)"),
+    ("1.4", 'held_reply, wrong_but_clear = "answer: no\\nsources: none", "Answer: x\\nSources: H08"',
+     "The strict parser rejects held_reply"),
+    ("2.1", 'paraphrase = {"passage_id": "H05", "question": "Will the school pay for my rides on buses?"}',
+     "shares 'pay' with H05"),
+    ("2.1", 'paraphrase = {"passage_id": "H13", "question": ext_questions["question"].iloc[0]}',
+     "from the lesson's question sets"),
+    ("2.1", 'paraphrase = {"passage_id": "H07", "question": "Is my commute by coach covered during the opening weeks?"}',
+     "outside the top three the reader sees"),
+    ("2.2", 'code_tops = {"When does DSC-104 meet?": {"tf-idf": "H09", "dense": "H09", "hybrid": "H09"}, '
+            '"When does DSC-106 meet?": {"tf-idf": None, "dense": None, "hybrid": None}}',
+     "you give dense the passage that tf-idf ranks first"),
+    ("2.2", 'code_tops = {"When does DSC-104 meet?": {"tf-idf": "H09", "dense": "H10", "hybrid": "H09"}, '
+            '"When does DSC-106 meet?": {"tf-idf": None, "dense": None, "hybrid": None}}',
+     "tf-idf does retrieve passages for 'When does DSC-106 meet?'"),
+    ("2.2", 'code_tops = {"When does DSC-104 meet?": {"tf-idf": "H9", "dense": "H10", "hybrid": "H09"}, '
+            '"When does DSC-106 meet?": {"tf-idf": None, "dense": None, "hybrid": None}}',
+     "'H9' is not a handbook passage ID"),
+    ("2.3", 'tuning = {"best_on_original": [0.5], "extended_mrr_range": (0, 1), "best_on_extended": [0.5]}',
+     "More weights tie at the best MRR on the original six"),
+    ("2.3", 'tuning = {"best_on_original": [0.75, 0.8, 0.85], "extended_mrr_range": (0, 1), '
+            '"best_on_extended": [0.5]}', "maximise MRR on the extended set"),
+    ("2.4", 'threshold = {"t": 0.1, "stopped_with_gold": [], "read_unanswerable": []}',
+     "Q5 still reaches the reader"),
+    ("2.4", 'threshold = {"t": 0.5, "stopped_with_gold": [], "read_unanswerable": []}',
+     "would be stopped although it has a gold passage"),
+    ("2.4", 'threshold = {"t": float(top_by["hybrid"]["Q5"]), "stopped_with_gold": ["X25", "X26", "X27", "X29", "X30"], '
+            '"read_unanswerable": ["X01", "X08", "X11", "X12"]}', "The two lists are swapped"),
+    ("3.1", 'lenient_reply = "Answer: $150 per week\\nSources: H08"', "The grammar accepts this reply too"),
+    ("3.1", 'lenient_reply = "Answer: $150 per week\\nSources: H03"', "Cite only H08 or none"),
+    ("3.1", 'lenient_reply = "Answer: $150 per week"', "The strict parser rejects it"),
+    ("3.2", 'limit = {"answer_max_tokens": constrained.ANSWER_MAX_TOKENS, "deciding": []}',
+     "is the lesson's limit"),
+    ("3.2", 'limit = {"answer_max_tokens": 10**3, "deciding": []}', "would run past the cap"),
+    ("3.2", 'limit = {"answer_max_tokens": 3, "deciding": []}', "Every reply still fits at 4"),
+    ("3.3", 'open_checks = {"cited_retrieved": "Answer: No\\nSources: H08"}',
+     "Can any reply the grammar admits fail cited_retrieved?"),
+    ("3.3", 'open_checks = {"answer_has_citation": "Answer: No\\nSources: none"}', "There are 2 more checks"),
+    ("3.3", 'open_checks = {"answer_has_citation": "Answer: No\\nSources: H12"}',
+     "Your reply for answer_has_citation passes that check"),
+    ("3.4", "digit_answer, q5_reply, q5_invented = constrained.ANSWER_PATTERN, 'x', []",
+     "Your pattern admits an answer with no digit"),
+    ("3.4", r"digit_answer, q5_reply, q5_invented = r'/.*\d.*/', 'x', []",
+     "Your pattern admits an answer that starts with a space"),
+    ("3.4", "digit_answer, q5_reply, q5_invented = '.*', 'x', []", "The grammar cannot be built"),
+    ("3.4", f"digit_answer, q5_reply, q5_invented = {_DIGITS}, 'Answer: 5\\nSources: none', ['5']",
+     "That is not what SmolLM2 writes for Q5"),
+    ("3.5", f"digit_answer, loophole = {_DIGITS}, 'Answer: Parking is free\\nSources: none'",
+     "Your grammar rejects it, as the pattern says it should"),
+    ("3.5", f"digit_answer, loophole = {_DIGITS}, 'Answer: 5\\nSources: none'", "holds a digit"),
+    ("3.5", "digit_answer, loophole = constrained.ANSWER_PATTERN, 'Answer: Parking\\nSources: none'",
+     "Finish exercise 3.4 first"),
+]
+
+
+def lesson_path(lesson: int):
+    return LESSONS_DIR / LESSONS[lesson][0]
+
+
+@pytest.fixture(scope="module", params=sorted(LESSONS), ids=lambda n: f"lesson{n}")
+def lesson_cells(request):
+    lesson = request.param
+    nb = nbformat.read(lesson_path(lesson), as_version=4)
+    return lesson, nb, exercise_cells(nb, LESSONS[lesson][0])
+
+
+# --------------------------------------------------------------------------- layout, fast
+
+
+def test_every_lesson_has_three_to_five_exercises_matching_the_checkers(lesson_cells):
+    lesson, _, cells = lesson_cells
+    keys = [c.key for c in cells]
+    assert 3 <= len(keys) <= 5, keys
+    assert keys == [f"{lesson}.{n}" for n in range(1, len(keys) + 1)]
+    assert keys == [e.key for e in exercises.lesson_exercises(lesson)]
+    titles = {e.key: e.title for e in exercises.lesson_exercises(lesson)}
+    assert [c.title for c in cells] == [titles[k] for k in keys]
+
+
+def test_the_section_sits_between_what_to_remember_and_sources(lesson_cells):
+    lesson, nb, cells = lesson_cells
+    section = section_index(nb, "## Exercises")
+    remember = section_index(nb, "## What to remember")
+    sources = section_index(nb, "## Sources")
+    assert section == cells[0].task_index, "## Exercises must open the first exercise's cell"
+    assert remember is not None and sources is not None
+    assert remember < section < cells[-1].task_index + 3 < sources
+
+
+def test_starter_cells_leave_a_placeholder_and_check_cells_call_the_checker(lesson_cells):
+    _, _, cells = lesson_cells
+    for cell in cells:
+        assert "..." in cell.starter, cell.key
+        assert check_key(cell.check) == cell.key, cell.check
+        assert "exercises.check" not in cell.starter and "..." not in cell.check
+
+
+def test_solutions_are_collapsed_callouts_that_jupyterlab_hides(lesson_cells):
+    _, _, cells = lesson_cells
+    for cell in cells:
+        assert cell.solution_metadata.get("jupyter") == {"source_hidden": True}, cell.key
+        # The task must not hold the answer: no code block outside the collapsed callout.
+        assert "```python" not in cell.task, cell.key
+        assert cell.solution_code.strip(), cell.key
+
+
+def test_every_exercise_has_a_deliberately_wrong_answer():
+    covered = {key for key, *_ in WRONG_ANSWERS}
+    assert covered == set(exercises.EXERCISES)
+
+
+def test_checker_docstrings_name_their_lesson_and_exercise():
+    for key, entry in exercises.EXERCISES.items():
+        assert entry.checker.__doc__.startswith(f"Lesson {entry.lesson}, exercise {key}:")
+
+    with pytest.raises(ValueError, match="must start 'Lesson 9, exercise 9.1:'"):
+        @exercises.exercise("9.1", "Nothing", expects="nothing")
+        def undocumented(answer):
+            """Checks something."""
+
+
+# --------------------------------------------------------------------------- checkers, fast
+
+
+def test_placeholders_are_not_attempted_never_an_error():
+    for key, entry in exercises.EXERCISES.items():
+        n_answers = entry.checker.__wrapped__.__code__.co_argcount
+        verdict = exercises.check(key, *([...] * n_answers))
+        assert verdict.status == NOT_ATTEMPTED, (key, verdict)
+        assert "Replace the ..." in verdict.message
+
+
+def test_a_partly_filled_answer_names_what_is_missing():
+    verdict = exercises.check("1.1", {"normalized": "oct 15", "em": ..., "f1": ...})
+    assert verdict.status == NOT_ATTEMPTED
+    assert "'em', 'f1'" in verdict.message
+
+
+def test_a_function_left_as_its_starter_is_not_attempted():
+    def my_token_f1(prediction, reference):
+        ...
+
+    assert exercises.check("1.3", my_token_f1).status == NOT_ATTEMPTED
+
+
+def test_an_unusable_answer_gets_a_hint_that_names_the_expected_form():
+    verdict = exercises.check("1.1", 42)
+    assert verdict.status == HINT
+    assert "It expects a dict with keys 'normalized', 'em' and 'f1'" in verdict.message
+    assert exercises.check("1.2", ["H01"]).status == HINT  # one answer of two
+    with pytest.raises(KeyError, match="no exercise '7.7'"):
+        exercises.check("7.7", 1)
+
+
+def test_hand_figures_are_accepted_within_the_stated_tolerance():
+    base = {"normalized": "oct 15", "em": 1}
+    assert exercises.check("1.1", {**base, "f1": 1 - exercises.HAND_TOLERANCE}).correct
+    assert not exercises.check("1.1", {**base, "f1": 1 - 2 * exercises.HAND_TOLERANCE}).correct
+
+
+def test_the_lessons_f1_passes_its_own_exercise():
+    from helpers.scoring import token_f1
+
+    verdict = exercises.check("1.3", token_f1)
+    assert verdict.status == CORRECT, verdict
+
+
+def test_verdicts_show_as_text_html_and_json():
+    verdict = Verdict("1.1", HINT, "Compare $150 with <b>this</b>.")
+    bundle = verdict._repr_mimebundle_()
+    assert bundle["text/plain"] == str(verdict) == "Exercise 1.1: not yet. Compare $150 with <b>this</b>."
+    assert "&lt;b&gt;this&lt;/b&gt;" in bundle["text/html"]
+    assert "tex2jax_ignore" in bundle["text/html"]  # a dollar sign is not the start of maths
+    assert bundle[VERDICT_MIME] == {"key": "1.1", "status": HINT, "message": verdict.message}
+    assert str(Verdict("2.1", CORRECT)) == "Exercise 2.1: correct."
+
+
+# --------------------------------------------------------------------------- in the lesson kernel
+
+
+def verdict_of(outputs: list[dict]) -> dict:
+    found = [o["data"][VERDICT_MIME] for o in outputs
+             if o.get("output_type") in {"display_data", "execute_result"}
+             and VERDICT_MIME in o.get("data", {})]
+    assert len(found) == 1, outputs
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def executed(lesson_cells, lesson_run):
+    lesson, _, cells = lesson_cells
+    return lesson, cells, lesson_run(lesson_path(lesson), LESSONS[lesson][1])
+
+
+@pytest.mark.slow
+def test_a_clean_run_leaves_every_exercise_not_attempted(executed):
+    _, cells, run = executed
+    checks = {c.source.strip(): c for c in run.nb.cells if c.cell_type == "code"}
+    for cell in cells:
+        verdict = verdict_of(checks[cell.check].outputs)
+        assert verdict["status"] == NOT_ATTEMPTED, verdict
+        assert verdict["key"] == cell.key
+
+
+@pytest.mark.slow
+def test_every_solution_is_marked_correct_after_the_lessons_cells(executed):
+    _, cells, run = executed
+    for cell in cells:
+        run.run(cell.solution_code)
+        verdict = verdict_of(run.run(cell.check))
+        assert verdict["status"] == CORRECT, (cell.key, verdict)
+
+
+@pytest.mark.slow
+def test_wrong_answers_get_their_specific_hint(executed):
+    lesson, cells, run = executed
+    checks = {cell.key: cell.check for cell in cells}
+    cases = [case for case in WRONG_ANSWERS if case[0].startswith(f"{lesson}.")]
+    assert cases
+    for key, code, expected in cases:
+        run.run(code)
+        verdict = verdict_of(run.run(checks[key]))
+        assert verdict["status"] == HINT and expected in verdict["message"], (key, code, verdict)
