@@ -38,11 +38,16 @@ def _require(path):
     return path.read_text(encoding="utf-8")
 
 
-def _pyproject_pins() -> dict[str, str]:
+# Extras that environment.yml leaves to a comment: built from source, for tests only.
+BUILT_FROM_SOURCE_EXTRAS = {"test-server"}
+
+
+def _pyproject_pins(skip_extras: set[str] = frozenset()) -> dict[str, str]:
     project = tomllib.loads(_require(PYPROJECT))["project"]
     requirements = list(project["dependencies"])
-    for extra in project.get("optional-dependencies", {}).values():
-        requirements.extend(extra)
+    for name, extra in project.get("optional-dependencies", {}).items():
+        if name not in skip_extras:
+            requirements.extend(extra)
     pins = {}
     for requirement in requirements:
         match = _REQUIREMENT.match(requirement)
@@ -105,7 +110,7 @@ def _makefile_no_deps_pins() -> dict[str, str]:
 
 
 def test_environment_yml_pins_the_pyproject_packages():
-    pyproject = _pyproject_pins()
+    pyproject = _pyproject_pins(skip_extras=BUILT_FROM_SOURCE_EXTRAS)
     environment = _environment_pins()
     packages = {name: version for name, version in environment.items() if name not in CONDA_TOOLS}
     assert set(packages) == set(pyproject), (
@@ -148,6 +153,15 @@ def test_pins_written_in_readme_and_makefile_agree():
             if name in declared:
                 assert version == declared[name], f"{path.name} pins {name}=={version}, " \
                     f"but the project pins {declared[name]}"
+
+
+def test_the_built_from_source_extras_are_documented_in_environment_yml():
+    text = _require(ENVIRONMENT)
+    project = tomllib.loads(_require(PYPROJECT))["project"]
+    for name in BUILT_FROM_SOURCE_EXTRAS:
+        for requirement in project["optional-dependencies"][name]:
+            assert requirement in text, f"environment.yml does not mention {requirement}"
+    assert "CMAKE_ARGS" in text
 
 
 def test_the_no_deps_wheel_is_documented_in_environment_yml():
