@@ -152,8 +152,8 @@ def main(argv=None) -> int:
         f"question: llama-cpp-python's server answers one request at a time, so the bound "
         f"only pays on a batching engine such as vLLM. {same} of {questions} replies were "
         f"identical between the two (llama.cpp computes on the quantised GGUF weights and "
-        f"penalises repeats over its last 64 tokens only; transformers de-quantises the "
-        f"weights and penalises the whole context). The server reuses the shared prompt "
+        f"penalises repeats within the reply only; transformers de-quantises the weights "
+        f"and penalises the prompt's tokens too). The server reuses the shared prompt "
         f"prefix between questions, which transformers does not. vLLM was not run here: "
         f"this machine has no GPU."
     )

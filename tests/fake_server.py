@@ -43,10 +43,11 @@ class FakeServer:
     """
 
     def __init__(self, behaviour, engine: str | None = "llama-cpp-python",
-                 model_id: str = f"/models/{SMOL_FILE}"):
+                 model_id: str = f"/models/{SMOL_FILE}", model_root: str | None = None):
         self.behaviour = BEHAVIOURS[behaviour] if isinstance(behaviour, str) else behaviour
         self.engine = engine
         self.model_id = model_id
+        self.model_root = model_root  # vLLM's "root": the path it loaded the model from
         self.requests: list[dict] = []
         self.authorizations: list[str | None] = []
         self.in_flight = 0
@@ -71,8 +72,10 @@ class FakeServer:
 
             def do_GET(self):
                 if self.path == "/v1/models":
-                    self._send(200, {"object": "list", "data": [
-                        {"id": fake.model_id, "object": "model", "owned_by": "test"}]})
+                    model = {"id": fake.model_id, "object": "model", "owned_by": "test"}
+                    if fake.model_root:
+                        model["root"] = fake.model_root
+                    self._send(200, {"object": "list", "data": [model]})
                 elif self.path == "/version" and fake.engine == "vLLM":
                     self._send(200, {"version": "0.0-test"})
                 elif self.path == "/openapi.json" and fake.engine == "llama-cpp-python":

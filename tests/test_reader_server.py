@@ -134,9 +134,9 @@ def test_prompt_counts_match_transformers_template(first_run, inputs):
     tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
                                               local_files_only=True)
     for messages, served in zip(inputs["messages"], first_run["prompt_tokens"]):
-        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True)
-        ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
-        assert served == len(ids)
+        encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                return_dict=True)
+        assert served == len(encoded["input_ids"])
 
 
 def test_record_then_replay_is_identical(first_run, inputs, llama_url, tmp_path, capsys):
@@ -244,3 +244,23 @@ def test_the_grammar_through_the_server(llama_url, inputs):
         assert generation.grammar_complete and generation.ended_by_eos
         assert not generation.hit_token_cap
         assert constrained.reply_matches_gbnf(retrieved, generation.raw_output)
+
+
+def test_the_penalty_reaches_the_reply_but_not_the_prompt(llama_url, inputs):
+    """What the page says about llama-cpp-python's repeat_penalty, measured: at a huge
+    penalty the reply never repeats one of its own tokens, yet it still writes "Answer",
+    a word the prompt uses several times, which transformers' penalty would suppress."""
+    import dataclasses
+
+    from helpers.reader.generation import ServerReader
+    from helpers.reader.registry import get_reader_spec
+
+    spec = get_reader_spec(SMOL)
+    harsh = dataclasses.replace(spec, settings={**spec.settings, "repetition_penalty": 100.0})
+    server_reader = ServerReader(harsh, llama_url)
+    messages = inputs["messages"].iloc[0]
+    reply = server_reader.generate(messages, "Q1").raw_output
+    tokens = _tokenize(llama_url, reply)
+    assert len(tokens) == len(set(tokens)), reply
+    assert reply.startswith("Answer"), reply
+    assert messages[0]["content"].count("Answer") >= 2

@@ -265,8 +265,10 @@ def test_a_reported_snapshot_revision_is_checked_against_the_pin():
         with pytest.raises(WrongModelError) as caught:
             load_reader(QWEN, mode="server", url=fake.url)
     assert other in str(caught.value) and QWEN_REVISION in str(caught.value)
-    with FakeServer("ok", engine="vLLM", model_id=f"{cache}/{QWEN_REVISION}") as fake:
+    with FakeServer("ok", engine="vLLM", model_id="Qwen/Qwen2.5-1.5B-Instruct",
+                    model_root=f"{cache}/{QWEN_REVISION}") as fake:
         server_reader = load_reader(QWEN, mode="server", url=fake.url)
+    assert server_reader.server.served_model == "Qwen/Qwen2.5-1.5B-Instruct"
     assert server_reader.server.revision_checked is True
     assert server_reader.server.engine_label == "vLLM 0.0-test"
 

@@ -104,9 +104,9 @@ ENGINES: dict[str, EngineFacts] = {
             penalty_parameter="repeat_penalty",
             penalty_difference=(
                 "it divides a positive logit and multiplies a negative one by the penalty, "
-                "as transformers does, but only for tokens among the last 64 of the "
-                "context (the end of the prompt and the reply so far), where transformers "
-                "penalises every token of the prompt and the reply"
+                "as transformers does, but only for tokens the reply has already generated "
+                "(its last 64, `--last_n_tokens_size`): its sampler never sees the prompt, "
+                "where transformers penalises every token of the prompt and the reply"
             ),
             counts_eos=False,
             grammar="gbnf",
@@ -118,7 +118,7 @@ ENGINES: dict[str, EngineFacts] = {
             name="llama.cpp",
             penalty_parameter="repeat_penalty",
             penalty_difference=(
-                "the same rule as transformers over the last `repeat_last_n` tokens "
+                "the same rule as transformers, over the last `repeat_last_n` tokens "
                 "(64 by default) instead of the whole prompt and reply"
             ),
             counts_eos=True,
