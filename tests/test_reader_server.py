@@ -16,7 +16,6 @@ import urllib.request
 import pytest
 
 from helpers import constrained, parsing
-from helpers.paths import DATA_DIR
 from helpers.reader import (
     MAX_NEW_TOKENS,
     TRANSCRIPT_PATH,
@@ -157,7 +156,7 @@ def test_record_then_replay_is_identical(first_run, inputs, llama_url, tmp_path,
     live_reader_key = load_reader(SMOL, mode="recorded").key  # same keys as a live run
     for entry, messages, row in zip(entries, inputs["messages"],
                                     first_run.itertuples(index=False)):
-        assert entry.key == live_reader_key(messages) == row.key
+        assert entry.key == live_reader_key(messages)
         assert entry.recorded_by == f"server llama-cpp-python {version}"
         assert entry.provenance.startswith(f"server llama-cpp-python {version}")
         assert entry.messages == messages and entry.settings == {
@@ -195,16 +194,6 @@ def test_hybrid_prompts_record_and_replay_as_lesson_two_builds_them(llama_url, t
     tfidf_keys = {load_reader(SMOL, mode="recorded").key(m)
                   for m in lesson_reader_inputs()["messages"]}
     assert tfidf_keys.isdisjoint({e.key for e in read_transcript(transcript)})
-
-
-def test_extended_questions_record_from_a_file(llama_url, tmp_path):
-    transcript = tmp_path / "reader-transcript.jsonl"
-    assert reader_cli(["record", "--reader", SMOL, "--server", llama_url, "--questions",
-                       str(DATA_DIR / "riverton-extended-questions.csv"),
-                       "--transcript", str(transcript)]) == 0
-    entries = read_transcript(transcript)
-    expected = list(lesson_reader_inputs("riverton-extended-questions.csv")["question_id"])
-    assert [e.question_id for e in entries] == expected
 
 
 def test_a_server_with_another_model_is_refused_naming_both(llama_url):
@@ -247,9 +236,9 @@ def test_the_grammar_through_the_server(llama_url, inputs):
 
 
 def test_the_penalty_reaches_the_reply_but_not_the_prompt(llama_url, inputs):
-    """What the page says about llama-cpp-python's repeat_penalty, measured: at a huge
-    penalty the reply never repeats one of its own tokens, yet it still writes "Answer",
-    a word the prompt uses several times, which transformers' penalty would suppress."""
+    """What the README says about llama-cpp-python's repeat_penalty, measured: at a penalty
+    of 100 the reply never repeats one of its own tokens, yet it is full of tokens the
+    prompt uses, which a penalty over the prompt (transformers') would all but forbid."""
     import dataclasses
 
     from helpers.reader.generation import ServerReader
@@ -262,5 +251,7 @@ def test_the_penalty_reaches_the_reply_but_not_the_prompt(llama_url, inputs):
     reply = server_reader.generate(messages, "Q1").raw_output
     tokens = _tokenize(llama_url, reply)
     assert len(tokens) == len(set(tokens)), reply
-    assert reply.startswith("Answer"), reply
-    assert messages[0]["content"].count("Answer") >= 2
+    prompt_tokens = set(_tokenize(llama_url, messages[0]["content"] + "\n" +
+                                  messages[1]["content"]))
+    from_prompt = [t for t in tokens if t in prompt_tokens]
+    assert len(from_prompt) >= 5, (reply, from_prompt)

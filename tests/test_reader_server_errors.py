@@ -386,3 +386,21 @@ def test_an_interrupted_record_leaves_the_transcript_as_it_was(transcript_copy):
     assert transcript_copy.read_bytes() == before
     assert sorted(p.name for p in transcript_copy.parent.iterdir()) == [transcript_copy.name]
     assert read_transcript(transcript_copy)
+
+
+def test_record_takes_a_question_file(tmp_path):
+    """``--questions``: the extended questions are recorded in file order (the real engine
+    records the lesson's six in ``test_reader_server.py``; here the echo server keeps the
+    forty-odd prompts fast)."""
+    from helpers.paths import DATA_DIR
+
+    transcript = tmp_path / "reader-transcript.jsonl"
+    expected = list(lesson_reader_inputs("riverton-extended-questions.csv")["question_id"])
+    with FakeServer(echo_question()) as fake:
+        assert reader_cli(["record", "--reader", SMOL, "--server", fake.url, "--questions",
+                           str(DATA_DIR / "riverton-extended-questions.csv"),
+                           "--transcript", str(transcript)]) == 0
+    entries = read_transcript(transcript)
+    assert [e.question_id for e in entries] == expected
+    assert [e.raw_output for e in entries] == [f"Answer: {q}\nSources: none" for q in expected]
+    assert all(e.provenance.startswith("server llama-cpp-python 0.0-test") for e in entries)
