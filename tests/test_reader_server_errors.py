@@ -362,6 +362,7 @@ def test_record_against_a_refusing_server_exits_with_the_error(transcript_copy, 
     assert transcript_copy.read_bytes() == before
 
 
+@pytest.mark.slow  # a fresh interpreter imports the book's stack: about 15 s
 def test_an_interrupted_record_leaves_the_transcript_as_it_was(transcript_copy):
     before = transcript_copy.read_bytes()
     with FakeServer("stall") as fake:
