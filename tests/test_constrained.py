@@ -311,3 +311,15 @@ def test_lesson_three_executes_and_its_tables_keep_their_promises(lesson):
         for column in ("EM", "F1"):
             value = row[column]
             assert value == "NA" or (0 <= float(value) <= 1 and not math.isnan(float(value)))
+
+
+@pytest.mark.slow
+def test_lesson_three_says_which_engines_can_enforce_the_grammar(lesson):
+    from lesson_outputs import markdown_outputs, table_rows
+
+    rows = {row["Engine"]: row for row in table_rows(lesson, "server_grammars")}
+    assert rows["llama-cpp-python"]["Grammar form"] == "GBNF"
+    assert rows["llama-cpp-python"]["Run by the tests"].startswith("yes")
+    assert rows["vLLM"]["Grammar form"] == "Lark (llguidance)"
+    assert rows["an unidentified engine"]["Grammar form"] == "none"
+    assert f"up to {constrained.ANSWER_MAX_CHARS} characters" in markdown_outputs(lesson)

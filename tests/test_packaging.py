@@ -43,12 +43,23 @@ def _require(path):
     return path.read_text(encoding="utf-8")
 
 
+# Extras that environment.yml leaves to a comment: built from source, for tests only.
+BUILT_FROM_SOURCE_EXTRAS = {"test-server"}
+
+
 def _pyproject_pins(extras: str = "all") -> dict[str, str]:
-    """Pinned requirements: ``extras`` is "all", "book" (no benchmark extra) or "bench"."""
+    """Pinned requirements. ``extras``: "all"; "book" (the book's environment: no benchmark
+    extra and no extra built from source); "bench" (the benchmark extras alone)."""
     project = tomllib.loads(_require(PYPROJECT))["project"]
     requirements = list(project["dependencies"]) if extras != "bench" else []
     for name, extra in project.get("optional-dependencies", {}).items():
-        if extras == "all" or (extras == "bench") == (name in BENCHMARK_EXTRAS):
+        if extras == "all":
+            wanted = True
+        elif extras == "bench":
+            wanted = name in BENCHMARK_EXTRAS
+        else:
+            wanted = name not in BENCHMARK_EXTRAS | BUILT_FROM_SOURCE_EXTRAS
+        if wanted:
             requirements.extend(extra)
     pins = {}
     for requirement in requirements:
@@ -155,6 +166,15 @@ def test_pins_written_in_readme_and_makefile_agree():
             if name in declared:
                 assert version == declared[name], f"{path.name} pins {name}=={version}, " \
                     f"but the project pins {declared[name]}"
+
+
+def test_the_built_from_source_extras_are_documented_in_environment_yml():
+    text = _require(ENVIRONMENT)
+    project = tomllib.loads(_require(PYPROJECT))["project"]
+    for name in BUILT_FROM_SOURCE_EXTRAS:
+        for requirement in project["optional-dependencies"][name]:
+            assert requirement in text, f"environment.yml does not mention {requirement}"
+    assert "CMAKE_ARGS" in text
 
 
 def test_the_no_deps_wheel_is_documented_in_environment_yml():

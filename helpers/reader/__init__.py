@@ -1,4 +1,4 @@
-"""The passage reader: registry, prompts, budget, live and recorded generation.
+"""The passage reader: registry, prompts, budget, live, recorded and server generation.
 
 Introduced in lesson 1, "Ask the reader for two lines".
 """
@@ -10,6 +10,7 @@ from .generation import (
     Reader,
     RecordedReader,
     ReplayError,
+    ServerReader,
     generate_all,
     load_model_and_tokenizer,
     load_reader,
@@ -26,6 +27,18 @@ from .prompts import (
     check_input_budget,
     format_passage_block,
     reader_inputs,
+)
+from .report import mode_sentence, token_count_note
+from .server import (
+    API_KEY_ENV,
+    CONCURRENCY_ENV,
+    ENGINES,
+    TIMEOUT_ENV,
+    UNKNOWN_ENGINE,
+    URL_ENV,
+    ServerError,
+    WrongModelError,
+    configured_url,
 )
 from .registry import (
     DEFAULT_SETTINGS,
@@ -49,6 +62,8 @@ from .transcript import (
 )
 
 __all__ = [
+    "API_KEY_ENV", "CONCURRENCY_ENV", "ENGINES", "TIMEOUT_ENV", "UNKNOWN_ENGINE", "URL_ENV", "ServerError",
+    "ServerReader", "WrongModelError", "configured_url", "mode_sentence", "token_count_note",
     "DEFAULT_SETTINGS", "MAX_INPUT_TOKENS", "MAX_NEW_TOKENS", "MODES", "MODE_ENV",
     "NO_PASSAGES", "REGISTRY", "REPETITION_PENALTY", "SYSTEM_PROMPT", "SYSTEM_PROMPT_PARTS",
     "TRANSCRIPT_PATH", "Generation", "InputBudgetError", "LiveReader", "Reader",

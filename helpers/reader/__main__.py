@@ -1,8 +1,11 @@
 """Command line of the reader: ``python -m helpers.reader record --reader KEY``.
 
-``record`` loads the reader live, builds the lesson's prompts (fixture, tf-idf top 3),
-checks the input budget, generates every reply and rewrites the transcript atomically,
-replacing the entries of the same questions and model. ``show`` prints a transcript.
+``record`` loads the reader live (or, with ``--server URL``, on an OpenAI-compatible
+server), builds the lesson's prompts (fixture, top 3 of ``--retriever``: tf-idf for
+lesson 1, hybrid for lesson 2), checks the input budget, generates every reply and
+rewrites the transcript atomically, replacing the entries of the same questions and
+model; a failed or interrupted run leaves the transcript as it was. ``show`` prints a
+transcript.
 """
 from __future__ import annotations
 
@@ -13,9 +16,10 @@ from pathlib import Path
 from ..fixture import QUESTIONS_FILE
 from ..paths import DATA_DIR
 from .generation import load_reader
-from .lesson import lesson_reader_inputs
+from .lesson import RETRIEVERS, lesson_reader_inputs
+from .prompts import InputBudgetError
 from .record import record_into
-from .registry import REGISTRY
+from .registry import REGISTRY, ReaderError
 from .transcript import TRANSCRIPT_PATH, read_transcript
 
 
@@ -34,6 +38,17 @@ def _parser() -> argparse.ArgumentParser:
                         help="label stored with each entry (default: command and versions)")
     record.add_argument("--allow-download", action="store_true",
                         help="let transformers download the pinned weights if they are missing")
+    record.add_argument("--retriever", default="tfidf", choices=RETRIEVERS,
+                        help="whose top 3 passages make the prompts: tfidf (lesson 1, "
+                             "default) or hybrid (lesson 2's reader section)")
+    record.add_argument("--server", default=None, metavar="URL",
+                        help="record from an OpenAI-compatible server at URL "
+                             "(e.g. http://HOST:8000/v1) instead of running the model here; "
+                             "an API key comes from RIVERTON_READER_API_KEY")
+    record.add_argument("--concurrency", type=int, default=None,
+                        help="server requests in flight at once (default 4)")
+    record.add_argument("--timeout", type=float, default=None,
+                        help="seconds one server request may take (default 60)")
     show = commands.add_parser("show", help="list the entries of a transcript")
     show.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
     return parser
@@ -41,6 +56,16 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except (ReaderError, InputBudgetError) as error:
+        # A refused server, missing weights or an over-long prompt: the message says it
+        # all, and the transcript has not been touched.
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+def _run(args) -> int:
     if args.command == "show":
         for entry in read_transcript(args.transcript):
             shown = entry.raw_output.replace("\n", " ⏎ ")
@@ -49,8 +74,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     questions = Path(args.questions)
     data_dir = questions.parent if questions.parent != Path(".") else DATA_DIR
-    inputs = lesson_reader_inputs(questions.name, data_dir)
-    reader = load_reader(args.reader, mode="live", allow_download=args.allow_download)
+    if args.server:
+        reader = load_reader(args.reader, mode="server", url=args.server,
+                             concurrency=args.concurrency, timeout=args.timeout)
+        print(f"server {reader.url}: {reader.server.engine_label} serving "
+              f"{reader.server.served_model}; {reader.server.revision_note}")
+    else:
+        reader = load_reader(args.reader, mode="live", allow_download=args.allow_download)
+    inputs = lesson_reader_inputs(questions.name, data_dir, retriever=args.retriever)
     entries = record_into(reader, inputs, args.transcript, args.recorded_by)
     for entry in entries:
         shown = entry.raw_output.replace("\n", " ⏎ ")

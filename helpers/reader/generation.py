@@ -1,12 +1,14 @@
-"""Generation: one interface, two ways to produce a reply (live model or recorded transcript).
+"""Generation: one interface, three ways to produce a reply (live, recorded, server).
 
 Introduced in lesson 1, "Ask the reader for two lines". Live mode runs the model through
 transformers with greedy decoding; recorded mode replays a transcript entry whose key
-matches the exact model, revision, messages and settings.
+matches the exact model, revision, messages and settings; server mode sends the prompts
+to an OpenAI-compatible serving engine (see :mod:`helpers.reader.server`).
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import os
 import sys
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import server
 from .prompts import check_input_budget
 from .registry import (
     GGUF_PACKAGE,
@@ -41,7 +44,7 @@ from .transcript import (
 )
 
 MODE_ENV = "RIVERTON_READER_MODE"
-MODES = ("auto", "live", "recorded")
+MODES = ("auto", "live", "recorded", "server")
 
 GENERATION_COLUMNS = [
     "question_id", "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap",
@@ -63,7 +66,7 @@ class Generation:
     ended_by_eos: bool
     hit_token_cap: bool
     prompt_tokens: int
-    mode: str  # "live" or "recorded"
+    mode: str  # "live", "recorded" or "server"
     model_id: str
     revision: str
     key: str
@@ -71,6 +74,7 @@ class Generation:
     recorded_on: str | None = None
     provenance: str | None = None  # None for a live generation
     token_ids: tuple[int, ...] | None = None  # live only: the generated ids, EOS included
+    finish_reason: str | None = None  # server only: "stop" (EOS) or "length" (the cap)
 
 
 def _question_of(messages: list[dict]) -> str | None:
@@ -116,6 +120,12 @@ class Reader:
 
     def prompt_tokens(self, messages: list[dict], question_id: str | None = None) -> int:
         raise NotImplementedError
+
+    def prompt_token_counts(self, messages_list, question_ids=None) -> list[int]:
+        """The prompt tokens of each of ``messages_list`` (a server counts them concurrently)."""
+        question_ids = list(question_ids) if question_ids is not None else [None] * len(
+            list(messages_list))
+        return [self.prompt_tokens(m, q) for m, q in zip(messages_list, question_ids)]
 
     def generate(self, messages: list[dict], question_id: str | None = None) -> Generation:
         raise NotImplementedError
@@ -376,6 +386,132 @@ class RecordedReader(Reader):
         )
 
 
+
+# --------------------------------------------------------------------------- server
+
+
+class ServerReader(Reader):
+    """Sends each prompt to an OpenAI-compatible server, greedily, a few at a time.
+
+    The server must serve the registered model (see :func:`server.match_served_model`).
+    Replies are cached per transcript key for the life of the reader, so counting the
+    prompt tokens first and generating afterwards asks the server once per prompt.
+    """
+
+    mode = "server"
+
+    def __init__(self, spec: ReaderSpec, url: str, api_key: str | None = None,
+                 concurrency: int | None = None, timeout: float | None = None):
+        super().__init__(spec, resolve_revision(spec))
+        self.url = server.normalise_url(url)
+        self.concurrency = server._setting(concurrency, server.CONCURRENCY_ENV,
+                                           server.DEFAULT_CONCURRENCY, int, 1,
+                                           server.MAX_CONCURRENCY)
+        self.timeout = server._setting(timeout, server.TIMEOUT_ENV, server.DEFAULT_TIMEOUT,
+                                       float, 0.1, 3600.0)
+        api_key = api_key if api_key is not None else os.environ.get(server.API_KEY_ENV)
+        self.client = server.open_client(self.url, api_key, self.timeout)
+        self.server = self._identify()
+        self._cache: dict[tuple, Generation] = {}
+
+    def _identify(self) -> "server.ServerInfo":
+        import httpx
+
+        try:
+            listing = self.client.models.list()
+            listed = [(m.id, getattr(m, "root", None)) for m in listing.data]
+        except Exception as error:  # noqa: BLE001 - every failure becomes one clear error
+            raise server.ServerError(
+                self.url, None,
+                f"listing the served models failed: "
+                f"{server.describe_api_error(error, self.timeout)}",
+            ) from error
+        with httpx.Client(timeout=min(self.timeout, 10.0), headers=self.client.auth_headers) \
+                as http:
+            engine, version, props = server.identify_engine(server._root_url(self.url), http)
+        if props.get("model_path") and len(listed) == 1:
+            listed = [(listed[0][0], str(props["model_path"]))]
+        model, checked, note = server.match_served_model(self.spec, self.revision, self.url,
+                                                         listed)
+        return server.ServerInfo(
+            url=self.url, engine=engine, engine_version=version, served_model=model,
+            listed_models=tuple(m for m, _ in listed), revision_checked=checked,
+            revision_note=note,
+        )
+
+    @property
+    def provenance(self) -> str:
+        return self.server.provenance
+
+    def recorder_label(self) -> str:
+        """``recorded_by`` for entries recorded from this server."""
+        return f"server {self.server.engine_label}"
+
+    def _one(self, job) -> Generation:
+        messages, question_id, grammar = job
+        settings = self.settings
+        extra = {}
+        if grammar is not None:
+            extra = server.grammar_request(self.server, grammar, question_id)
+        try:
+            data = server.send(self.client, self.server.served_model, messages, settings,
+                               self.server.engine, extra)
+        except ValueError as error:
+            raise server.ServerError(self.url, question_id, str(error)) from None
+        except Exception as error:  # noqa: BLE001 - the openai client's errors
+            raise server.ServerError(
+                self.url, question_id, server.describe_api_error(error, self.timeout)
+            ) from error
+        try:
+            reply = server.check_reply(data, int(settings["max_new_tokens"]),
+                                       self.server.engine)
+        except ValueError as error:
+            raise server.ServerError(self.url, question_id, str(error)) from None
+        return Generation(
+            question_id=question_id,
+            raw_output=reply.text,
+            output_tokens=reply.completion_tokens,
+            ended_by_eos=reply.finish_reason == "stop",
+            hit_token_cap=reply.finish_reason == "length",
+            prompt_tokens=reply.prompt_tokens,
+            mode=self.mode,
+            model_id=self.model_id,
+            revision=self.revision,
+            key=self.key(messages),
+            provenance=self.provenance,
+            finish_reason=reply.finish_reason,
+        )
+
+    def generate_many(self, messages_list, question_ids=None, grammars=None) -> list[Generation]:
+        """One reply per prompt, at most ``concurrency`` requests in flight, in input order.
+
+        ``grammars`` (optional) gives, per prompt, the retrieved IDs whose reply grammar
+        the server must enforce (lesson 3). Any failure raises a ``ServerError`` naming
+        the URL and the question; nothing is returned half-done.
+        """
+        messages_list = [list(m) for m in messages_list]
+        question_ids = list(question_ids) if question_ids is not None else [
+            _question_of(m) or "?" for m in messages_list]
+        grammars = list(grammars) if grammars is not None else [None] * len(messages_list)
+        jobs = [(m, q, None if g is None else tuple(g))
+                for m, q, g in zip(messages_list, question_ids, grammars)]
+        cache_keys = [(self.key(m), g) for m, _, g in jobs]
+        todo = [job for job, k in zip(jobs, cache_keys) if k not in self._cache]
+        for job, generation in zip(todo, server.run_bounded(todo, self._one, self.concurrency)):
+            self._cache[(self.key(job[0]), job[2])] = generation
+        return [dataclasses.replace(self._cache[k], question_id=q)
+                for k, q in zip(cache_keys, question_ids)]
+
+    def prompt_tokens(self, messages: list[dict], question_id: str | None = None) -> int:
+        return self.generate(messages, question_id).prompt_tokens
+
+    def prompt_token_counts(self, messages_list, question_ids=None) -> list[int]:
+        return [g.prompt_tokens for g in self.generate_many(messages_list, question_ids)]
+
+    def generate(self, messages: list[dict], question_id: str | None = None) -> Generation:
+        return self.generate_many([messages], [question_id or _question_of(messages) or "?"])[0]
+
+
 # ---------------------------------------------------------------------------- entry
 
 
@@ -384,16 +520,38 @@ def load_reader(
     mode: str | None = None,
     transcript: str | os.PathLike = TRANSCRIPT_PATH,
     allow_download: bool = False,
+    url: str | None = None,
+    api_key: str | None = None,
+    concurrency: int | None = None,
+    timeout: float | None = None,
 ) -> Reader:
-    """The reader ``key`` in ``mode`` (auto, live or recorded; None reads the environment).
+    """The reader ``key`` in ``mode`` (auto, live, recorded or server; None reads the
+    environment).
 
-    ``auto`` runs live when the pinned weights are on this machine and replays the
-    transcript otherwise. ``live`` without the weights is an error saying how to get them.
+    ``auto`` asks the server when a server URL is set (``url`` or ``RIVERTON_READER_URL``),
+    runs live when the pinned weights are on this machine, and replays the transcript
+    otherwise. A set URL is never skipped silently: if that server is down or serves
+    another model, loading fails with an error saying so. ``live`` without the weights is
+    an error saying how to get them. ``server`` takes ``url``, ``api_key`` (else
+    ``RIVERTON_READER_API_KEY``), ``concurrency`` (else ``RIVERTON_READER_CONCURRENCY``,
+    default 4) and ``timeout`` in seconds (else ``RIVERTON_READER_TIMEOUT``, default 60).
     """
     spec = get_reader_spec(key)
     chosen = resolve_mode(mode)
+    server_url = server.configured_url(url)
     if chosen == "auto":
-        chosen = "live" if weights_available(spec) else "recorded"
+        if server_url:
+            chosen = "server"
+        else:
+            chosen = "live" if weights_available(spec) else "recorded"
+    if chosen == "server":
+        if not server_url:
+            raise ReaderError(
+                f"server mode for reader {key!r} needs the server's URL: set "
+                f"{server.URL_ENV}=http://HOST:PORT/v1 or pass url= to load_reader"
+            )
+        return ServerReader(spec, server_url, api_key=api_key, concurrency=concurrency,
+                            timeout=timeout)
     if chosen == "live":
         if not allow_download and not weights_available(spec):
             raise WeightsUnavailableError(
@@ -406,14 +564,23 @@ def load_reader(
 
 def generate_all(reader: Reader, inputs_df: pd.DataFrame,
                  max_input_tokens: int = MAX_INPUT_TOKENS) -> pd.DataFrame:
-    """Check every prompt against the input budget, then generate one reply per question."""
-    counts: Mapping[str, int] = {
-        qid: reader.prompt_tokens(messages, qid)
-        for qid, messages in zip(inputs_df["question_id"], inputs_df["messages"])
-    }
-    check_input_budget(counts, max_input_tokens)
-    rows = []
-    for qid, messages in zip(inputs_df["question_id"], inputs_df["messages"]):
-        generation = reader.generate(messages, qid)
-        rows.append({column: getattr(generation, column) for column in GENERATION_COLUMNS})
+    """Check every prompt against the input budget, then generate one reply per question.
+
+    A server reader counts the prompt tokens in its replies' usage, so it sends every
+    prompt first (concurrently) and the budget is checked before any reply is returned.
+    """
+    question_ids = list(inputs_df["question_id"])
+    messages_list = list(inputs_df["messages"])
+    if isinstance(reader, ServerReader):
+        generations = reader.generate_many(messages_list, question_ids)
+        check_input_budget({g.question_id: g.prompt_tokens for g in generations},
+                           max_input_tokens)
+    else:
+        counts: Mapping[str, int] = {
+            qid: reader.prompt_tokens(messages, qid)
+            for qid, messages in zip(question_ids, messages_list)
+        }
+        check_input_budget(counts, max_input_tokens)
+        generations = [reader.generate(m, q) for q, m in zip(question_ids, messages_list)]
+    rows = [{column: getattr(g, column) for column in GENERATION_COLUMNS} for g in generations]
     return pd.DataFrame(rows, columns=GENERATION_COLUMNS)

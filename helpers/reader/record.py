@@ -36,11 +36,21 @@ def recorder_label() -> str:
 def record_entries(reader: Reader, inputs_df: pd.DataFrame,
                    recorded_by: str | None = None,
                    recorded_on: str | None = None) -> list[TranscriptEntry]:
-    """Generate live for every row of ``inputs_df`` and return transcript entries."""
-    if reader.mode != "live":
-        raise ValueError(f"recording needs a live reader, not a {reader.mode} one")
+    """Generate for every row of ``inputs_df`` (live or on a server) and return entries.
+
+    A server's entries have the same keys as a live run's (model, revision, messages,
+    settings), so they replay wherever a live run's would; their ``recorded_by`` and
+    ``provenance`` say "server" and the engine and version the server reported.
+    """
+    if reader.mode not in ("live", "server"):
+        raise ValueError(f"recording needs a live or server reader, not a {reader.mode} one")
     generations = generate_all(reader, inputs_df)
-    recorded_by = recorded_by or recorder_label()
+    if reader.mode == "server":
+        recorded_by = recorded_by or reader.recorder_label()
+        provenance = reader.provenance
+    else:
+        recorded_by = recorded_by or recorder_label()
+        provenance = GENERATED_LIVE
     recorded_on = recorded_on or datetime.date.today().isoformat()
     entries = []
     for messages, row in zip(inputs_df["messages"], generations.itertuples(index=False)):
@@ -59,7 +69,7 @@ def record_entries(reader: Reader, inputs_df: pd.DataFrame,
                 prompt_tokens=int(row.prompt_tokens),
                 recorded_by=recorded_by,
                 recorded_on=recorded_on,
-                provenance=GENERATED_LIVE,
+                provenance=provenance,
             )
         )
     return entries
@@ -68,7 +78,7 @@ def record_entries(reader: Reader, inputs_df: pd.DataFrame,
 def record_into(reader: Reader, inputs_df: pd.DataFrame,
                 transcript: str | os.PathLike = TRANSCRIPT_PATH,
                 recorded_by: str | None = None) -> list[TranscriptEntry]:
-    """Record ``inputs_df`` live and rewrite ``transcript`` atomically.
+    """Record ``inputs_df`` (live or on a server) and rewrite ``transcript`` atomically.
 
     The existing transcript is validated first; entries for the same question and model
     are replaced, all others kept. Nothing is written if any step fails.

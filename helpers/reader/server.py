@@ -1,0 +1,529 @@
+"""Server mode: the reader's prompts answered by an OpenAI-compatible serving engine.
+
+Introduced in lesson 1, "Ask the reader for two lines", where the reader-mode sentence
+says which server, engine and model produced the replies. One server on a GPU (vLLM) or a
+CPU (llama.cpp's server) can answer a whole class; each notebook sends its prompts there
+through the ``openai`` client package, a few at a time, and gets them back in question
+order.
+
+What is checked before a prompt is sent:
+
+- the server answers ``GET /v1/models``, and one of the models it lists is the reader's
+  pinned model (by id, by GGUF file name, or by Hugging Face cache folder); any other model
+  is refused with an error naming both;
+- where the server reports a revision (a cache snapshot in its model path) or a file that
+  this machine can read (a server on this machine), the revision or SHA-256 is compared
+  with the pin; where it cannot, :attr:`ServerInfo.revision_note` says so, and the page
+  prints it.
+
+What is checked in each reply (:func:`check_reply`): choices, a non-empty message, a
+``finish_reason`` of ``stop`` (the end-of-sequence token) or ``length`` (the token cap),
+token counts in ``usage``, and that a cap the server did not report did not cut it off.
+Every failure raises :class:`ServerError` naming the URL, the question and what was wrong.
+
+Engines differ in three things the book cares about (:data:`ENGINES`): the name of the
+repetition penalty, what that penalty looks at, and whether ``usage.completion_tokens``
+counts the end-of-sequence token. The page states the difference instead of hiding it.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import queue
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from .registry import (
+    GGUF_PACKAGE,
+    ReaderError,
+    ReaderSpec,
+    file_sha256,
+    package_gguf_path,
+)
+
+URL_ENV = "RIVERTON_READER_URL"
+API_KEY_ENV = "RIVERTON_READER_API_KEY"
+CONCURRENCY_ENV = "RIVERTON_READER_CONCURRENCY"
+TIMEOUT_ENV = "RIVERTON_READER_TIMEOUT"
+
+#: Requests in flight at once from one notebook. Small, so that thirty students on one
+#: server stay within what it batches well; raise it for a single author re-recording.
+DEFAULT_CONCURRENCY = 4
+MAX_CONCURRENCY = 32
+#: Seconds one request may take, queueing on the server included.
+DEFAULT_TIMEOUT = 60.0
+
+_COMMIT = re.compile(r"(?<![0-9a-f])[0-9a-f]{40}(?![0-9a-f])")
+
+
+class ServerError(ReaderError):
+    """A server could not be used, or answered a question badly."""
+
+    def __init__(self, url: str, question_id: str | None, problem: str):
+        self.url = url
+        self.question_id = question_id
+        self.problem = problem
+        where = f"question {question_id}" if question_id else "before any question was sent"
+        super().__init__(f"reader server {url}, {where}: {problem}")
+
+
+class WrongModelError(ServerError):
+    """The server serves a model, or a revision, other than the one the registry pins."""
+
+
+@dataclass(frozen=True)
+class EngineFacts:
+    """What the book knows about one serving engine's OpenAI-compatible API."""
+
+    name: str
+    #: The request field that carries the repetition penalty.
+    penalty_parameter: str
+    #: How the engine's penalty differs from transformers' (empty: it does not).
+    penalty_difference: str
+    #: Whether ``usage.completion_tokens`` counts the end-of-sequence token
+    #: (transformers' count, and the book's, do); None where the book does not know.
+    counts_eos: bool | None
+    #: The form of the reply grammar the engine enforces: "gbnf", "lark" or None.
+    grammar: str | None
+    #: How the grammar travels, or why it cannot.
+    grammar_note: str
+    #: Whether this book's tests run this engine (else its facts come from its documentation).
+    tested_here: bool
+
+
+ENGINES: dict[str, EngineFacts] = {
+    facts.name: facts
+    for facts in (
+        EngineFacts(
+            name="llama-cpp-python",
+            penalty_parameter="repeat_penalty",
+            penalty_difference=(
+                "it divides a positive logit and multiplies a negative one by the penalty, "
+                "as transformers does, but only for tokens the reply has already generated "
+                "(its last 64, `--last_n_tokens_size`): its sampler never sees the prompt, "
+                "where transformers penalises every token of the prompt and the reply"
+            ),
+            counts_eos=False,
+            grammar="gbnf",
+            grammar_note="GBNF in the request's `grammar` field; the answer is bounded in "
+                         "characters, not tokens",
+            tested_here=True,
+        ),
+        EngineFacts(
+            name="llama.cpp",
+            penalty_parameter="repeat_penalty",
+            penalty_difference=(
+                "the same rule as transformers, over the last `repeat_last_n` tokens "
+                "(64 by default) instead of the whole prompt and reply"
+            ),
+            counts_eos=True,
+            grammar="gbnf",
+            grammar_note="GBNF in the request's `grammar` field; the answer is bounded in "
+                         "characters, not tokens",
+            tested_here=False,
+        ),
+        EngineFacts(
+            name="vLLM",
+            penalty_parameter="repetition_penalty",
+            penalty_difference="",
+            counts_eos=True,
+            grammar="lark",
+            grammar_note="lesson 3's Lark grammar, token bound included, in "
+                         "`structured_outputs.grammar`; the server must run the guidance "
+                         "backend (`--structured-outputs-config.backend guidance`)",
+            tested_here=False,
+        ),
+    )
+}
+
+#: An engine that does not say what it is: the penalty goes by transformers' name.
+UNKNOWN_ENGINE = EngineFacts(
+    name="an unidentified engine",
+    penalty_parameter="repetition_penalty",
+    penalty_difference="the engine does not say what it is, so whether it applies the "
+                       "penalty, and how, is not known",
+    counts_eos=None,
+    grammar=None,
+    grammar_note="the book does not know how this engine takes a grammar, so it cannot "
+                 "enforce the reply format there",
+    tested_here=False,
+)
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """What a server reported about itself, and what the book checked."""
+
+    url: str
+    engine: EngineFacts
+    engine_version: str | None
+    #: The model id to send in requests, as the server lists it.
+    served_model: str
+    #: Every model id the server lists.
+    listed_models: tuple[str, ...]
+    #: True: revision or file hash checked and equal; None: the server does not report one.
+    revision_checked: bool | None
+    revision_note: str
+
+    @property
+    def engine_label(self) -> str:
+        """``llama-cpp-python 0.3.36``, or the engine's name and "(version not reported)"."""
+        if self.engine is UNKNOWN_ENGINE:
+            return self.engine.name
+        version = self.engine_version or "(version not reported)"
+        return f"{self.engine.name} {version}"
+
+    @property
+    def provenance(self) -> str:
+        """The transcript's provenance for entries recorded from this server."""
+        return f"server {self.engine_label}, serving {self.served_model}; {self.revision_note}"
+
+    def sentence(self) -> str:
+        """Where the replies came from, for the page."""
+        return (f"generated by {self.engine_label} serving `{self.served_model}` at "
+                f"`{self.url}`")
+
+
+# ----------------------------------------------------------------------- configuration
+
+
+def configured_url(url: str | None = None) -> str | None:
+    """``url``, else the environment variable ``RIVERTON_READER_URL``, else None."""
+    chosen = url if url is not None else os.environ.get(URL_ENV, "")
+    chosen = chosen.strip()
+    return chosen or None
+
+
+def normalise_url(url: str) -> str:
+    """The API base URL: scheme and host required, ``/v1`` added when no path is given."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ReaderError(
+            f"reader server URL {url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1 "
+            f"(set {URL_ENV} or pass url=)"
+        )
+    path = parts.path.rstrip("/") or "/v1"
+    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def _root_url(base: str) -> str:
+    """The server's root: the base URL without its final ``/v1``."""
+    return base[: -len("/v1")] if base.endswith("/v1") else base
+
+
+def _setting(value, env: str, default, kind, low, high):
+    source = "argument" if value is not None else f"environment variable {env}"
+    raw = value if value is not None else os.environ.get(env)
+    if raw is None or raw == "":
+        return default
+    try:
+        number = kind(raw)
+    except (TypeError, ValueError):
+        raise ReaderError(f"{source} is {raw!r}; expected a number") from None
+    if not low <= number <= high:
+        raise ReaderError(f"{source} is {raw!r}; expected a value from {low} to {high}")
+    return number
+
+
+def is_loopback(url: str) -> bool:
+    """Whether ``url`` points at this machine (localhost or a loopback address)."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+# ------------------------------------------------------------------ engine and model
+
+
+def identify_engine(root: str, http) -> tuple[EngineFacts, str | None, dict]:
+    """Ask the server what it is: vLLM's ``/version``, llama.cpp's ``/props``, then the
+    ``/openapi.json`` that llama-cpp-python's FastAPI app publishes. Returns the facts,
+    the version and what ``/props`` said (empty unless llama.cpp)."""
+
+    def get_json(path: str):
+        try:
+            response = http.get(root + path)
+        except Exception:  # noqa: BLE001 - any failure means "not this engine"
+            return None
+        if response.status_code != 200:
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            return None
+
+    version = get_json("/version")
+    if isinstance(version, dict) and isinstance(version.get("version"), str):
+        return ENGINES["vLLM"], version["version"], {}
+    props = get_json("/props")
+    if isinstance(props, dict) and "build_info" in props:
+        return ENGINES["llama.cpp"], str(props["build_info"]), props
+    spec = get_json("/openapi.json")
+    info = spec.get("info", {}) if isinstance(spec, dict) else {}
+    if "llama.cpp python" in str(info.get("title", "")).lower():
+        return ENGINES["llama-cpp-python"], str(info.get("version") or "") or None, {}
+    return UNKNOWN_ENGINE, None, {}
+
+
+def _hf_cache_folder(model_id: str) -> str:
+    return "models--" + model_id.replace("/", "--")
+
+
+def match_served_model(spec: ReaderSpec, revision: str, url: str,
+                       listed: Sequence[tuple[str, str | None]]) -> tuple[str, bool | None, str]:
+    """Pick the listed model that is ``spec``'s and check its revision where possible.
+
+    ``listed`` holds (id, path) pairs: the id the server lists and any path it reports
+    for it (vLLM's ``root``, llama.cpp's ``model_path``). Returns the id to request, whether
+    the revision was checked, and a sentence saying what was checked. Raises
+    :class:`WrongModelError` naming both models when none matches, and both revisions when
+    the server reports another one.
+    """
+    wanted = spec.model_id.lower()
+    for model_id, path in listed:
+        names = [text for text in (model_id, path) if text]
+        base_names = {Path(text).name.lower() for text in names}
+        is_hf = any(text.lower() == wanted or _hf_cache_folder(spec.model_id).lower()
+                    in text.lower() for text in names)
+        is_gguf = spec.gguf_filename is not None and spec.gguf_filename.lower() in base_names
+        if not (is_hf or is_gguf):
+            continue
+        if is_gguf and spec.weights_source == GGUF_PACKAGE:
+            return (model_id, *_check_gguf(spec, revision, url, names))
+        commits = {c for text in names for c in _COMMIT.findall(text.lower())}
+        if commits and spec.revision is not None:
+            if commits != {spec.revision}:
+                raise WrongModelError(
+                    url, None,
+                    f"the server serves {spec.model_id} at revision "
+                    f"{', '.join(sorted(commits))} (from its model path "
+                    f"{' '.join(names)}), but reader {spec.key!r} pins revision "
+                    f"{spec.revision}. Start the server on the pinned revision.",
+                )
+            return model_id, True, (f"the server's model path names revision "
+                                    f"{spec.revision}, the pinned one")
+        return model_id, None, (
+            f"the server reports no revision for {model_id}, so it is not checked that it "
+            f"serves the pinned revision {revision}"
+        )
+    served = ", ".join(f"{m}" + (f" ({p})" if p and p != m else "") for m, p in listed)
+    expected = spec.model_id + (f" (file {spec.gguf_filename})" if spec.gguf_filename else "")
+    raise WrongModelError(
+        url, None,
+        f"the server serves {served or 'no model'}, but reader {spec.key!r} pins "
+        f"{expected} at revision {revision}. Start the server with the pinned model, "
+        "or load the reader that matches the server.",
+    )
+
+
+def _check_gguf(spec: ReaderSpec, revision: str, url: str,
+                names: list[str]) -> tuple[bool | None, str]:
+    """A GGUF reader: compare the served file's SHA-256 when this machine can read it."""
+    pinned = package_gguf_path(spec)
+    if is_loopback(url):
+        for text in names:
+            path = Path(text)
+            if path.is_file() and path.name == spec.gguf_filename:
+                digest = file_sha256(path)
+                if digest != file_sha256(pinned):
+                    raise WrongModelError(
+                        url, None,
+                        f"the server serves {path}, whose SHA-256 is {digest}, but reader "
+                        f"{spec.key!r} pins {revision}",
+                    )
+                return True, (f"the served file's SHA-256 was read on this machine and "
+                              f"matches the pinned {spec.gguf_filename}")
+    return None, (f"the server reports the file name {spec.gguf_filename} but not its "
+                  "SHA-256, so the file's bytes are not checked against the pin")
+
+
+# -------------------------------------------------------------------------- replies
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The parts of a chat-completions reply the book uses, after :func:`check_reply`."""
+
+    text: str
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def _excerpt(value, limit: int = 300) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def check_reply(data, cap: int, engine: EngineFacts) -> Reply:
+    """Validate one decoded chat-completions reply; raise ``ValueError`` saying what is wrong."""
+    if not isinstance(data, dict):
+        raise ValueError(f"the reply is not a JSON object: {_excerpt(data)}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise ValueError(f"the reply has no choices: {_excerpt(data)}")
+    choice = choices[0]
+    message = choice.get("message") if isinstance(choice, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str) or not content:
+        raise ValueError(f"the reply's message is empty: {_excerpt(choice)}")
+    finish = choice.get("finish_reason")
+    if finish not in ("stop", "length"):
+        raise ValueError(
+            f"the reply ended with finish_reason {finish!r}; only 'stop' (end of sequence) "
+            f"and 'length' (the token cap) say why a reply ended: {_excerpt(choice)}"
+        )
+    usage = data.get("usage")
+    counts = {}
+    for name in ("prompt_tokens", "completion_tokens"):
+        value = usage.get(name) if isinstance(usage, dict) else None
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ValueError(f"the reply reports no {name} in usage: {_excerpt(usage)}")
+        counts[name] = value
+    produced = counts["completion_tokens"]
+    if produced > cap:
+        raise ValueError(
+            f"the reply took {produced} tokens, more than the {cap} requested "
+            "(the server ignored max_tokens)"
+        )
+    if finish == "length" and produced < cap:
+        raise ValueError(
+            f"the reply was cut off after {produced} tokens, before the {cap} requested, "
+            "by a limit the request did not set (a server-side cap or a full context "
+            f"window): {content!r}"
+        )
+    if finish == "stop" and produced == cap and engine.counts_eos is False:
+        raise ValueError(
+            f"the reply took all {cap} tokens yet says it ended with the end-of-sequence "
+            f"token; {engine.name} does not count that token, so the cap cut the reply "
+            f"off and the server did not report it: {content!r}"
+        )
+    return Reply(content, finish, counts["prompt_tokens"], produced)
+
+
+# --------------------------------------------------------------------------- client
+
+
+def open_client(url: str, api_key: str | None, timeout: float):
+    """An ``openai.OpenAI`` client for ``url`` that never retries (errors stay visible)."""
+    try:
+        import openai
+    except ImportError as error:
+        raise ReaderError(
+            "server mode needs the openai package: `pip install -e '.[server]'`"
+        ) from error
+    # Servers without authentication accept any key; the client insists on one.
+    return openai.OpenAI(base_url=url, api_key=api_key or "not-needed", timeout=timeout,
+                         max_retries=0)
+
+
+def describe_api_error(error: Exception, timeout: float) -> str:
+    """A sentence for an exception raised by the openai client."""
+    import openai
+
+    if isinstance(error, openai.APITimeoutError):
+        return (f"no reply within {timeout:g} s (the timeout; set {TIMEOUT_ENV} to wait "
+                "longer)")
+    if isinstance(error, openai.APIConnectionError):
+        cause = error.__cause__ or error.__context__ or error
+        return f"cannot connect ({type(cause).__name__}: {cause})"
+    if isinstance(error, openai.APIStatusError):
+        body = error.response.text if error.response is not None else ""
+        hint = (f" (set {API_KEY_ENV} to the server's API key)"
+                if error.status_code in (401, 403) else "")
+        return f"HTTP {error.status_code}{hint}: {_excerpt(body) or 'no body'}"
+    return f"{type(error).__name__}: {error}"
+
+
+def send(client, model: str, messages: list[dict], settings: dict, engine: EngineFacts,
+         extra: dict | None = None) -> object:
+    """One greedy chat-completions request; returns the decoded JSON body."""
+    body = {engine.penalty_parameter: settings["repetition_penalty"]}
+    body.update(extra or {})
+    raw = client.chat.completions.with_raw_response.create(
+        model=model,
+        messages=messages,
+        temperature=0,
+        max_tokens=settings["max_new_tokens"],
+        extra_body=body,
+    )
+    text = raw.http_response.text
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise ValueError(f"the reply is not JSON: {_excerpt(text)}") from None
+
+
+def run_bounded(jobs: Sequence, work, concurrency: int) -> list:
+    """``[work(job) for job in jobs]`` with at most ``concurrency`` running at once.
+
+    Results keep the order of ``jobs``. When a job fails, no further job starts and the
+    failure of the earliest failing job is raised. The workers are daemon threads and the
+    caller waits in short steps, so Ctrl-C stops a run at once instead of waiting for the
+    requests in flight to time out.
+    """
+    jobs = list(jobs)
+    if not jobs:
+        return []
+    if concurrency <= 1 or len(jobs) == 1:
+        return [work(job) for job in jobs]
+    pending: queue.SimpleQueue = queue.SimpleQueue()
+    for index in range(len(jobs)):
+        pending.put(index)
+    results: list = [None] * len(jobs)
+    errors: dict[int, BaseException] = {}
+    finished = threading.Semaphore(0)
+    failed = threading.Event()
+
+    def worker() -> None:
+        while not failed.is_set():
+            try:
+                index = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                results[index] = work(jobs[index])
+            except BaseException as error:  # noqa: BLE001 - handed to the caller
+                errors[index] = error
+                failed.set()
+            finally:
+                finished.release()
+
+    for number in range(min(concurrency, len(jobs))):
+        threading.Thread(target=worker, name=f"reader-server-{number}", daemon=True).start()
+    done = 0
+    while done < len(jobs) and not failed.is_set():
+        if finished.acquire(timeout=0.1):
+            done += 1
+    if errors:
+        raise errors[min(errors)]
+    return results
+
+def grammar_request(info: ServerInfo, retrieved_ids: Sequence[str],
+                    question_id: str | None) -> dict:
+    """The request fields that make ``info``'s engine enforce lesson 3's reply grammar.
+
+    llama.cpp (and llama-cpp-python) take GBNF in ``grammar``; vLLM takes the Lark grammar
+    in ``structured_outputs`` when it runs the guidance backend. Any other engine is
+    refused with an error saying so: a grammar it ignored would look enforced and not be.
+    """
+    from .. import constrained
+
+    if info.engine.grammar == "gbnf":
+        return {"grammar": constrained.build_gbnf(retrieved_ids)}
+    if info.engine.grammar == "lark":
+        return {"structured_outputs": {"grammar": constrained.build_grammar(retrieved_ids)}}
+    raise ServerError(
+        info.url, question_id,
+        f"the server runs {info.engine_label}; {info.engine.grammar_note}. Constrained "
+        "decoding on a server needs llama.cpp's server or vLLM.",
+    )

@@ -1,0 +1,168 @@
+"""A small real HTTP server on 127.0.0.1 that answers the OpenAI chat API badly on purpose.
+
+No real engine can be made to stall, drop ``choices`` or hide a cap on demand, so the
+bad-server tests talk to this one over a real socket. It lists one model, can claim to
+be an engine (``/version`` for vLLM, ``/openapi.json`` for llama-cpp-python), records
+every request body, and answers chat completions as its ``behaviour`` says.
+"""
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SMOL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 with nothing listening (connections are refused)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def good_reply(text="Answer: NOT IN HANDBOOK\nSources: none", finish="stop",
+               prompt_tokens=200, completion_tokens=9):
+    return {
+        "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "m",
+        "choices": [{"index": 0, "finish_reason": finish,
+                     "message": {"role": "assistant", "content": text}}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+class FakeServer:
+    """``with FakeServer(behaviour) as fake: fake.url`` -> ``http://127.0.0.1:N/v1``.
+
+    ``behaviour`` is a function ``(request_body) -> (status, body or bytes, delay_s)`` or
+    one of the names in :data:`BEHAVIOURS`. ``engine`` is "llama-cpp-python", "vLLM" or
+    None (says nothing about itself).
+    """
+
+    def __init__(self, behaviour, engine: str | None = "llama-cpp-python",
+                 model_id: str = f"/models/{SMOL_FILE}", model_root: str | None = None):
+        self.behaviour = BEHAVIOURS[behaviour] if isinstance(behaviour, str) else behaviour
+        self.engine = engine
+        self.model_id = model_id
+        self.model_root = model_root  # vLLM's "root": the path it loaded the model from
+        self.requests: list[dict] = []
+        self.authorizations: list[str | None] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+
+    def __enter__(self) -> "FakeServer":
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):  # keep test output quiet
+                pass
+
+            def _send(self, status, body):
+                payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def do_GET(self):
+                if self.path == "/v1/models":
+                    model = {"id": fake.model_id, "object": "model", "owned_by": "test"}
+                    if fake.model_root:
+                        model["root"] = fake.model_root
+                    self._send(200, {"object": "list", "data": [model]})
+                elif self.path == "/version" and fake.engine == "vLLM":
+                    self._send(200, {"version": "0.0-test"})
+                elif self.path == "/openapi.json" and fake.engine == "llama-cpp-python":
+                    self._send(200, {"info": {"title": "🦙 llama.cpp Python API",
+                                              "version": "0.0-test"}})
+                else:
+                    self._send(404, {"detail": "Not Found"})
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                with fake._lock:
+                    fake.requests.append(body)
+                    fake.authorizations.append(self.headers.get("Authorization"))
+                    fake.in_flight += 1
+                    fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
+                try:
+                    status, reply, delay = fake.behaviour(body)
+                    # Sleep in small steps so that stopping the server ends a stall.
+                    deadline = time.monotonic() + delay
+                    while time.monotonic() < deadline and not fake._stop.is_set():
+                        time.sleep(0.02)
+                    if not fake._stop.is_set():
+                        self._send(status, reply)
+                finally:
+                    with fake._lock:
+                        fake.in_flight -= 1
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+def _question(body) -> str:
+    for message in body.get("messages", []):
+        for line in str(message.get("content", "")).splitlines():
+            if line.startswith("QUESTION ID: "):
+                return line.removeprefix("QUESTION ID: ")
+    return "?"
+
+
+BEHAVIOURS = {
+    "ok": lambda body: (200, good_reply(), 0.0),
+    "http_500": lambda body: (500, {"error": {"message": "model crashed"}}, 0.0),
+    "http_404": lambda body: (404, {"error": {"message": "no such route"}}, 0.0),
+    "no_choices": lambda body: (200, {"id": "x", "object": "chat.completion",
+                                      "usage": {"prompt_tokens": 1, "completion_tokens": 1}},
+                                0.0),
+    "empty_choices": lambda body: (200, {**good_reply(), "choices": []}, 0.0),
+    "empty_message": lambda body: (200, good_reply(text=""), 0.0),
+    "null_message": lambda body: (200, {**good_reply(), "choices": [
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
+                                                          "content": None}}]}, 0.0),
+    "not_json": lambda body: (200, b"<html>proxy error</html>", 0.0),
+    "no_usage": lambda body: (200, {k: v for k, v in good_reply().items() if k != "usage"},
+                              0.0),
+    "no_finish_reason": lambda body: (200, good_reply(finish=None), 0.0),
+    # Cut off at 48 tokens, yet claims it stopped at the end-of-sequence token.
+    "hidden_cap": lambda body: (200, good_reply(text="Answer: The stipend is paid",
+                                                finish="stop", completion_tokens=48), 0.0),
+    # Cut off by a server-side limit of 20 tokens that the request never set.
+    "server_cap": lambda body: (200, good_reply(text="Answer: The stipend is paid",
+                                                finish="length", completion_tokens=20), 0.0),
+    "over_cap": lambda body: (200, good_reply(completion_tokens=60), 0.0),
+    "stall": lambda body: (200, good_reply(), 30.0),
+}
+
+
+def echo_question(delays: dict[str, float] | None = None, fail: set[str] | None = None):
+    """A behaviour that answers each question with its own ID, after a per-question delay,
+    and with HTTP 500 for the questions in ``fail``."""
+    delays = delays or {}
+    fail = fail or set()
+
+    def behaviour(body):
+        qid = _question(body)
+        if qid in fail:
+            return 500, {"error": {"message": f"failed on {qid}"}}, delays.get(qid, 0.0)
+        return 200, good_reply(text=f"Answer: {qid}\nSources: none"), delays.get(qid, 0.0)
+
+    return behaviour

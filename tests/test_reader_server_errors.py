@@ -1,0 +1,407 @@
+"""Server mode against servers that refuse, stall or answer badly, over real sockets.
+
+Each bad server is a small HTTP server on 127.0.0.1 (``tests/fake_server.py``), because a
+real engine cannot be made to misbehave on demand; the good paths run against the real
+llama.cpp server in ``test_reader_server.py``. Every error must name the URL, the
+question and what was wrong, and nothing may reach a transcript.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("openai")
+
+from fake_server import SMOL_FILE, FakeServer, closed_port, echo_question, good_reply  # noqa: E402
+
+from helpers import reader  # noqa: E402
+from helpers.paths import PROJECT_ROOT  # noqa: E402
+from helpers.reader import (  # noqa: E402
+    TRANSCRIPT_PATH,
+    ServerError,
+    WrongModelError,
+    generate_all,
+    load_reader,
+    read_transcript,
+)
+from helpers.reader.__main__ import main as reader_cli  # noqa: E402
+from helpers.reader.lesson import lesson_reader_inputs  # noqa: E402
+from helpers.reader.record import record_into  # noqa: E402
+from helpers.reader.report import mode_sentence, token_count_note  # noqa: E402
+from helpers.reader.server import check_reply, ENGINES  # noqa: E402
+
+SMOL = "smollm2_135m_instruct"
+QWEN = "qwen_1_5b_instruct"
+QWEN_REVISION = "989aa7980e4cf806f80c7fef2b1adb7bc71aa306"
+
+
+@pytest.fixture(autouse=True)
+def no_server_environment(monkeypatch):
+    for name in ("RIVERTON_READER_MODE", "RIVERTON_READER_URL", "RIVERTON_READER_API_KEY",
+                 "RIVERTON_READER_CONCURRENCY", "RIVERTON_READER_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def inputs():
+    return lesson_reader_inputs()
+
+
+@pytest.fixture
+def transcript_copy(tmp_path):
+    path = tmp_path / "reader-transcript.jsonl"
+    shutil.copyfile(TRANSCRIPT_PATH, path)
+    return path
+
+
+def first_question(inputs):
+    return inputs["messages"].iloc[0], inputs["question_id"].iloc[0]
+
+
+# ------------------------------------------------------------------ cannot connect
+
+
+def test_connection_refused_at_load_names_the_url():
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    with pytest.raises(ServerError) as caught:
+        load_reader(SMOL, mode="server", url=url)
+    message = str(caught.value)
+    assert url in message and "before any question was sent" in message
+    assert "Connection refused" in message or "ConnectError" in message
+
+
+def test_connection_refused_mid_lesson_names_the_question(inputs):
+    with FakeServer("ok") as fake:
+        server_reader = load_reader(SMOL, mode="server", url=fake.url)
+        url = fake.url
+    # The server is gone now: the next request is refused.
+    messages, qid = first_question(inputs)
+    with pytest.raises(ServerError) as caught:
+        server_reader.generate(messages, qid)
+    assert caught.value.url == url and caught.value.question_id == qid
+    assert f"question {qid}" in str(caught.value) and "cannot connect" in str(caught.value)
+
+
+def test_a_stalled_server_times_out_within_the_configured_bound(inputs, monkeypatch):
+    monkeypatch.setenv("RIVERTON_READER_TIMEOUT", "0.5")
+    with FakeServer("stall") as fake:
+        server_reader = load_reader(SMOL, mode="server", url=fake.url)
+        assert server_reader.timeout == 0.5
+        messages, qid = first_question(inputs)
+        started = time.monotonic()
+        with pytest.raises(ServerError) as caught:
+            server_reader.generate(messages, qid)
+        elapsed = time.monotonic() - started
+    assert elapsed < 5, elapsed
+    assert "no reply within 0.5 s" in str(caught.value) and fake.url in str(caught.value)
+    assert "RIVERTON_READER_TIMEOUT" in str(caught.value)
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("RIVERTON_READER_TIMEOUT", "soon"), ("RIVERTON_READER_TIMEOUT", "0"),
+    ("RIVERTON_READER_CONCURRENCY", "0"), ("RIVERTON_READER_CONCURRENCY", "1000"),
+])
+def test_bad_settings_are_refused_naming_the_variable(variable, value, monkeypatch):
+    monkeypatch.setenv(variable, value)
+    with FakeServer("ok") as fake:
+        with pytest.raises(reader.ReaderError, match=variable):
+            load_reader(SMOL, mode="server", url=fake.url)
+
+
+# -------------------------------------------------------------------- bad replies
+
+
+@pytest.mark.parametrize("behaviour, expected", [
+    ("http_500", "HTTP 500: {\"error\": {\"message\": \"model crashed\"}}"),
+    ("http_404", "HTTP 404"),
+    ("no_choices", "the reply has no choices"),
+    ("empty_choices", "the reply has no choices"),
+    ("empty_message", "the reply's message is empty"),
+    ("null_message", "the reply's message is empty"),
+    ("not_json", "the reply is not JSON: <html>proxy error</html>"),
+    ("no_usage", "no prompt_tokens in usage"),
+    ("no_finish_reason", "finish_reason None"),
+    ("hidden_cap", "took all 48 tokens yet says it ended with the end-of-sequence token"),
+    ("server_cap", "cut off after 20 tokens, before the 48 requested"),
+    ("over_cap", "took 60 tokens, more than the 48 requested"),
+])
+def test_each_bad_reply_names_url_question_and_problem(behaviour, expected, inputs,
+                                                       transcript_copy):
+    before = transcript_copy.read_bytes()
+    with FakeServer(behaviour) as fake:
+        server_reader = load_reader(SMOL, mode="server", url=fake.url)
+        # The lesson's call: it stops here, as a parse failure would stop the page.
+        with pytest.raises(ServerError) as caught:
+            generate_all(server_reader, inputs)
+        # The record command's call: the transcript is left exactly as it was.
+        with pytest.raises(ServerError):
+            record_into(load_reader(SMOL, mode="server", url=fake.url), inputs,
+                        transcript_copy)
+    message = str(caught.value)
+    assert expected in message, message
+    assert fake.url in message and caught.value.question_id in set(inputs["question_id"])
+    assert f"question {caught.value.question_id}" in message
+    assert transcript_copy.read_bytes() == before
+    assert sorted(p.name for p in transcript_copy.parent.iterdir()) == [transcript_copy.name]
+
+
+def test_a_hidden_cap_is_caught_only_where_the_engine_leaves_eos_uncounted():
+    """48 counted tokens ending in "stop" is impossible for llama-cpp-python (it does not
+    count EOS) but legitimate for vLLM, whose 48th token may be the EOS."""
+    reply = good_reply(text="Answer: x\nSources: none", finish="stop", completion_tokens=48)
+    assert check_reply(reply, 48, ENGINES["vLLM"]).finish_reason == "stop"
+    with pytest.raises(ValueError, match="did not report it"):
+        check_reply(reply, 48, ENGINES["llama-cpp-python"])
+
+
+# -------------------------------------------------------------------- concurrency
+
+
+def test_prompts_run_concurrently_within_the_bound_and_come_back_in_order(inputs):
+    qids = list(inputs["question_id"])
+    # The first questions answer last, so arrival order is the reverse of question order.
+    delays = {qid: 0.1 * (len(qids) - i) for i, qid in enumerate(qids)}
+    with FakeServer(echo_question(delays)) as fake:
+        server_reader = load_reader(SMOL, mode="server", url=fake.url, concurrency=3)
+        results = generate_all(server_reader, inputs)
+    assert list(results["question_id"]) == qids
+    assert list(results["raw_output"]) == [f"Answer: {q}\nSources: none" for q in qids]
+    assert fake.max_in_flight == 3
+    assert len(fake.requests) == len(qids)  # one request per prompt: counting reused it
+
+
+def test_a_bound_of_one_sends_one_prompt_at_a_time(inputs):
+    with FakeServer(echo_question({q: 0.05 for q in inputs["question_id"]})) as fake:
+        generate_all(load_reader(SMOL, mode="server", url=fake.url, concurrency=1), inputs)
+    assert fake.max_in_flight == 1 and len(fake.requests) == len(inputs)
+
+
+def test_one_failed_prompt_among_many_stops_the_batch_naming_it(inputs):
+    with FakeServer(echo_question(fail={"Q4"})) as fake:
+        server_reader = load_reader(SMOL, mode="server", url=fake.url, concurrency=4)
+        with pytest.raises(ServerError) as caught:
+            generate_all(server_reader, inputs)
+    assert caught.value.question_id == "Q4" and "failed on Q4" in str(caught.value)
+
+
+# ------------------------------------------------------- requests and engine naming
+
+
+@pytest.mark.parametrize("engine, penalty", [
+    ("llama-cpp-python", "repeat_penalty"), ("vLLM", "repetition_penalty"),
+    (None, "repetition_penalty"),
+])
+def test_requests_are_greedy_capped_and_name_the_penalty_as_the_engine_does(engine, penalty,
+                                                                            inputs):
+    with FakeServer("ok", engine=engine) as fake:
+        server_reader = load_reader(SMOL, mode="server", url=fake.url)
+        server_reader.generate(*first_question(inputs))
+    (body,) = fake.requests
+    assert body["temperature"] == 0 and body["max_tokens"] == 48
+    assert body[penalty] == 1.05
+    other = {"repeat_penalty", "repetition_penalty"} - {penalty}
+    assert not other & set(body)
+    assert body["model"] == fake.model_id
+    assert body["messages"] == first_question(inputs)[0]
+
+
+def test_the_grammar_travels_in_each_engines_own_form(inputs):
+    from helpers import constrained
+
+    messages, qid = first_question(inputs)
+    ids = inputs["retrieved_ids"].iloc[0]
+    with FakeServer("ok", engine="llama-cpp-python") as fake:
+        constrained.generate_constrained(load_reader(SMOL, mode="server", url=fake.url),
+                                         messages, ids, qid)
+    assert fake.requests[0]["grammar"] == constrained.build_gbnf(ids)
+    with FakeServer("ok", engine="vLLM") as fake:
+        constrained.generate_constrained(load_reader(SMOL, mode="server", url=fake.url),
+                                         messages, ids, qid)
+    assert fake.requests[0]["structured_outputs"] == {"grammar": constrained.build_grammar(ids)}
+
+
+def test_an_engine_that_cannot_enforce_the_grammar_is_refused(inputs):
+    from helpers import constrained
+
+    messages, qid = first_question(inputs)
+    with FakeServer("ok", engine=None) as fake:
+        server_reader = load_reader(SMOL, mode="server", url=fake.url)
+        with pytest.raises(ServerError, match="cannot enforce the reply format") as caught:
+            constrained.generate_constrained(server_reader, messages,
+                                             inputs["retrieved_ids"].iloc[0], qid)
+        assert fake.requests == []  # refused before anything was sent
+    assert caught.value.question_id == qid
+
+
+def test_the_api_key_is_sent_as_a_bearer_token(inputs, monkeypatch):
+    monkeypatch.setenv("RIVERTON_READER_API_KEY", "class-key-123")
+    with FakeServer("ok") as fake:
+        load_reader(SMOL, mode="server", url=fake.url).generate(*first_question(inputs))
+    assert fake.authorizations == ["Bearer class-key-123"]
+
+
+# ------------------------------------------------------------ model and revision
+
+
+def test_a_server_with_another_model_is_refused_naming_both():
+    with FakeServer("ok", model_id="gpt-4o-mini") as fake:
+        with pytest.raises(WrongModelError) as caught:
+            load_reader(SMOL, mode="server", url=fake.url)
+    message = str(caught.value)
+    assert "gpt-4o-mini" in message and "HuggingFaceTB/SmolLM2-135M-Instruct" in message
+    assert SMOL_FILE in message and fake.url in message
+
+
+def test_a_reported_snapshot_revision_is_checked_against_the_pin():
+    other = "0" * 40
+    cache = "/hf/hub/models--Qwen--Qwen2.5-1.5B-Instruct/snapshots"
+    with FakeServer("ok", engine="vLLM", model_id=f"{cache}/{other}") as fake:
+        with pytest.raises(WrongModelError) as caught:
+            load_reader(QWEN, mode="server", url=fake.url)
+    assert other in str(caught.value) and QWEN_REVISION in str(caught.value)
+    with FakeServer("ok", engine="vLLM", model_id="Qwen/Qwen2.5-1.5B-Instruct",
+                    model_root=f"{cache}/{QWEN_REVISION}") as fake:
+        server_reader = load_reader(QWEN, mode="server", url=fake.url)
+    assert server_reader.server.served_model == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert server_reader.server.revision_checked is True
+    assert server_reader.server.engine_label == "vLLM 0.0-test"
+
+
+def test_a_server_that_reports_no_revision_is_accepted_and_says_so():
+    with FakeServer("ok", engine="vLLM", model_id="Qwen/Qwen2.5-1.5B-Instruct") as fake:
+        server_reader = load_reader(QWEN, mode="server", url=fake.url)
+    assert server_reader.server.revision_checked is None
+    assert "reports no revision" in server_reader.server.revision_note
+    assert QWEN_REVISION in server_reader.server.revision_note
+    assert server_reader.revision == QWEN_REVISION  # the key uses the pin, as live does
+
+
+# ---------------------------------------------------------------------- modes
+
+
+def test_auto_mode_uses_the_server_when_a_url_is_set(monkeypatch):
+    with FakeServer("ok") as fake:
+        monkeypatch.setenv("RIVERTON_READER_URL", fake.url)
+        assert load_reader(SMOL).mode == "server"
+        monkeypatch.setenv("RIVERTON_READER_MODE", "recorded")
+        assert load_reader(SMOL).mode == "recorded"  # an explicit mode wins
+
+
+def test_auto_mode_with_a_dead_server_fails_rather_than_replaying(monkeypatch):
+    monkeypatch.setenv("RIVERTON_READER_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    with pytest.raises(ServerError):
+        load_reader(QWEN)
+
+
+def test_server_mode_without_a_url_says_how_to_give_one():
+    with pytest.raises(reader.ReaderError, match="RIVERTON_READER_URL"):
+        load_reader(SMOL, mode="server")
+
+
+def test_a_url_without_v1_gets_it_and_a_bad_url_is_refused():
+    with FakeServer("ok") as fake:
+        root = fake.url.removesuffix("/v1")
+        assert load_reader(SMOL, mode="server", url=root + "/").url == fake.url
+    with pytest.raises(reader.ReaderError, match="not an http"):
+        load_reader(SMOL, mode="server", url="127.0.0.1:8000")
+
+
+# ------------------------------------------------------------ what the page says
+
+
+def test_recorded_and_live_mode_sentences_are_unchanged(inputs):
+    recorded = load_reader(QWEN, mode="recorded")
+    results = generate_all(recorded, inputs)
+    assert mode_sentence(recorded, results) == (
+        "**Reader mode for this render:** recorded. The outputs below were replayed from "
+        "the recorded transcript `data/riverton/reader-transcript.jsonl`, for "
+        f"`Qwen/Qwen2.5-1.5B-Instruct` at revision `{QWEN_REVISION}`. The recorded entries "
+        "were transcribed from a reference render of this lesson made with the pinned "
+        "model; running the model live needs its weights in the local Hugging Face cache "
+        "(see the README)."
+    )
+    assert token_count_note(results) is None
+    live_like = results.assign(mode="live", provenance=None)
+    assert mode_sentence(recorded, live_like) == (
+        "**Reader mode for this render:** live. The outputs below were generated live on "
+        "this machine with transformers, for `Qwen/Qwen2.5-1.5B-Instruct` at revision "
+        f"`{QWEN_REVISION}`."
+    )
+
+
+def test_server_mode_sentence_and_count_note_name_engine_model_and_replies(inputs):
+    qids = list(inputs["question_id"])
+    with FakeServer(echo_question()) as fake:
+        server_reader = load_reader(SMOL, mode="server", url=fake.url)
+        results = generate_all(server_reader, inputs)
+    sentence = mode_sentence(server_reader, results)
+    assert sentence.startswith("**Reader mode for this render:** server.")
+    assert "llama-cpp-python 0.0-test" in sentence and fake.model_id in sentence
+    assert fake.url in sentence and "not checked" in sentence
+    note = token_count_note(results)
+    assert "llama-cpp-python leaves the end-of-sequence token out" in note
+    assert ", ".join(qids) in note  # every echo reply ended with "stop"
+
+
+# --------------------------------------------------------- the record command
+
+
+def test_record_against_a_refusing_server_exits_with_the_error(transcript_copy, capsys):
+    before = transcript_copy.read_bytes()
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    assert reader_cli(["record", "--reader", SMOL, "--server", url,
+                       "--transcript", str(transcript_copy)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: reader server ") and url in err
+    assert transcript_copy.read_bytes() == before
+
+
+@pytest.mark.slow  # a fresh interpreter imports the book's stack: about 15 s
+def test_an_interrupted_record_leaves_the_transcript_as_it_was(transcript_copy):
+    before = transcript_copy.read_bytes()
+    with FakeServer("stall") as fake:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "helpers.reader", "record", "--reader", SMOL,
+             "--server", fake.url, "--transcript", str(transcript_copy)],
+            cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env={**os.environ, "RIVERTON_READER_TIMEOUT": "60"},
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while not fake.requests and time.monotonic() < deadline:
+                time.sleep(0.1)
+            assert fake.requests, "the record command never reached the server"
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode != 0
+    assert transcript_copy.read_bytes() == before
+    assert sorted(p.name for p in transcript_copy.parent.iterdir()) == [transcript_copy.name]
+    assert read_transcript(transcript_copy)
+
+
+def test_record_takes_a_question_file(tmp_path):
+    """``--questions``: the extended questions are recorded in file order (the real engine
+    records the lesson's six in ``test_reader_server.py``; here the echo server keeps the
+    forty-odd prompts fast)."""
+    from helpers.paths import DATA_DIR
+
+    transcript = tmp_path / "reader-transcript.jsonl"
+    expected = list(lesson_reader_inputs("riverton-extended-questions.csv")["question_id"])
+    with FakeServer(echo_question()) as fake:
+        assert reader_cli(["record", "--reader", SMOL, "--server", fake.url, "--questions",
+                           str(DATA_DIR / "riverton-extended-questions.csv"),
+                           "--transcript", str(transcript)]) == 0
+    entries = read_transcript(transcript)
+    assert [e.question_id for e in entries] == expected
+    assert [e.raw_output for e in entries] == [f"Answer: {q}\nSources: none" for q in expected]
+    assert all(e.provenance.startswith("server llama-cpp-python 0.0-test") for e in entries)
