@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..progress import QuestionProgress
 from .prompts import check_input_budget
 from .registry import (
     GGUF_PACKAGE,
@@ -406,14 +407,21 @@ def load_reader(
 
 def generate_all(reader: Reader, inputs_df: pd.DataFrame,
                  max_input_tokens: int = MAX_INPUT_TOKENS) -> pd.DataFrame:
-    """Check every prompt against the input budget, then generate one reply per question."""
+    """Check every prompt against the input budget, then generate one reply per question.
+
+    While a person runs it, a live reader's loop shows a progress bar naming the question
+    (see :mod:`helpers.progress`); a book build shows none.
+    """
     counts: Mapping[str, int] = {
         qid: reader.prompt_tokens(messages, qid)
         for qid, messages in zip(inputs_df["question_id"], inputs_df["messages"])
     }
     check_input_budget(counts, max_input_tokens)
     rows = []
-    for qid, messages in zip(inputs_df["question_id"], inputs_df["messages"]):
-        generation = reader.generate(messages, qid)
-        rows.append({column: getattr(generation, column) for column in GENERATION_COLUMNS})
+    # A progress bar while a person waits for a model (replaying a transcript is instant).
+    label = f"{reader.model_id.rsplit('/', 1)[-1]} ({reader.mode})"
+    with QuestionProgress(len(inputs_df), label, show=reader.mode != "recorded") as bar:
+        for qid, messages in bar.track(zip(inputs_df["question_id"], inputs_df["messages"])):
+            generation = reader.generate(messages, qid)
+            rows.append({column: getattr(generation, column) for column in GENERATION_COLUMNS})
     return pd.DataFrame(rows, columns=GENERATION_COLUMNS)
