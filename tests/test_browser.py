@@ -6,7 +6,6 @@ unless BOOK_REQUIRE_BROWSER=1 (as in CI), which turns the skip into a failure.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -26,11 +25,7 @@ LESSON_1 = "lessons/01-answering-from-retrieved-passages.ipynb"
 @pytest.fixture(scope="session")
 def browser():
     """A headless Chromium shared by the tests of the session (skip or fail if absent)."""
-    reason = pagecheck.browser_missing_reason()
-    if reason is not None:
-        if os.environ.get("BOOK_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"BOOK_REQUIRE_BROWSER=1 but {reason}")
-        pytest.skip(reason)
+    pagecheck.require_browser()
     driver = pagecheck.make_driver()
     yield driver
     driver.quit()
@@ -194,3 +189,16 @@ def test_lesson_page_tables_render_and_search_filters(browser, real_book_site, t
         )
     assert result.n_tables >= 1
     assert result.rows_after and all(predicate(row) for row in result.rows_after)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [1400, 1000, 700])
+def test_side_by_side_table_fits_or_scrolls_inside_its_box(browser, real_book_site, tmp_path, width):
+    """Lesson 3's widest table: the page never scrolls sideways, the table does so inside its
+    own box, and scrolled to its last column it still shows the question IDs."""
+    page = "lessons/03-format-is-not-truth.html"
+    shot = tmp_path / f"side-by-side-{width}.png"
+    with pagecheck.serve_folder(real_book_site) as base:
+        fit = pagecheck.table_fit(browser, base + page, "#tbl-side-by-side", width, screenshot=shot)
+    assert not fit.problems(), f"{page} at {width} px: " + "; ".join(fit.problems()) + f" (screenshot {shot})"
+    assert fit.measures["first_text"].startswith("Q")
