@@ -25,7 +25,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -48,13 +48,16 @@ class LabServer:
     pid: int
     root: Path
     log: Path
-    kernel_pids_seen: set[int] = field(default_factory=set)
 
     def api(self, path: str, method: str = "GET", timeout: float = 30.0):
         request = urllib.request.Request(self.url + path.lstrip("/"), method=method)
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
         return json.loads(body) if body else None
+
+    def kernel_pids(self) -> set[int]:
+        """PIDs of the kernels the server has started (its child processes)."""
+        return children(self.pid)
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -63,7 +66,7 @@ class LabServer:
             return "(no server log)"
 
 
-def _children(pid: int) -> set[int]:
+def children(pid: int) -> set[int]:
     """PIDs of the processes whose parent is `pid` (Linux /proc; empty elsewhere)."""
     found = set()
     for entry in Path("/proc").glob("[0-9]*"):
@@ -78,7 +81,7 @@ def _children(pid: int) -> set[int]:
     return found
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -92,14 +95,14 @@ def _alive(pid: int) -> bool:
 
 
 def _stop_pid(pid: int, grace: float) -> None:
-    if not _alive(pid):
+    if not alive(pid):
         return
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while _alive(pid) and time.monotonic() < deadline:
+    while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _alive(pid):
+    if alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
@@ -180,7 +183,7 @@ def _wait_for_server(process, runtime: Path, server: LabServer, timeout: float) 
 
 
 def _shutdown(process, server: LabServer) -> None:
-    kernels = _children(process.pid) | server.kernel_pids_seen
+    kernels = children(process.pid)
     if server.url and process.poll() is None:
         with contextlib.suppress(Exception):
             for kernel in server.api("api/kernels"):
@@ -249,8 +252,10 @@ def first_line(source: str) -> str:
     return (source.strip().splitlines() or [""])[0][:80]
 
 
-def wait_for(driver, condition, timeout: float, what: str, poll: float = 0.5):
-    """Poll `condition(state)` until it returns something truthy; fail with what the page showed."""
+def wait_for(driver, condition, timeout: float, what: str, poll: float = 0.5,
+             screenshot: Path | None = None):
+    """Poll `condition(state)` until it returns something truthy; fail with what the page
+    showed (and, with `screenshot`, save the screen there first)."""
     deadline = time.monotonic() + timeout
     snapshot = None
     while True:
@@ -262,23 +267,32 @@ def wait_for(driver, condition, timeout: float, what: str, poll: float = 0.5):
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; the page showed: {describe(snapshot)}")
+            saved = ""
+            if screenshot is not None:
+                with contextlib.suppress(Exception):
+                    driver.save_screenshot(str(screenshot))
+                    saved = f" (screenshot {screenshot})"
+            raise AssertionError(
+                f"timed out after {timeout:.0f} s waiting for {what}; the page showed: {describe(snapshot)}{saved}"
+            )
         time.sleep(poll)
 
 
-def open_notebook(driver, server: LabServer, path: str, timeout: float = PAGE_TIMEOUT) -> dict:
+def open_notebook(driver, server: LabServer, path: str, timeout: float = PAGE_TIMEOUT,
+                  screenshot: Path | None = None) -> dict:
     """Open `path` (relative to the server root) and wait for its kernel to be idle."""
     driver.get(f"{server.url}lab/tree/{path}")
     return wait_for(
         driver,
         lambda s: s if s.get("ready") and s.get("path") == path and s.get("kernel") == "idle" else None,
-        timeout, f"{path} to open with an idle kernel",
+        timeout, f"{path} to open with an idle kernel", screenshot=screenshot,
     )
 
 
-def run_all(driver, timeout: float = RUN_TIMEOUT) -> dict:
+def run_all(driver, timeout: float = RUN_TIMEOUT, screenshot: Path | None = None) -> dict:
     """Run every cell (JupyterLab's own "Run All Cells") and wait until the kernel is idle
-    and no cell is still queued or running."""
+    and no cell is queued or running. A cell that raises stops the run, as it does for a
+    student; the state returned then shows the error."""
     before = state(driver)
     assert before.get("ready"), f"no notebook to run: {describe(before)}"
     driver.execute_script("window.jupyterapp.commands.execute('notebook:run-all-cells');")
@@ -286,16 +300,16 @@ def run_all(driver, timeout: float = RUN_TIMEOUT) -> dict:
     def finished(s):
         if not s.get("ready") or s.get("kernel") != "idle":
             return None
-        code = [c for c in s["cells"] if c["type"] == "code"]
-        if any(c["prompt"] in ("[*]:", "[ ]:") and c["source"].strip() for c in code):
+        code = [c for c in s["cells"] if c["type"] == "code" and c["source"].strip()]
+        if any(c["prompt"] == "[*]:" for c in code):  # running, or queued behind it
             return None
-        # Every cell with code has run once; an error stops the run, which is also "finished".
         ran = [c for c in code if c["execution_count"] is not None]
-        if any(c["errors"] for c in ran) or len(ran) == len([c for c in code if c["source"].strip()]):
+        if any(c["errors"] for c in ran) or len(ran) == len(code):
             return s
         return None
 
-    return wait_for(driver, finished, timeout, "all cells to run and the kernel to be idle", poll=1.0)
+    return wait_for(driver, finished, timeout, "all cells to run and the kernel to be idle",
+                    poll=1.0, screenshot=screenshot)
 
 
 def cell_output_element(driver, label: str):

@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 LESSON_1 = "lessons/01-answering-from-retrieved-passages.ipynb"
 CHECKS = "student-checks.ipynb"
+BROKEN = "broken.ipynb"
 WIDTH = 1400
 
 
@@ -81,7 +82,6 @@ def write_checks_notebook(path: Path) -> None:
 def driver():
     pagecheck.require_browser()
     chrome = pagecheck.make_driver(WIDTH, 1000)
-    chrome.set_script_timeout(60)
     yield chrome
     chrome.quit()
 
@@ -93,11 +93,21 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab") / "project"
     shutil.copytree(PROJECT_ROOT / "lessons", root / "lessons")
     write_checks_notebook(root / CHECKS)
+    broken = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("raise ValueError('deliberate failure in cell 2')"),
+        nbformat.v4.new_code_cell("y = 2"),
+    ])
+    broken.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(broken, root / BROKEN)
     committed = _digest(PROJECT_ROOT / LESSON_1)
     with labcheck.lab_server(root) as server:
         yield server
+        kernels = server.kernel_pids()
         assert _digest(PROJECT_ROOT / LESSON_1) == committed, "the committed lesson 1 notebook changed"
-    assert not labcheck._alive(server.pid), f"JupyterLab (PID {server.pid}) is still running"
+    assert kernels, "JupyterLab started no kernel"
+    left = [pid for pid in {server.pid, *kernels} if labcheck.alive(pid)]
+    assert not left, f"still running after the server was stopped: PIDs {left}"
 
 
 # --------------------------------------------------------------------------- DOM readers
@@ -131,10 +141,11 @@ def _screen(driver, tmp_path: Path, name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def lesson_1(lab, driver):
+def lesson_1(lab, driver, tmp_path_factory):
     """Lesson 1 opened in JupyterLab and run from top to bottom."""
-    labcheck.open_notebook(driver, lab, LESSON_1)
-    return labcheck.run_all(driver)
+    shot = tmp_path_factory.mktemp("lesson-1") / "screen.png"
+    labcheck.open_notebook(driver, lab, LESSON_1, screenshot=shot)
+    return labcheck.run_all(driver, screenshot=shot)
 
 
 def test_lesson_1_runs_without_errors(lesson_1):
@@ -203,9 +214,10 @@ def test_handbook_search_leaves_exactly_the_forklift_passages(lesson_1, driver, 
 
 
 @pytest.fixture(scope="module")
-def checks(lab, driver, lesson_1):  # after lesson 1, so the two never share the page
-    labcheck.open_notebook(driver, lab, CHECKS)
-    return labcheck.run_all(driver)
+def checks(lab, driver, lesson_1, tmp_path_factory):  # after lesson 1: one notebook at a time
+    shot = tmp_path_factory.mktemp("checks") / "screen.png"
+    labcheck.open_notebook(driver, lab, CHECKS, screenshot=shot)
+    return labcheck.run_all(driver, screenshot=shot)
 
 
 def test_checks_notebook_runs(checks):
@@ -244,3 +256,15 @@ def test_a_students_kernel_is_not_taken_for_a_book_build(checks, driver):
     output = labcheck.cell_output_element(driver, "build-detector")
     text = driver.execute_script("return arguments[0].textContent;", output).strip()
     assert text == "book build: None"
+
+
+def test_a_failing_cell_ends_the_run_and_is_named(checks, lab, driver):
+    """Run All stops at an error, as it does for a student; the check does not wait out
+    its timeout and says which cell failed and how."""
+    started = time.monotonic()
+    labcheck.open_notebook(driver, lab, BROKEN)
+    finished = labcheck.run_all(driver, timeout=120)
+    assert time.monotonic() - started < 110
+    report = labcheck.describe(finished)
+    assert "error in cell 2 (raise ValueError('deliberate failure in cell 2')): ValueError: deliberate failure in cell 2" in report
+    assert [c["execution_count"] is None for c in finished["cells"]] == [False, False, True]
