@@ -210,6 +210,27 @@ def test_handbook_search_leaves_exactly_the_forklift_passages(lesson_1, driver, 
     assert after["math"] == 0, f"MathJax typeset part of the handbook table after the search (screenshot {shot})"
 
 
+def test_handbook_rows_redrawn_by_a_search_keep_their_dollar_signs(lesson_1, driver, tmp_path):
+    """DataTables draws new rows on every search; they stay out of MathJax's reach too."""
+    handbook = load_riverton().handbook.set_index("passage_id")
+    expected = {pid: text for pid, text in handbook["text"].items() if "$" in text}
+    assert len(expected) >= 2, "the fixture no longer has two passages with a dollar sign"
+    output = labcheck.cell_output_element(driver, "tbl-handbook")
+    box = driver.execute_script("return arguments[0].querySelector('.dt-search input, input[type=search]');", output)
+    box.clear()
+    box.send_keys("$")
+    deadline = time.monotonic() + 30
+    while True:
+        after = shown_table(driver, output)
+        if sorted(row[0] for row in after["rows"]) == sorted(expected) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    shot = _screen(driver, tmp_path, "handbook-dollar")
+    text_column = after["columns"].index("Handbook text")
+    assert {row[0]: row[text_column] for row in after["rows"]} == expected, f"screenshot {shot}"
+    assert after["math"] == 0, f"MathJax typeset part of the redrawn rows (screenshot {shot})"
+
+
 # --------------------------------------------------------------------------- wide tables, progress
 
 
