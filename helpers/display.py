@@ -56,12 +56,12 @@ _STYLE = (
     # Quarto sets its own static tables in a smaller font; interactive ones match them.
     ".cell-output-display div.riverton-table table.dataTable {font-size: 0.875em;}"
     # The pinned cells need an opaque background; they repeat the stripes of JupyterLab
-    # (row backgrounds) and of Bootstrap (an inset shadow), and draw a thin edge.
+    # (even rows' backgrounds) and of Bootstrap (odd rows' inset shadow), and draw a thin edge.
     "div.riverton-pin-first > table tr > :first-child {position: sticky; left: 0; z-index: 1; "
     "background: var(--jp-layout-color0, var(--bs-body-bg, #fff)); "
     "box-shadow: inset -1px 0 0 rgba(0, 0, 0, 0.15), "
     "inset 0 0 0 9999px var(--bs-table-bg-type, transparent);}"
-    "div.riverton-pin-first > table > tbody > tr:nth-child(odd) > :first-child "
+    "div.riverton-pin-first > table > tbody > tr:nth-child(even) > :first-child "
     "{background: var(--jp-rendermime-table-row-background, var(--bs-body-bg, #fff));}"
     "</style>"
 )
