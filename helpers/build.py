@@ -35,6 +35,7 @@ from helpers.cellopts import (
     quarto_markdown_to_commonmark,
     split_front_matter,
 )
+from helpers.progress import build_environment
 
 EXIT_OK = 0
 EXIT_CHAPTER_FAILED = 1
@@ -300,7 +301,8 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
                               label, ename, _ANSI.sub("", evalue or ""), tail)
 
     try:
-        client.execute()
+        # Marked as a book build, so the lessons show no progress bars (helpers.progress).
+        client.execute(env=build_environment("nbclient"))
     except CellExecutionError as error:
         raise failure(error.ename, error.evalue, error.traceback) from None
     except CellTimeoutError as error:
@@ -574,7 +576,7 @@ def run_quarto(quarto: str, root: Path, output: str | None, only: Chapter | None
     print(f"[build] Quarto found at {quarto}; running: {' '.join(command)}", flush=True)
     # Quarto executes the notebooks with this interpreter (the project's .venv), unless
     # the user already chose one.
-    env = dict(os.environ)
+    env = build_environment("quarto")
     env.setdefault("QUARTO_PYTHON", sys.executable)
     return subprocess.call(command, cwd=root, env=env)
 

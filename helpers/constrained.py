@@ -17,9 +17,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
+import pandas as pd
 import regex
 from transformers import LogitsProcessor, LogitsProcessorList
 
+from .progress import QuestionProgress
 from .reader.generation import Generation, _cpu_threads, stopping_diagnostics
 from .reader.registry import DEFAULT_SETTINGS
 
@@ -444,3 +446,47 @@ def generate_constrained_many(
         )
         for g, ids in zip(generations, ids_list)
     ]
+
+
+#: The columns of :func:`generate_all_constrained`'s table, in order.
+CONSTRAINED_COLUMNS = [
+    "question_id", "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap",
+    "grammar_complete", "retrieved_ids", "prompt_tokens", "seconds",
+]
+
+
+def generate_all_constrained(
+    reader_or_model: Any,
+    inputs_df: pd.DataFrame,
+    *,
+    answer_max_tokens: int = ANSWER_MAX_TOKENS,
+) -> pd.DataFrame:
+    """One constrained reply per row of ``inputs_df`` (``question_id``, ``messages``,
+    ``retrieved_ids``), as a table with :data:`CONSTRAINED_COLUMNS`.
+
+    Each reply is :func:`generate_constrained` under that question's grammar. While a
+    person runs it, a progress bar names the question being generated (see
+    :mod:`helpers.progress`); a book build shows none. A server reader sends the prompts
+    concurrently through :func:`generate_constrained_many` instead. Lesson 3, "Run the
+    same six prompts under the grammar".
+    """
+    if getattr(reader_or_model, "mode", None) == "server":
+        # The server enforces the grammar and answers the prompts concurrently.
+        generations = generate_constrained_many(
+            reader_or_model, list(inputs_df["messages"]), list(inputs_df["retrieved_ids"]),
+            list(inputs_df["question_id"]))
+    else:
+        rows = inputs_df[["question_id", "messages", "retrieved_ids"]].itertuples(index=False)
+        live = _live_reader(reader_or_model)
+        label = f"{live.model_id.rsplit('/', 1)[-1]} (live, under the grammar)"
+        generations = []
+        with QuestionProgress(len(inputs_df), label) as bar:
+            for question_id, row in bar.track((row.question_id, row) for row in rows):
+                generations.append(generate_constrained(
+                    live, row.messages, row.retrieved_ids, question_id,
+                    answer_max_tokens=answer_max_tokens,
+                ))
+    return pd.DataFrame(
+        [{column: getattr(g, column) for column in CONSTRAINED_COLUMNS} for g in generations],
+        columns=CONSTRAINED_COLUMNS,
+    )

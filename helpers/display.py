@@ -1,23 +1,69 @@
-"""Tables for the rendered lessons: static HTML or interactive itables, one call.
+"""Tables and computed prose for the lessons: what a student sees must be what the data say.
 
 Introduced in lesson 1, "Set up". Each table is displayed as a bundle with three
 representations: ``text/html`` for readers, ``text/plain`` for terminals, and
 :data:`TABLE_MIME` (the rows as JSON) so tests can read the table an executed notebook
 shows without scraping HTML. Renderers ignore the JSON type they do not know.
+
+Two things about the HTML are deliberate:
+
+- **Dollar signs stay dollar signs.** JupyterLab typesets any text between two ``$`` in
+  an output as mathematics (MathJax 3 scans the rendered text, so HTML entities do not
+  help). Answers such as ``$150|$150 per week`` would lose their dollar signs. Every
+  table therefore sits in a container with the class ``mathjax_ignore`` (and
+  ``tex2jax_ignore``, its name in MathJax 2 front ends), and computed prose goes through
+  :class:`Markdown`, which does the same for text with dollar signs in it.
+- **Wide tables stay inside their box.** Text wraps; a table that still does not fit
+  scrolls sideways inside its own container, and its first column (the question or
+  passage ID in every lesson table) stays in view while it does.
 """
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 
 import pandas as pd
+from IPython.display import Markdown as _IPythonMarkdown
 
 TABLE_MIME = "application/vnd.riverton.table+json"
 
-# Notebook front ends right-align table cells; text columns read better left-aligned.
+#: Classes that tell MathJax to leave an element's text alone: ``mathjax_ignore`` for
+#: MathJax 3 and later (JupyterLab 4, Notebook 7), ``tex2jax_ignore`` for MathJax 2.
+NO_MATH_CLASSES = "mathjax_ignore tex2jax_ignore"
+
+CONTAINER_CLASS = "riverton-table"
+
+#: Columns whose longest value has more characters than this are "long text": they get
+#: a minimum width, so that a table too wide for its box scrolls rather than squeezing
+#: them into a word per line.
+LONG_TEXT = 40
+
+LONG_CLASS = "riverton-long"
+
+# Notebook front ends right-align table cells and centre the table; text columns read
+# better left-aligned, long text wraps, and a table wider than its box scrolls inside
+# it. Static tables pin their first column with CSS; interactive ones pin their key
+# columns with DataTables' FixedColumns (below), which also keeps the striping right.
 _STYLE = (
-    "<style>.riverton-table th, .riverton-table td "
-    "{text-align: left !important; vertical-align: top;}</style>"
+    "<style>"
+    "div.riverton-table {max-width: 100%; overflow-x: auto;}"
+    "div.riverton-table > table {margin-left: 0 !important; margin-right: auto !important;}"
+    "div.riverton-table th, div.riverton-table td {text-align: left !important; "
+    "vertical-align: top; white-space: normal; overflow-wrap: break-word;}"
+    "div.riverton-table td {min-width: 4.5em;}"
+    "div.riverton-table .riverton-long {min-width: 14em;}"
+    # Quarto sets its own static tables in a smaller font; interactive ones match them.
+    ".cell-output-display div.riverton-table table.dataTable {font-size: 0.875em;}"
+    # The pinned cells need an opaque background; they repeat the stripes of JupyterLab
+    # (even rows' backgrounds) and of Bootstrap (odd rows' inset shadow), and draw a thin edge.
+    "div.riverton-pin-first > table tr > :first-child {position: sticky; left: 0; z-index: 1; "
+    "background: var(--jp-layout-color0, var(--bs-body-bg, #fff)); "
+    "box-shadow: inset -1px 0 0 rgba(0, 0, 0, 0.15), "
+    "inset 0 0 0 9999px var(--bs-table-bg-type, transparent);}"
+    "div.riverton-pin-first > table > tbody > tr:nth-child(even) > :first-child "
+    "{background: var(--jp-rendermime-table-row-background, var(--bs-body-bg, #fff));}"
+    "</style>"
 )
 
 
@@ -43,10 +89,40 @@ def prepare(frame: pd.DataFrame, labels: Mapping[str, str]) -> pd.DataFrame:
     return shown.astype(object).map(_cell)
 
 
+def long_text_columns(shown: pd.DataFrame, threshold: int = LONG_TEXT) -> list[int]:
+    """Positions of the columns holding text longer than ``threshold`` characters."""
+    return [
+        position for position, column in enumerate(shown.columns)
+        if max((len(str(value)) for value in shown[column]), default=0) > threshold
+    ]
+
+
+def _mark_columns(html: str, positions: list[int], css_class: str) -> str:
+    """Give the cells at ``positions`` of every row of a pandas HTML table ``css_class``."""
+    wanted = set(positions)
+
+    def row(match: re.Match) -> str:
+        position = iter(range(len(match.group(0))))
+
+        def cell(tag: re.Match) -> str:
+            return f'<{tag.group(1)} class="{css_class}">' if next(position) in wanted else tag.group(0)
+
+        return re.sub(r"<(t[hd])>", cell, match.group(0))
+
+    return re.sub(r"<tr\b[^>]*>.*?</tr>", row, html, flags=re.DOTALL)
+
+
 def bundle(frame: pd.DataFrame, labels: Mapping[str, str], name: str,
-           interactive: bool = False, **itables_options) -> dict:
-    """The MIME bundle for one table; ``name`` identifies it for tests."""
+           interactive: bool = False, key_columns: int = 1, **itables_options) -> dict:
+    """The MIME bundle for one table; ``name`` identifies it for tests.
+
+    ``key_columns`` leading columns (the ID first) stay in view while a table too wide
+    for its box scrolls sideways; static tables can pin only their first column.
+    """
     shown = prepare(frame, labels)
+    if not 0 <= key_columns <= len(shown.columns):
+        raise ValueError(f"table {name!r}: key_columns={key_columns}, but it has {len(shown.columns)} columns")
+    long_columns = long_text_columns(shown)
     if interactive:
         from itables import to_html_datatable
 
@@ -55,17 +131,31 @@ def bundle(frame: pd.DataFrame, labels: Mapping[str, str], name: str,
                    "scrollX": True,
                    "layout": {"topStart": None, "topEnd": "search",
                               "bottomStart": None, "bottomEnd": None}}
+        if key_columns:
+            options["fixedColumns"] = {"start": key_columns}
+        column_defs = list(itables_options.pop("columnDefs", []))
+        if long_columns:
+            column_defs.append({"targets": long_columns, "className": LONG_CLASS})
+        if column_defs:
+            options["columnDefs"] = column_defs
         options.update(itables_options)
         html = to_html_datatable(shown, **options)
     else:
+        if key_columns > 1:
+            raise ValueError(f"table {name!r}: a static table pins only its first column; "
+                             f"use interactive=True for key_columns={key_columns}")
         html = shown.to_html(index=False, escape=True, border=0,
-                             classes="table table-sm riverton-table")
+                             classes="table table-sm table-striped small riverton-table")
+        html = _mark_columns(html, long_columns, LONG_CLASS)
+        # Quarto would rebuild the table and drop the column classes; keep it as written.
+        html = html.replace("<table ", '<table data-quarto-disable-processing="true" ', 1)
     # itables opens with a comment that tells Quarto to leave the table alone; keep it first.
     directive = ""
     if html.startswith("<!--|"):
         directive, html = html.split("\n", 1)
         directive += "\n"
-    html = f'{directive}{_STYLE}<div class="riverton-table">{html}</div>'
+    pin = " riverton-pin-first" if key_columns and not interactive else ""
+    html = f'{directive}{_STYLE}<div class="{CONTAINER_CLASS}{pin} {NO_MATH_CLASSES}">{html}</div>'
     payload = {"name": name, "columns": list(shown.columns),
                "rows": shown.to_numpy().tolist()}
     return {
@@ -76,8 +166,59 @@ def bundle(frame: pd.DataFrame, labels: Mapping[str, str], name: str,
 
 
 def show_table(frame: pd.DataFrame, labels: Mapping[str, str], name: str,
-               interactive: bool = False, **itables_options) -> None:
+               interactive: bool = False, key_columns: int = 1, **itables_options) -> None:
     """Display a table in the notebook (see :func:`bundle`)."""
     from IPython.display import display
 
-    display(bundle(frame, labels, name, interactive, **itables_options), raw=True)
+    display(bundle(frame, labels, name, interactive, key_columns, **itables_options), raw=True)
+
+
+# --------------------------------------------------------------------------- prose
+
+# A run of backticks opens a code span (or fence) that the same run closes; a dollar
+# sign is a dollar sign unless an odd number of backslashes already escapes it.
+_CODE_OR_DOLLAR = re.compile(r"(?P<ticks>`+)|(?P<backslashes>\\*)\$")
+
+
+def literal_dollars(text: str) -> str:
+    """``text`` (Markdown) with every dollar sign outside code written as ``\\$``.
+
+    A backslash-escaped dollar is plain text to pandoc (Quarto) and to nbconvert's
+    Markdown renderer, so neither reads ``$150 and $200`` as mathematics. Code spans and
+    fences are copied unchanged: there a backslash would be shown.
+    """
+    out, position = [], 0
+    while True:
+        match = _CODE_OR_DOLLAR.search(text, position)
+        if match is None:
+            out.append(text[position:])
+            return "".join(out)
+        out.append(text[position:match.start()])
+        if match.group("ticks"):
+            run = match.group("ticks")
+            closing = re.compile(rf"(?<!`){run}(?!`)").search(text, match.end())
+            end = closing.end() if closing else match.end()
+            out.append(text[match.start():end])
+            position = end
+        else:
+            slashes = match.group("backslashes")
+            out.append(slashes + ("$" if len(slashes) % 2 else "\\$"))
+            position = match.end()
+
+
+class Markdown(_IPythonMarkdown):
+    """IPython's ``Markdown`` for prose computed in a cell, with dollar signs kept literal.
+
+    Introduced in lesson 1, "Set up". Text without a dollar sign is displayed exactly as
+    given. Text with one is escaped by :func:`literal_dollars` (for Quarto) and wrapped
+    in a ``<div>`` carrying :data:`NO_MATH_CLASSES` (for JupyterLab, whose MathJax would
+    otherwise typeset "$150 and $200" whatever the escaping); the blank lines around the
+    text keep it Markdown inside the ``<div>`` for every renderer.
+    """
+
+    def _repr_markdown_(self):
+        shown = super()._repr_markdown_()
+        data, metadata = shown if isinstance(shown, tuple) else (shown, None)
+        if data and "$" in data:
+            data = f'<div class="{NO_MATH_CLASSES}">\n\n{literal_dollars(data)}\n\n</div>'
+        return (data, metadata) if metadata else data

@@ -110,15 +110,9 @@ def lesson_run():
 @pytest.fixture(scope="session")
 def browser():
     """A headless Chromium shared by the tests of the session (skip or fail if absent)."""
-    import os
-
     import pagecheck
 
-    reason = pagecheck.browser_missing_reason()
-    if reason is not None:
-        if os.environ.get("BOOK_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"BOOK_REQUIRE_BROWSER=1 but {reason}")
-        pytest.skip(reason)
+    pagecheck.require_browser()
     driver = pagecheck.make_driver()
     yield driver
     driver.quit()

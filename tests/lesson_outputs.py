@@ -17,6 +17,7 @@ from nbclient import NotebookClient
 
 from helpers.display import TABLE_MIME
 from helpers.paths import PROJECT_ROOT
+from helpers.progress import build_environment
 
 
 def execute(notebook: Path, timeout: int = 1200):
@@ -26,7 +27,8 @@ def execute(notebook: Path, timeout: int = 1200):
         nb, kernel_name="python3", timeout=timeout,
         resources={"metadata": {"path": str(PROJECT_ROOT)}},
     )
-    client.execute()
+    # Executed like a book build: no progress bars in the outputs (helpers.progress).
+    client.execute(env=build_environment("tests"))
     return nb
 
 

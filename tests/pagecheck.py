@@ -49,6 +49,17 @@ def browser_missing_reason() -> str | None:
     return None
 
 
+def require_browser() -> None:
+    """Skip the calling test when Chromium is missing, or fail it under BOOK_REQUIRE_BROWSER=1."""
+    import pytest
+
+    reason = browser_missing_reason()
+    if reason is not None:
+        if os.environ.get("BOOK_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"BOOK_REQUIRE_BROWSER=1 but {reason}")
+        pytest.skip(reason)
+
+
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format, *args):  # noqa: A002 - signature fixed by the base class
         pass
@@ -222,3 +233,115 @@ def _first_searchable(driver, n_tables: int, search_term: str) -> int:
         if len(rows) > 1 and any(needle in " ".join(row).lower() for row in rows):
             return index
     return with_box[0]
+
+
+# --------------------------------------------------------------------------- wide tables
+
+_FIT_JS = """
+const root = typeof arguments[0] === 'string' ? document.querySelector(arguments[0]) : arguments[0];
+if (!root) return {missing: 'nothing matches ' + arguments[0]};
+const page = (typeof arguments[1] === 'string' ? document.querySelector(arguments[1]) : arguments[1])
+  || document.scrollingElement || document.documentElement;
+const box = root.querySelector('div.riverton-table');
+if (!box) return {missing: 'no div.riverton-table inside ' + arguments[0]};
+const scroller = box.querySelector('.dt-scroll-body') || box;
+const table = scroller.querySelector('table');
+const rows = table ? Array.from(table.querySelectorAll('tbody tr')).filter(tr => tr.querySelector('td')) : [];
+if (!rows.length) return {missing: 'the table inside ' + arguments[0] + ' has no rows'};
+const rect = e => { const b = e.getBoundingClientRect(); return {left: b.left, right: b.right, width: b.width}; };
+const visible = page === document.scrollingElement || page === document.documentElement
+  ? window.innerWidth : page.getBoundingClientRect().right;
+const result = {
+  viewport: Math.round(visible), page_overflow: page.scrollWidth - page.clientWidth,
+  box: rect(box), scroller: rect(scroller), overflow_x: getComputedStyle(scroller).overflowX,
+  scroll_width: scroller.scrollWidth, client_width: scroller.clientWidth, table: rect(table),
+};
+const first = rows[0].querySelector('td');
+const cells = rows[0].querySelectorAll('td');
+const last = cells[cells.length - 1];
+const saved = scroller.scrollLeft;
+scroller.scrollLeft = scroller.scrollWidth;
+result.scrolled_by = scroller.scrollLeft;
+result.first_cell = rect(first);
+result.first_text = first.textContent.trim();
+result.last_cell = rect(last);
+scroller.scrollLeft = saved;
+return result;
+"""
+
+
+@dataclass
+class TableFit:
+    """How a table sits in its page: measured by :func:`table_fit`."""
+
+    selector: str
+    width: int
+    measures: dict
+
+    @property
+    def scrolls(self) -> bool:
+        return self.measures["scroll_width"] > self.measures["client_width"] + 1
+
+    def problems(self) -> list[str]:
+        """What is wrong, in words (empty when the table fits or scrolls inside its box with
+        its first column in view)."""
+        m = self.measures
+        if "missing" in m:
+            return [m["missing"]]
+        found = []
+        if m["page_overflow"] > 1:
+            found.append(f"the page itself scrolls sideways by {m['page_overflow']} px")
+        if m["box"]["right"] > m["viewport"] + 1:
+            found.append(f"the table's box ends at {m['box']['right']:.0f} px, past the page's right edge at {m['viewport']} px")
+        if self.scrolls:
+            if m["overflow_x"] not in ("auto", "scroll"):
+                found.append(f"the table is {m['scroll_width']} px wide in a {m['client_width']} px box "
+                             f"that does not scroll (overflow-x: {m['overflow_x']})")
+            elif m["last_cell"]["right"] > m["scroller"]["right"] + 1:
+                found.append("scrolled to the end, the last column is still cut off")
+            if m["first_cell"]["left"] < m["scroller"]["left"] - 1 or m["first_cell"]["right"] > m["scroller"]["right"] + 1:
+                found.append(f"scrolled to the end, the first column ({m['first_text']!r}) is out of view")
+        return found
+
+
+def measure_table(driver, root, page=None) -> dict:
+    """Measure the table in `root` (a CSS selector or an element) as :class:`TableFit` reads it.
+
+    `page` (a selector or an element) is what scrolls the page, such as JupyterLab's
+    notebook panel; by default the document itself.
+    """
+    return driver.execute_script(_FIT_JS, root, page)
+
+
+def table_fit(driver, url: str, selector: str, width: int, height: int = 1000,
+              screenshot: Path | None = None, timeout: float = 60.0) -> TableFit:
+    """Open `url` in a window `width` px wide and measure the table inside `selector`.
+
+    Interactive tables are measured once DataTables has drawn them. With `screenshot`, the
+    page is saved scrolled to the table. The window's size is restored afterwards.
+    """
+    saved = driver.get_window_size()
+    try:
+        set_inner_width(driver, width, height)
+        driver.get(url)
+        _wait(lambda: driver.execute_script(
+            "const r = document.querySelector(arguments[0]);"
+            "return r && r.querySelector('div.riverton-table table') && "
+            "(!r.querySelector('table[id^=itables]') || r.querySelector('table.dataTable tbody td'));", selector),
+            timeout, f"the table in {selector} to render")
+        time.sleep(0.5)  # DataTables adjusts column widths after its first draw
+        measures = measure_table(driver, selector)
+        if screenshot is not None:
+            driver.execute_script("document.querySelector(arguments[0]).scrollIntoView();", selector)
+            driver.save_screenshot(str(screenshot))
+    finally:
+        driver.set_window_size(saved["width"], saved["height"])
+    return TableFit(selector, width, measures)
+
+
+def set_inner_width(driver, width: int, height: int = 1000) -> None:
+    """Resize the window so that the page sees `width` CSS pixels (window.innerWidth)."""
+    driver.set_window_size(width, height)
+    inner = driver.execute_script("return window.innerWidth;")
+    if inner != width:
+        driver.set_window_size(width + (width - inner), height)

@@ -233,3 +233,49 @@ def test_solutions_are_collapsed_on_the_page_until_opened(browser, real_book_sit
     assert first_line not in visible_text
     assert opened["open"] and opened["shown"] and first_line in visible_after
     assert [e for e in console if e["level"] == "SEVERE"] == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("width", [1400, 1000, 700])
+def test_side_by_side_table_fits_or_scrolls_inside_its_box(browser, real_book_site, tmp_path, width):
+    """Lesson 3's widest table: the page never scrolls sideways, the table does so inside its
+    own box, and scrolled to its last column it still shows the question IDs."""
+    page = "lessons/03-format-is-not-truth.html"
+    shot = tmp_path / f"side-by-side-{width}.png"
+    with pagecheck.serve_folder(real_book_site) as base:
+        fit = pagecheck.table_fit(browser, base + page, "#tbl-side-by-side", width, screenshot=shot)
+    assert not fit.problems(), f"{page} at {width} px: " + "; ".join(fit.problems()) + f" (screenshot {shot})"
+    assert fit.measures["first_text"].startswith("Q")
+
+
+@pytest.mark.slow
+def test_questions_table_keeps_its_dollar_signs_on_the_page(browser, real_book_site):
+    """The built page shows Q1's acceptable answers as the fixture holds them, untypeset."""
+    from helpers.fixture import load_riverton
+
+    expected = load_riverton().questions.set_index("question_id").loc["Q1", "acceptable_answers"]
+    page = Path(LESSON_1).with_suffix(".html").as_posix()
+    with pagecheck.serve_folder(real_book_site) as base:
+        browser.get(base + page)
+        found = browser.execute_script(
+            """
+            const table = document.querySelector('#tbl-questions table');
+            if (!table) return null;
+            const heads = Array.from(table.querySelectorAll('thead th')).map(th => th.textContent.trim());
+            const row = Array.from(table.querySelectorAll('tbody tr')).find(tr => tr.cells[0].textContent.trim() === 'Q1');
+            return {cell: row ? row.cells[heads.indexOf('Acceptable short answers')].textContent : null,
+                    math: document.querySelectorAll('mjx-container, .MathJax, span.math').length};
+            """
+        )
+    assert found is not None, f"{page} has no table under #tbl-questions"
+    assert found["cell"] == expected
+    assert found["math"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lesson", sorted({lesson for lesson, *_ in LESSON_PAGES}))
+def test_lesson_pages_carry_no_progress_bar(real_book_site, lesson):
+    page = (real_book_site / Path(lesson).with_suffix(".html")).read_text(encoding="utf-8")
+    residue = [mark for mark in ("application/vnd.jupyter.widget", "s/question", "question/s", "it/s]")
+               if mark in page]
+    assert residue == [], f"{lesson}: progress-bar residue in the page: {residue}"

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..progress import QuestionProgress
 from . import server
 from .prompts import check_input_budget
 from .registry import (
@@ -568,6 +569,8 @@ def generate_all(reader: Reader, inputs_df: pd.DataFrame,
 
     A server reader counts the prompt tokens in its replies' usage, so it sends every
     prompt first (concurrently) and the budget is checked before any reply is returned.
+    While a person runs it, a live reader's loop shows a progress bar naming the question
+    (see :mod:`helpers.progress`); a book build shows none.
     """
     question_ids = list(inputs_df["question_id"])
     messages_list = list(inputs_df["messages"])
@@ -581,6 +584,11 @@ def generate_all(reader: Reader, inputs_df: pd.DataFrame,
             for qid, messages in zip(question_ids, messages_list)
         }
         check_input_budget(counts, max_input_tokens)
-        generations = [reader.generate(m, q) for q, m in zip(question_ids, messages_list)]
+        generations = []
+        # A progress bar while a person waits for a model (replaying a transcript is instant).
+        label = f"{reader.model_id.rsplit('/', 1)[-1]} ({reader.mode})"
+        with QuestionProgress(len(question_ids), label, show=reader.mode != "recorded") as bar:
+            for qid, messages in bar.track(zip(question_ids, messages_list)):
+                generations.append(reader.generate(messages, qid))
     rows = [{column: getattr(g, column) for column in GENERATION_COLUMNS} for g in generations]
     return pd.DataFrame(rows, columns=GENERATION_COLUMNS)

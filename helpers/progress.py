@@ -1,0 +1,118 @@
+"""Progress bars for loops that ask a model one question at a time.
+
+Introduced in lesson 3, "Run the six prompts as they are", the first lesson whose model
+runs live; :func:`helpers.reader.generate_all` (lesson 1) and
+:func:`helpers.constrained.generate_all_constrained` (lesson 3, "Run the same six prompts
+under the grammar") use it. While a person runs a notebook, a bar shows how many
+questions are done and which one the model is working on (``tqdm.auto``: a widget in
+JupyterLab, a line on standard error in a terminal).
+
+A book build executes the same cells, and a bar would leave a widget, or its text, in
+the published page. So the bars stay off whenever a build runs the code:
+
+- ``python -m helpers.build`` sets :data:`BUILD_ENV` in the environment of every kernel
+  it starts (:func:`build_environment`), with either engine;
+- a plain ``quarto render`` sets ``QUARTO_DOCUMENT_PATH`` (and ``QUARTO_EXECUTE_INFO``)
+  in the environment of the kernel that executes a document; Quarto sets neither in a
+  JupyterLab session.
+
+``RIVERTON_PROGRESS=0`` turns the bars off anywhere else too.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, TypeVar
+
+#: Set (to the engine's name) by the book build in the kernels that execute the lessons.
+BUILD_ENV = "RIVERTON_BOOK_BUILD"
+
+#: Environment variables that ``quarto render`` sets in the kernel executing a document.
+QUARTO_MARKERS = ("QUARTO_DOCUMENT_PATH", "QUARTO_EXECUTE_INFO")
+
+#: ``0``, ``off``, ``false`` or ``no`` hide the bars for a person's session as well.
+SWITCH_ENV = "RIVERTON_PROGRESS"
+
+_OFF = {"0", "off", "false", "no"}
+
+T = TypeVar("T")
+
+
+def book_build(environ: Mapping[str, str] | None = None) -> str | None:
+    """The book build executing this process (``"nbclient"``, ``"quarto"`` ...), or None
+    when a person is running it."""
+    environ = os.environ if environ is None else environ
+    value = environ.get(BUILD_ENV, "").strip()
+    if value and value.lower() not in _OFF:
+        return value
+    if any(environ.get(name) for name in QUARTO_MARKERS):
+        return "quarto"
+    return None
+
+
+def bars_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether progress bars are shown: not in a book build, not switched off."""
+    environ = os.environ if environ is None else environ
+    if book_build(environ) is not None:
+        return False
+    return environ.get(SWITCH_ENV, "").strip().lower() not in _OFF
+
+
+def build_environment(engine: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A copy of ``base`` (default: this process's environment) marked as a book build."""
+    environ = dict(os.environ if base is None else base)
+    environ[BUILD_ENV] = engine
+    return environ
+
+
+class QuestionProgress:
+    """A progress bar over questions, shown only while a person runs the code.
+
+    Use it as a context manager and iterate :meth:`track` over ``(question_id, item)``
+    pairs: the bar names the question being worked on and counts it once the loop body
+    has finished with it. If the body raises, the bar closes where it stopped (red in
+    JupyterLab) and names the question that failed. With ``show=False``, in a book build
+    or with ``RIVERTON_PROGRESS=0`` nothing is displayed.
+    """
+
+    def __init__(self, total: int, desc: str, *, show: bool = True, unit: str = "question"):
+        self.shown = bool(show) and bars_enabled()
+        if self.shown:
+            from tqdm.auto import tqdm
+        else:
+            from tqdm.std import tqdm  # a disabled bar prints nothing and makes no widget
+        self._bar = tqdm(total=total, desc=desc, unit=unit, disable=not self.shown, leave=True)
+        self.question_id: str | None = None
+        self._done = 0
+
+    def __enter__(self) -> "QuestionProgress":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._bar.close()
+
+    @property
+    def done(self) -> int:
+        """Questions finished so far."""
+        return self._done
+
+    def working_on(self, question_id: str) -> None:
+        """Show ``question_id`` as the question in progress."""
+        self.question_id = str(question_id)
+        self._bar.set_postfix_str(self.question_id, refresh=True)
+
+    def finished(self) -> None:
+        """Count the question in progress as done."""
+        self._done += 1
+        self._bar.update(1)
+
+    def track(self, pairs: Iterable[tuple[str, T]]) -> Iterator[tuple[str, T]]:
+        """Yield each ``(question_id, item)``, naming it on the bar first, counting it after."""
+        for question_id, item in pairs:
+            self.working_on(question_id)
+            yield question_id, item
+            self.finished()

@@ -1,0 +1,337 @@
+"""Run notebooks in a real JupyterLab, in headless Chromium, and read what a student sees.
+
+`lab_server(root)` starts JupyterLab from this interpreter's environment on 127.0.0.1,
+on a free port, with no token, serving `root` (give it a temporary copy: the server never
+writes into the project). Its settings, runtime and workspace folders are private to the
+server, autosave is off and it never fetches news or update notices. On exit it shuts the
+kernels down through the server's API, stops the server by its PID and then any kernel
+process still alive, also by PID.
+
+`open_notebook`, `run_all` and `wait_until_idle` drive the page through JupyterLab's own
+application object (exposed with `--LabApp.expose_app_in_browser`): no key presses, no
+menus, so a slow machine only makes things slower, never different. Every wait is
+bounded and a timeout says what the page showed at that moment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+SERVER_START_TIMEOUT = 180.0  # seconds; a cold JupyterLab on a busy two-core machine is slow
+PAGE_TIMEOUT = 240.0
+RUN_TIMEOUT = 900.0
+
+# User settings for the private settings folder: no autosave, no news, no update checks.
+_SETTINGS = {
+    "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
+        "checkForUpdates": False, "fetchNews": "false",
+    },
+}
+
+
+@dataclass
+class LabServer:
+    url: str  # base URL, ending in "/"
+    pid: int
+    root: Path
+    log: Path
+
+    def api(self, path: str, method: str = "GET", timeout: float = 30.0):
+        request = urllib.request.Request(self.url + path.lstrip("/"), method=method)
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = response.read()
+        return json.loads(body) if body else None
+
+    def kernel_pids(self) -> set[int]:
+        """PIDs of the kernels the server has started (its child processes)."""
+        return children(self.pid)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no server log)"
+
+
+def children(pid: int) -> set[int]:
+    """PIDs of the processes whose parent is `pid` (Linux /proc; empty elsewhere)."""
+    found = set()
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The second field (the command) may hold spaces; the parent PID follows ") S ".
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1 and fields[1] == str(pid):
+            found.add(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie has exited; only its parent has not reaped it yet
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _stop_pid(pid: int, grace: float) -> None:
+    if not alive(pid):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def lab_server(root: Path, python: str = sys.executable,
+               timeout: float = SERVER_START_TIMEOUT) -> Iterator[LabServer]:
+    """JupyterLab serving `root` on 127.0.0.1 at a free port, without a token."""
+    private = Path(tempfile.mkdtemp(prefix="riverton-lab-"))
+    folders = {name: private / name for name in ("runtime", "settings", "workspaces", "config", "ipython")}
+    for folder in folders.values():
+        folder.mkdir()
+    for name, values in _SETTINGS.items():
+        target = folders["settings"] / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(values))
+    env = dict(os.environ)
+    env.update({
+        "JUPYTER_RUNTIME_DIR": str(folders["runtime"]),
+        "JUPYTERLAB_SETTINGS_DIR": str(folders["settings"]),
+        "JUPYTERLAB_WORKSPACES_DIR": str(folders["workspaces"]),
+        "JUPYTER_CONFIG_DIR": str(folders["config"]),
+        "IPYTHONDIR": str(folders["ipython"]),
+    })
+    # A person's session, not a book build: the lessons must behave as for a student.
+    for name in [n for n in env if n.startswith("QUARTO_") or n == "RIVERTON_BOOK_BUILD"]:
+        del env[name]
+    command = [
+        python, "-m", "jupyterlab", "--no-browser",
+        "--ServerApp.ip=127.0.0.1", "--ServerApp.port=0", "--ServerApp.port_retries=0",
+        "--IdentityProvider.token=", "--ServerApp.password=",
+        f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True",
+        "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
+        "--LabApp.news_url=",
+    ]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-root")
+    log = private / "server.log"
+    with open(log, "wb") as sink:
+        process = subprocess.Popen(command, cwd=root, env=env, stdout=sink, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    server = LabServer(url="", pid=process.pid, root=root, log=log)
+    try:
+        server.url = _wait_for_server(process, folders["runtime"], server, timeout)
+        yield server
+    finally:
+        _shutdown(process, server)
+        import shutil
+
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def _wait_for_server(process, runtime: Path, server: LabServer, timeout: float) -> str:
+    deadline = time.monotonic() + timeout
+    url = None
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(
+                f"JupyterLab exited with status {process.returncode} before it served; "
+                f"its log ends:\n{server.log_tail()}"
+            )
+        if url is None:
+            info = runtime / f"jpserver-{process.pid}.json"
+            if info.is_file():
+                with contextlib.suppress(ValueError, OSError):
+                    details = json.loads(info.read_text())
+                    url = f"http://127.0.0.1:{details['port']}/"
+        if url is not None:
+            try:
+                with urllib.request.urlopen(url + "api/status", timeout=10) as response:
+                    if response.status == 200:
+                        return url
+            except (urllib.error.URLError, OSError):
+                pass
+        time.sleep(0.5)
+    raise AssertionError(f"JupyterLab did not answer within {timeout:.0f} s; its log ends:\n{server.log_tail()}")
+
+
+def _shutdown(process, server: LabServer) -> None:
+    kernels = children(process.pid)
+    if server.url and process.poll() is None:
+        with contextlib.suppress(Exception):
+            for kernel in server.api("api/kernels"):
+                with contextlib.suppress(Exception):
+                    server.api(f"api/kernels/{kernel['id']}", method="DELETE", timeout=60)
+    _stop_pid(process.pid, grace=30)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)
+    for pid in kernels:
+        _stop_pid(pid, grace=10)
+
+
+# --------------------------------------------------------------------------- the page
+
+_STATE_JS = """
+const app = window.jupyterapp;
+if (!app || !app.shell) return {ready: false, why: 'JupyterLab has not started in the page'};
+const panel = app.shell.currentWidget;
+if (!panel || !panel.content || !panel.sessionContext) return {ready: false, why: 'no notebook is open'};
+if (!panel.context.isReady) return {ready: false, why: 'the notebook is still loading'};
+const session = panel.sessionContext.session;
+const kernel = session && session.kernel;
+const cells = panel.content.widgets.map((cell, index) => {
+  const model = cell.model;
+  const outputs = model.type === 'code' ? model.outputs.toJSON() : [];
+  return {
+    index, type: model.type,
+    source: model.sharedModel.getSource(),
+    prompt: model.type === 'code' ? (cell.promptNode ? cell.promptNode.textContent.trim() : '') : '',
+    execution_count: model.type === 'code' ? model.executionCount : null,
+    errors: outputs.filter(o => o.output_type === 'error').map(o => `${o.ename}: ${o.evalue}`),
+  };
+});
+return {
+  ready: true, path: panel.context.path,
+  kernel: kernel ? kernel.status : 'none',
+  kernel_name: kernel ? kernel.name : null,
+  pending: panel.sessionContext.pendingInput || false,
+  cells,
+};
+"""
+
+
+def state(driver) -> dict:
+    """The open notebook as JupyterLab holds it: kernel status and, per cell, prompt and errors."""
+    return driver.execute_script(_STATE_JS)
+
+
+def describe(snapshot: dict) -> str:
+    """A short account of what the notebook showed, for failure messages."""
+    if not snapshot or not snapshot.get("ready"):
+        return (snapshot or {}).get("why", "nothing")
+    code = [c for c in snapshot["cells"] if c["type"] == "code"]
+    done = [c for c in code if c["execution_count"] is not None and c["prompt"] != "[*]:"]
+    running = [c for c in code if c["prompt"] == "[*]:"]
+    lines = [f"{snapshot['path']}: kernel {snapshot['kernel']}, {len(done)} of {len(code)} code cells have run"]
+    for cell in running[:3]:
+        lines.append(f"  still running: cell {cell['index'] + 1}: {first_line(cell['source'])}")
+    for cell in code:
+        for error in cell["errors"]:
+            lines.append(f"  error in cell {cell['index'] + 1} ({first_line(cell['source'])}): {error[:300]}")
+    return "\n".join(lines)
+
+
+def first_line(source: str) -> str:
+    return (source.strip().splitlines() or [""])[0][:80]
+
+
+def wait_for(driver, condition, timeout: float, what: str, poll: float = 0.5,
+             screenshot: Path | None = None):
+    """Poll `condition(state)` until it returns something truthy; fail with what the page
+    showed (and, with `screenshot`, save the screen there first)."""
+    deadline = time.monotonic() + timeout
+    snapshot = None
+    while True:
+        try:
+            snapshot = state(driver)
+        except Exception as error:  # noqa: BLE001 - the page may be mid-navigation
+            snapshot = {"ready": False, "why": f"the page did not answer ({type(error).__name__})"}
+        value = condition(snapshot)
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            saved = ""
+            if screenshot is not None:
+                with contextlib.suppress(Exception):
+                    driver.save_screenshot(str(screenshot))
+                    saved = f" (screenshot {screenshot})"
+            raise AssertionError(
+                f"timed out after {timeout:.0f} s waiting for {what}; the page showed: {describe(snapshot)}{saved}"
+            )
+        time.sleep(poll)
+
+
+def open_notebook(driver, server: LabServer, path: str, timeout: float = PAGE_TIMEOUT,
+                  screenshot: Path | None = None) -> dict:
+    """Open `path` (relative to the server root) and wait for its kernel to be idle."""
+    driver.get(f"{server.url}lab/tree/{path}")
+    return wait_for(
+        driver,
+        lambda s: s if s.get("ready") and s.get("path") == path and s.get("kernel") == "idle" else None,
+        timeout, f"{path} to open with an idle kernel", screenshot=screenshot,
+    )
+
+
+def run_all(driver, timeout: float = RUN_TIMEOUT, screenshot: Path | None = None) -> dict:
+    """Run every cell (JupyterLab's own "Run All Cells") and wait until the kernel is idle
+    and no cell is queued or running. A cell that raises stops the run, as it does for a
+    student; the state returned then shows the error."""
+    before = state(driver)
+    assert before.get("ready"), f"no notebook to run: {describe(before)}"
+    driver.execute_script("window.jupyterapp.commands.execute('notebook:run-all-cells');")
+
+    def finished(s):
+        if not s.get("ready") or s.get("kernel") != "idle":
+            return None
+        code = [c for c in s["cells"] if c["type"] == "code" and c["source"].strip()]
+        if any(c["prompt"] == "[*]:" for c in code):  # running, or queued behind it
+            return None
+        ran = [c for c in code if c["execution_count"] is not None]
+        if any(c["errors"] for c in ran) or len(ran) == len(code):
+            return s
+        return None
+
+    return wait_for(driver, finished, timeout, "all cells to run and the kernel to be idle",
+                    poll=1.0, screenshot=screenshot)
+
+
+def cell_output_element(driver, label: str):
+    """The output area of the code cell whose first line is `#| label: <label>`."""
+    element = driver.execute_script(
+        """
+        const panel = window.jupyterapp.shell.currentWidget;
+        const cell = panel.content.widgets.find(c => c.model.type === 'code' &&
+          c.model.sharedModel.getSource().split('\\n').some(l => l.trim() === '#| label: ' + arguments[0]));
+        if (!cell) return null;
+        panel.content.scrollToCell(cell);
+        return cell.node.querySelector('.jp-Cell-outputArea, .jp-OutputArea');
+        """,
+        label,
+    )
+    assert element is not None, f"no code cell labelled {label!r} in the open notebook"
+    return element
+
+
+def notebook_scroller(driver):
+    """The element that scrolls the open notebook (what "the page" is inside JupyterLab)."""
+    return driver.execute_script(
+        "const panel = window.jupyterapp.shell.currentWidget;"
+        "return panel.content.outerNode || panel.content.node;"
+    )

@@ -1,0 +1,194 @@
+"""Table HTML and computed prose keep their text literal: dollar signs, wide tables.
+
+What JupyterLab itself makes of the HTML is checked in test_jupyterlab.py; here the
+HTML is read back with a parser, and Markdown is rendered with the renderers the two
+book engines use.
+"""
+
+from __future__ import annotations
+
+import html
+import html.parser
+import json
+import re
+import shutil
+import subprocess
+
+import nbformat
+import pandas as pd
+import pytest
+
+from helpers import display
+from helpers.paths import PROJECT_ROOT
+
+# Several dollar pairs per cell, the way answers, control strings and raw replies hold them.
+DOLLARS = [
+    "$150|$150 per week|$150 a week|150 dollars per week",
+    "Answer: $2 fare ⏎ Sources: H05, then $150 and $200",
+    "$$x$$ and \\$5 and $ alone",
+    "<b>$1</b> & $2",
+]
+
+
+class _Cells(html.parser.HTMLParser):
+    """Text of each <td>, with the classes of the elements that contain it."""
+
+    def __init__(self):
+        super().__init__()
+        self.stack: list[tuple[str, set[str]]] = []
+        self.cells: list[tuple[str, set[str]]] = []
+        self._text: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        classes = set((dict(attrs).get("class") or "").split())
+        self.stack.append((tag, classes))
+        if tag == "td":
+            self._text = []
+
+    def handle_endtag(self, tag):
+        if tag == "td" and self._text is not None:
+            inherited = set().union(*(classes for _, classes in self.stack))
+            self.cells.append(("".join(self._text), inherited))
+            self._text = None
+        while self.stack:
+            if self.stack.pop()[0] == tag:
+                break
+
+    def handle_data(self, data):
+        if self._text is not None:
+            self._text.append(data)
+
+
+def _frame() -> pd.DataFrame:
+    return pd.DataFrame({"question_id": [f"Q{i}" for i in range(1, len(DOLLARS) + 1)], "text": DOLLARS})
+
+
+def test_static_table_cells_keep_every_dollar_pair():
+    bundle = display.bundle(_frame(), {"question_id": "Question", "text": "Text"}, name="dollars")
+    parser = _Cells()
+    parser.feed(bundle["text/html"])
+    texts = [text for text, _ in parser.cells]
+    assert texts == [value for pair in zip(_frame()["question_id"], DOLLARS) for value in pair]
+    for text, classes in parser.cells:
+        assert {"mathjax_ignore", "tex2jax_ignore", "riverton-table"} <= classes, (text, classes)
+    assert bundle[display.TABLE_MIME]["rows"] == _frame().to_numpy().tolist()
+    assert "$150|$150 per week" in bundle["text/plain"]
+
+
+def test_interactive_table_data_keep_every_dollar_pair():
+    bundle = display.bundle(_frame(), {"question_id": "Question", "text": "Text"}, name="dollars",
+                            interactive=True)
+    page = bundle["text/html"]
+    # itables embeds the rows as JSON in its script; the strings must come back unchanged.
+    match = re.search(r'"data_json": ("(?:[^"\\]|\\.)*")', page)
+    assert match, "no data_json in the itables HTML"
+    rows = json.loads(json.loads(match.group(1)))
+    # DataTables draws the data as HTML, so itables escapes markup; the text shown is the value.
+    assert [html.unescape(row[-1]) for row in rows] == DOLLARS
+    assert "<b>" not in rows[-1][-1]
+    # Everything after the style sheet sits in the container MathJax is told to ignore.
+    opening = re.search(r'<div class="([^"]*)">', page.split("</style>", 1)[1])
+    assert opening and {"riverton-table", "mathjax_ignore", "tex2jax_ignore"} <= set(opening.group(1).split())
+    assert page.rstrip().endswith("</div>")
+    assert page.startswith("<!--| quarto-html-table-processing: none -->")
+
+
+def test_long_text_columns_get_a_minimum_width_and_the_first_column_is_pinned():
+    frame = pd.DataFrame({"id": ["Q1", "Q2"], "reply": ["x " * 30, "short"], "flag": [True, False]})
+    static = display.bundle(frame, {"id": "ID", "reply": "Reply", "flag": "Flag"}, name="t")["text/html"]
+    assert display.long_text_columns(display.prepare(frame, {"id": "ID", "reply": "Reply", "flag": "Flag"})) == [1]
+    assert static.count(f'class="{display.LONG_CLASS}"') == 3  # header and two rows
+    assert "riverton-pin-first" in static
+    assert 'data-quarto-disable-processing="true"' in static
+    interactive = display.bundle(frame, {"id": "ID", "reply": "Reply", "flag": "Flag"}, name="t",
+                                 interactive=True, key_columns=2)["text/html"]
+    assert '"fixedColumns": {"start": 2}' in interactive
+    assert f'"className": "{display.LONG_CLASS}", "targets": [1]' in interactive
+
+
+def test_key_columns_are_checked():
+    frame = pd.DataFrame({"id": ["Q1"], "text": ["t"]})
+    with pytest.raises(ValueError, match="pins only its first column"):
+        display.bundle(frame, {"id": "ID", "text": "Text"}, name="t", key_columns=2)
+    with pytest.raises(ValueError, match="key_columns=3, but it has 2 columns"):
+        display.bundle(frame, {"id": "ID", "text": "Text"}, name="t", interactive=True, key_columns=3)
+    unpinned = display.bundle(frame, {"id": "ID"}, name="t", key_columns=0)["text/html"]
+    assert '<div class="riverton-table mathjax_ignore' in unpinned
+
+
+# --------------------------------------------------------------------------- prose
+
+
+@pytest.mark.parametrize(("text", "escaped"), [
+    ("costs $150|$150 per week", r"costs \$150|\$150 per week"),
+    ("code `$5 $6` stays, $7 does not", r"code `$5 $6` stays, \$7 does not"),
+    ("``a ` $ b`` then $c", r"``a ` $ b`` then \$c"),
+    ("```\n$x $y\n```\n$z", "```\n$x $y\n```\n\\$z"),
+    (r"already \$1, twice \\$2", r"already \$1, twice \\\$2"),
+    ("`unclosed $x", r"`unclosed \$x"),
+    ("no dollars", "no dollars"),
+])
+def test_literal_dollars(text, escaped):
+    assert display.literal_dollars(text) == escaped
+
+
+def test_markdown_without_dollars_is_unchanged():
+    assert display.Markdown("Plain *prose*.")._repr_markdown_() == "Plain *prose*."
+
+
+def test_markdown_with_dollars_is_escaped_and_kept_from_mathjax():
+    shown = display.Markdown("Q1 accepts $150|$150 per week; see `$x`.")._repr_markdown_()
+    assert shown == ('<div class="mathjax_ignore tex2jax_ignore">\n\n'
+                     "Q1 accepts \\$150|\\$150 per week; see `$x`.\n\n</div>")
+
+
+def test_markdown_renders_literally_with_nbconvert():
+    """What the build without Quarto does with a text/markdown output."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    rendered = markdown2html_mistune(display.Markdown("Q1 accepts $150|$150 per week; *see* `$x`.")._repr_markdown_())
+    assert '<div class="mathjax_ignore tex2jax_ignore">' in rendered
+    assert "<p>Q1 accepts $150|$150 per week; <em>see</em> <code>$x</code>.</p>" in rendered
+
+
+@pytest.mark.skipif(shutil.which("quarto") is None, reason="Quarto is not on PATH")
+def test_markdown_renders_literally_with_quartos_pandoc():
+    """What `quarto render` does with it: no math, the class kept, Markdown still Markdown."""
+    source = display.Markdown("Between $5 and$ also $a$ and *b*.")._repr_markdown_()
+    rendered = subprocess.run(["quarto", "pandoc", "--from", "markdown", "--to", "html"], input=source,
+                              capture_output=True, text=True, check=True).stdout
+    assert 'class="mathjax_ignore tex2jax_ignore"' in rendered
+    assert "Between $5 and$ also $a$ and <em>b</em>." in rendered
+    assert "math" not in rendered.replace("mathjax_ignore", "")
+    plain = subprocess.run(["quarto", "pandoc", "--from", "markdown", "--to", "html"], input="also $a$",
+                           capture_output=True, text=True, check=True).stdout
+    assert 'class="math inline"' in plain  # the escaping is what prevents it
+
+
+# --------------------------------------------------------------------------- the lessons
+
+LESSONS = sorted((PROJECT_ROOT / "lessons").glob("*.ipynb"))
+_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1(?!`)", re.DOTALL)
+
+
+def _dollars_outside_code(text: str) -> int:
+    return len(re.findall(r"(?<!\\)\$", _CODE_SPAN.sub("", text)))
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=[p.stem[:2] for p in LESSONS])
+def test_lesson_markdown_has_no_dollar_pair_outside_code(lesson):
+    """JupyterLab would typeset the text between two dollar signs in a Markdown cell, and
+    escaping does not stop it there: write amounts in code spans, or one per cell."""
+    nb = nbformat.read(lesson, as_version=4)
+    bad = [(index + 1, cell.source[:80]) for index, cell in enumerate(nb.cells)
+           if cell.cell_type == "markdown" and _dollars_outside_code(cell.source) >= 2]
+    assert not bad, f"{lesson.name}: Markdown cells with two or more $ outside code: {bad}"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=[p.stem[:2] for p in LESSONS])
+def test_lessons_compute_prose_with_the_literal_markdown(lesson):
+    nb = nbformat.read(lesson, as_version=4)
+    bad = [index + 1 for index, cell in enumerate(nb.cells) if cell.cell_type == "code"
+           and re.search(r"from IPython\.display import[^\n]*\bMarkdown\b", cell.source)]
+    assert not bad, (f"{lesson.name}: cells {bad} import IPython's Markdown; import it from "
+                     "helpers.display, which keeps dollar signs literal in JupyterLab")

@@ -1,0 +1,291 @@
+"""The lessons as a student sees them: JupyterLab in headless Chromium, every cell run.
+
+JupyterLab is started from this environment on 127.0.0.1 (a free port, no token) and
+serves a temporary copy of the lesson notebooks, so nothing it writes can reach the
+committed ones; the kernel imports `helpers` and reads `data/` from the project as a
+student's would. Needs Chromium and chromedriver, like the page checks: skipped without
+them unless BOOK_REQUIRE_BROWSER=1.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import textwrap
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import labcheck
+import pagecheck
+from helpers.fixture import load_riverton
+from helpers.paths import PROJECT_ROOT
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+LESSON_1 = "lessons/01-answering-from-retrieved-passages.ipynb"
+CHECKS = "student-checks.ipynb"
+BROKEN = "broken.ipynb"
+WIDTH = 1400
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def write_checks_notebook(path: Path) -> None:
+    """A notebook with what lesson 1 does not exercise: a wide table shown both ways, a
+    progress bar over questions, and the build detector as a student's kernel sees it."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    setup = textwrap.dedent(
+        """\
+        import time
+        from itables import init_notebook_mode
+        from helpers.display import show_table
+        from helpers.fixture import load_riverton
+        from helpers.progress import QuestionProgress, book_build
+        init_notebook_mode(all_interactive=False, connected=False)
+        handbook = load_riverton().handbook
+        # Ten columns, three of them long text, like lesson 3's side-by-side table.
+        wide = handbook.assign(
+            again=handbook["text"], once_more=handbook["text"].str.upper(),
+            a="answer", b="abstain", c="flag premise", d="EM 0; F1 0.00",
+            e="answer_has_citation, numbers_supported",
+        )
+        labels = {"passage_id": "Passage", "text": "Text", "topic": "Topic", "again": "Text again",
+                  "a": "Action A", "once_more": "Text in capitals", "b": "Action B",
+                  "c": "Action C", "d": "Agreement", "e": "Failed checks"}
+        """
+    )
+    nb.cells = [
+        nbformat.v4.new_code_cell(setup),
+        nbformat.v4.new_code_cell("#| label: tbl-wide-static\nshow_table(wide, labels, name='wide_static')"),
+        nbformat.v4.new_code_cell(
+            "#| label: tbl-wide-interactive\n"
+            "show_table(wide, labels, name='wide_interactive', interactive=True, key_columns=2)"
+        ),
+        nbformat.v4.new_code_cell(
+            "#| label: progress\n"
+            "with QuestionProgress(4, 'probe reader (live)') as bar:\n"
+            "    for question_id, _ in bar.track((f'Q{n}', n) for n in range(1, 5)):\n"
+            "        time.sleep(0.3)"
+        ),
+        nbformat.v4.new_code_cell("#| label: build-detector\nprint('book build:', book_build())"),
+    ]
+    nbformat.write(nb, path)
+
+
+@pytest.fixture(scope="module")
+def driver():
+    pagecheck.require_browser()
+    chrome = pagecheck.make_driver(WIDTH, 1000)
+    yield chrome
+    chrome.quit()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """JupyterLab serving a temporary copy of the lessons (and the checks notebook)."""
+    pagecheck.require_browser()
+    root = tmp_path_factory.mktemp("lab") / "project"
+    shutil.copytree(PROJECT_ROOT / "lessons", root / "lessons")
+    write_checks_notebook(root / CHECKS)
+    broken = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("raise ValueError('deliberate failure in cell 2')"),
+        nbformat.v4.new_code_cell("y = 2"),
+    ])
+    broken.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(broken, root / BROKEN)
+    committed = _digest(PROJECT_ROOT / LESSON_1)
+    with labcheck.lab_server(root) as server:
+        yield server
+        kernels = server.kernel_pids()
+        assert _digest(PROJECT_ROOT / LESSON_1) == committed, "the committed lesson 1 notebook changed"
+    assert kernels, "JupyterLab started no kernel"
+    left = [pid for pid in {server.pid, *kernels} if labcheck.alive(pid)]
+    assert not left, f"still running after the server was stopped: PIDs {left}"
+
+
+# --------------------------------------------------------------------------- DOM readers
+
+_TABLE_ROWS_JS = """
+const out = arguments[0];
+const table = out.querySelector('.dt-scroll-body table') || out.querySelector('div.riverton-table table');
+if (!table) return null;
+const head = (out.querySelector('.dt-scroll-head table') || table).querySelectorAll('thead th');
+const rows = Array.from(table.querySelectorAll('tbody tr'))
+  .filter(tr => !tr.querySelector('td.dt-empty, td.dataTables_empty'))
+  .map(tr => Array.from(tr.querySelectorAll('td')).map(td => td.textContent));
+return {columns: Array.from(head).map(th => th.textContent.trim()), rows,
+        math: out.querySelectorAll('mjx-container, .MathJax, .MathJax_Display').length};
+"""
+
+
+def shown_table(driver, output) -> dict:
+    found = driver.execute_script(_TABLE_ROWS_JS, output)
+    assert found is not None, "the cell's output holds no table"
+    return found
+
+
+def _screen(driver, tmp_path: Path, name: str) -> Path:
+    shot = tmp_path / f"{name}.png"
+    driver.save_screenshot(str(shot))
+    return shot
+
+
+# --------------------------------------------------------------------------- lesson 1
+
+
+@pytest.fixture(scope="module")
+def lesson_1(lab, driver, tmp_path_factory):
+    """Lesson 1 opened in JupyterLab and run from top to bottom."""
+    shot = tmp_path_factory.mktemp("lesson-1") / "screen.png"
+    labcheck.open_notebook(driver, lab, LESSON_1, screenshot=shot)
+    return labcheck.run_all(driver, screenshot=shot)
+
+
+def test_lesson_1_runs_without_errors(lesson_1):
+    code = [c for c in lesson_1["cells"] if c["type"] == "code" and c["source"].strip()]
+    errors = [f"cell {c['index'] + 1} ({labcheck.first_line(c['source'])}): {e}"
+              for c in code for e in c["errors"]]
+    assert not errors, "cells show errors:\n" + "\n".join(errors)
+    not_run = [c["index"] + 1 for c in code if c["execution_count"] is None]
+    assert not not_run, f"cells never ran: {not_run}; {labcheck.describe(lesson_1)}"
+    assert lesson_1["kernel"] == "idle"
+
+
+def test_questions_table_shows_dollar_signs_as_written(lesson_1, driver, tmp_path):
+    questions = load_riverton().questions.set_index("question_id")
+    expected = questions.loc["Q1", "acceptable_answers"]
+    assert expected.count("$") >= 2, "the fixture no longer has two dollar signs in one cell"
+    output = labcheck.cell_output_element(driver, "tbl-questions")
+    table = shown_table(driver, output)
+    column = table["columns"].index("Acceptable short answers")
+    q1 = [row for row in table["rows"] if row[0] == "Q1"]
+    shot = _screen(driver, tmp_path, "questions-table")
+    assert q1, f"no Q1 row in the questions table: {table['rows']} (screenshot {shot})"
+    assert q1[0][column] == expected, (
+        f"Q1's acceptable answers show as {q1[0][column]!r}, not {expected!r} (screenshot {shot})"
+    )
+    assert table["math"] == 0, f"MathJax typeset {table['math']} piece(s) of the questions table (screenshot {shot})"
+
+
+def test_no_output_of_lesson_1_is_typeset_as_mathematics(lesson_1, driver):
+    found = driver.execute_script(
+        "const panel = window.jupyterapp.shell.currentWidget;"
+        "return Array.from(panel.node.querySelectorAll('.jp-OutputArea mjx-container'))"
+        ".map(m => (m.parentElement.textContent || '').trim().slice(0, 120));"
+    )
+    assert found == [], f"outputs with text typeset as mathematics: {found}"
+
+
+def test_handbook_search_leaves_exactly_the_forklift_passages(lesson_1, driver, tmp_path):
+    handbook = load_riverton().handbook
+    shown_columns = ["passage_id", "topic", "text"]  # what the lesson's handbook table shows
+    expected = sorted(
+        row.passage_id for row in handbook[shown_columns].itertuples(index=False)
+        if "forklift" in " ".join(row).lower()
+    )
+    assert 0 < len(expected) < len(handbook)
+    output = labcheck.cell_output_element(driver, "tbl-handbook")
+    before = shown_table(driver, output)
+    assert len(before["rows"]) == len(handbook), f"the handbook table shows {len(before['rows'])} rows"
+    box = driver.execute_script("return arguments[0].querySelector('.dt-search input, input[type=search]');", output)
+    assert box is not None, f"the handbook table has no search box (screenshot {_screen(driver, tmp_path, 'handbook')})"
+    box.clear()
+    box.send_keys("forklift")
+    deadline = time.monotonic() + 30
+    while True:
+        after = shown_table(driver, output)
+        if len(after["rows"]) != len(before["rows"]) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    shot = _screen(driver, tmp_path, "handbook-forklift")
+    shown = sorted(row[0] for row in after["rows"])
+    assert shown == expected, f"searching 'forklift' left {shown}, expected {expected} (screenshot {shot})"
+    assert after["math"] == 0, f"MathJax typeset part of the handbook table after the search (screenshot {shot})"
+
+
+def test_handbook_rows_redrawn_by_a_search_keep_their_dollar_signs(lesson_1, driver, tmp_path):
+    """DataTables draws new rows on every search; they stay out of MathJax's reach too."""
+    handbook = load_riverton().handbook.set_index("passage_id")
+    expected = {pid: text for pid, text in handbook["text"].items() if "$" in text}
+    assert len(expected) >= 2, "the fixture no longer has two passages with a dollar sign"
+    output = labcheck.cell_output_element(driver, "tbl-handbook")
+    box = driver.execute_script("return arguments[0].querySelector('.dt-search input, input[type=search]');", output)
+    box.clear()
+    box.send_keys("$")
+    deadline = time.monotonic() + 30
+    while True:
+        after = shown_table(driver, output)
+        if sorted(row[0] for row in after["rows"]) == sorted(expected) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    shot = _screen(driver, tmp_path, "handbook-dollar")
+    text_column = after["columns"].index("Handbook text")
+    assert {row[0]: row[text_column] for row in after["rows"]} == expected, f"screenshot {shot}"
+    assert after["math"] == 0, f"MathJax typeset part of the redrawn rows (screenshot {shot})"
+
+
+# --------------------------------------------------------------------------- wide tables, progress
+
+
+@pytest.fixture(scope="module")
+def checks(lab, driver, lesson_1, tmp_path_factory):  # after lesson 1: one notebook at a time
+    shot = tmp_path_factory.mktemp("checks") / "screen.png"
+    labcheck.open_notebook(driver, lab, CHECKS, screenshot=shot)
+    return labcheck.run_all(driver, screenshot=shot)
+
+
+def test_checks_notebook_runs(checks):
+    errors = [e for c in checks["cells"] for e in c["errors"]]
+    assert not errors, labcheck.describe(checks)
+
+
+@pytest.mark.parametrize("label", ["tbl-wide-static", "tbl-wide-interactive"])
+@pytest.mark.parametrize("width", [1400, 1000])
+def test_wide_table_scrolls_inside_its_box_in_jupyterlab(checks, driver, tmp_path, label, width):
+    pagecheck.set_inner_width(driver, width)
+    try:
+        time.sleep(1.0)  # JupyterLab and DataTables re-lay out after a resize
+        output = labcheck.cell_output_element(driver, label)
+        measures = pagecheck.measure_table(driver, output, labcheck.notebook_scroller(driver))
+        fit = pagecheck.TableFit(label, width, measures)
+        shot = _screen(driver, tmp_path, f"{label}-{width}")
+        assert fit.scrolls, f"{label} fits at {width} px: this check needs a table that does not"
+        assert not fit.problems(), f"{label} at {width} px: " + "; ".join(fit.problems()) + f" (screenshot {shot})"
+        assert measures["first_text"].startswith("H")
+    finally:
+        pagecheck.set_inner_width(driver, WIDTH)
+
+
+def test_progress_bar_counts_and_names_the_questions(checks, driver):
+    output = labcheck.cell_output_element(driver, "progress")
+    # tqdm's widget writes figure spaces (U+2007) so that its digits keep their places.
+    text = driver.execute_script("return arguments[0].textContent;", output).replace("\u2007", " ")
+    widget = driver.execute_script("return arguments[0].querySelector('.widget-hprogress, .jupyter-widgets progress, progress');", output)
+    assert widget is not None, f"no progress widget in the output: {text!r}"
+    for part in ("probe reader (live)", "4/4", "Q4"):
+        assert part in text, f"the progress bar reads {text!r}, without {part!r}"
+
+
+def test_a_students_kernel_is_not_taken_for_a_book_build(checks, driver):
+    output = labcheck.cell_output_element(driver, "build-detector")
+    text = driver.execute_script("return arguments[0].textContent;", output).strip()
+    assert text == "book build: None"
+
+
+def test_a_failing_cell_ends_the_run_and_is_named(checks, lab, driver):
+    """Run All stops at an error, as it does for a student; the check does not wait out
+    its timeout and says which cell failed and how."""
+    started = time.monotonic()
+    labcheck.open_notebook(driver, lab, BROKEN)
+    finished = labcheck.run_all(driver, timeout=120)
+    assert time.monotonic() - started < 110
+    report = labcheck.describe(finished)
+    assert "error in cell 2 (raise ValueError('deliberate failure in cell 2')): ValueError: deliberate failure in cell 2" in report
+    assert [c["execution_count"] is None for c in finished["cells"]] == [False, False, True]

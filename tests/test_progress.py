@@ -1,0 +1,182 @@
+"""Progress bars: shown while a person runs the code, never in a built page.
+
+The detector is checked on environments, in a real kernel both ways, through the build
+without Quarto, and (when Quarto is on PATH) through `quarto render` itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from helpers import progress
+from helpers.paths import PROJECT_ROOT
+from test_build import LESSON, run_build, write_project
+
+LABEL = "probe-progress-label"
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def _person(environ=None) -> dict[str, str]:
+    """An environment as a student's JupyterLab session has it: no build markers."""
+    environ = dict(os.environ if environ is None else environ)
+    for name in [progress.BUILD_ENV, progress.SWITCH_ENV, *progress.QUARTO_MARKERS]:
+        environ.pop(name, None)
+    return environ
+
+
+# --------------------------------------------------------------------------- the detector
+
+
+@pytest.mark.parametrize(("extra", "build"), [
+    ({}, None),
+    ({progress.BUILD_ENV: "nbclient"}, "nbclient"),
+    ({progress.BUILD_ENV: "quarto"}, "quarto"),
+    ({progress.BUILD_ENV: "0"}, None),
+    ({"QUARTO_DOCUMENT_PATH": "/book/lessons"}, "quarto"),
+    ({"QUARTO_EXECUTE_INFO": "/book/.quarto/x"}, "quarto"),
+    ({"QUARTO_BIN_PATH": "/opt/quarto/bin", "QUARTO_PYTHON": "python"}, None),  # a shell near Quarto
+])
+def test_book_build_is_read_from_the_environment(extra, build):
+    environ = {**_person(), **extra}
+    assert progress.book_build(environ) == build
+    assert progress.bars_enabled(environ) is (build is None)
+
+
+@pytest.mark.parametrize("value", ["0", "off", "False", "no"])
+def test_bars_can_be_switched_off(value):
+    assert not progress.bars_enabled({**_person(), progress.SWITCH_ENV: value})
+    assert progress.bars_enabled({**_person(), progress.SWITCH_ENV: "1"})
+
+
+def test_build_environment_marks_a_copy():
+    base = {"PATH": "/bin"}
+    marked = progress.build_environment("nbclient", base)
+    assert marked == {"PATH": "/bin", progress.BUILD_ENV: "nbclient"}
+    assert base == {"PATH": "/bin"}
+
+
+# --------------------------------------------------------------------------- in a terminal
+
+
+def _loop(n_fail: int | None = None):
+    with progress.QuestionProgress(3, LABEL) as bar:
+        for question_id, n in bar.track((f"Q{n}", n) for n in range(1, 4)):
+            if n == n_fail:
+                raise RuntimeError(f"stopped at {question_id}")
+    return bar
+
+
+def test_a_person_sees_the_count_and_the_question(monkeypatch, capsys):
+    monkeypatch.setattr(os, "environ", _person())
+    bar = _loop()
+    err = capsys.readouterr().err
+    assert bar.shown and bar.done == 3
+    assert LABEL in err and "3/3" in err and "Q3" in err
+
+
+def test_a_failing_loop_leaves_the_bar_where_it_stopped(monkeypatch, capsys):
+    monkeypatch.setattr(os, "environ", _person())
+    with pytest.raises(RuntimeError, match="stopped at Q2"):
+        _loop(n_fail=2)
+    last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "1/3" in last and "Q2" in last, last
+
+
+@pytest.mark.parametrize("extra", [{progress.BUILD_ENV: "nbclient"}, {"QUARTO_DOCUMENT_PATH": "/x"},
+                                   {progress.SWITCH_ENV: "0"}])
+def test_a_build_sees_nothing(monkeypatch, capsys, extra):
+    monkeypatch.setattr(os, "environ", {**_person(), **extra})
+    bar = _loop()
+    assert not bar.shown and bar.done == 3
+    assert capsys.readouterr() == ("", "")
+
+
+# --------------------------------------------------------------------------- in a real kernel
+
+# The label is put together when the cell runs, so that the cell's source, which a page
+# shows, does not contain it.
+LOOP_CELL = textwrap.dedent(
+    f"""\
+    from helpers.progress import QuestionProgress
+    with QuestionProgress(3, {LABEL[:6]!r} + {LABEL[6:]!r}) as bar:
+        for question_id, _ in bar.track((f"Q{{n}}", n) for n in range(1, 4)):
+            pass
+    """
+)
+
+
+def _run_in_kernel(env: dict[str, str]):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(LOOP_CELL)])
+    NotebookClient(nb, kernel_name="python3", timeout=120,
+                   resources={"metadata": {"path": str(PROJECT_ROOT)}}).execute(env=env)
+    return nb.cells[0].outputs
+
+
+def test_a_students_kernel_shows_a_widget():
+    outputs = _run_in_kernel(_person())
+    widgets = [o for o in outputs if WIDGET_MIME in o.get("data", {})]
+    assert widgets, f"no progress widget in {outputs}"
+    assert LABEL in widgets[0]["data"]["text/plain"]
+
+
+@pytest.mark.parametrize("marker", [
+    progress.build_environment("nbclient", _person()),
+    {**_person(), "QUARTO_DOCUMENT_PATH": str(PROJECT_ROOT / "lessons")},
+], ids=["helpers.build", "quarto"])
+def test_a_build_kernel_shows_nothing(marker):
+    assert _run_in_kernel(marker) == []
+
+
+# --------------------------------------------------------------------------- built pages
+
+
+def _progress_project(root: Path) -> Path:
+    return write_project(root, [nbformat.v4.new_code_cell(LOOP_CELL + "print('loop done')")])
+
+
+def residue(page: str) -> list[str]:
+    """Traces of a progress bar in a built page."""
+    return [mark for mark in (LABEL, "widget-view+json", "3/3", "question/s", "s/question")
+            if mark in page]
+
+
+def _built_page(root: Path) -> str:
+    page = (root / "_book" / Path(LESSON).with_suffix(".html")).read_text(encoding="utf-8")
+    assert "loop done" in page, "the lesson's cell did not run"
+    return page
+
+
+@pytest.mark.slow
+def test_build_without_quarto_leaves_no_progress_bar(tmp_path):
+    root = _progress_project(tmp_path / "book")
+    result = run_build(root, "--engine", "nbclient", env=_person())
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert residue(_built_page(root)) == []
+
+
+QUARTO = shutil.which("quarto")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(QUARTO is None, reason="Quarto is not on PATH")
+@pytest.mark.parametrize("how", ["helpers.build", "quarto render"])
+def test_quarto_leaves_no_progress_bar(tmp_path, how):
+    """Through the build, and through a plain `quarto render`, which only Quarto marks."""
+    root = _progress_project(tmp_path / "book")
+    env = {**_person(), "QUARTO_PYTHON": sys.executable}
+    if how == "helpers.build":
+        result = run_build(root, "--engine", "quarto", env=env)
+    else:
+        result = subprocess.run([QUARTO, "render"], cwd=root, env=env, capture_output=True, text=True,
+                                timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert residue(_built_page(root)) == []
