@@ -2,7 +2,8 @@
 
 ``record`` loads the reader live, builds the lesson's prompts (fixture, tf-idf top 3),
 checks the input budget, generates every reply and rewrites the transcript atomically,
-replacing the entries of the same questions and model. ``show`` prints a transcript.
+replacing the entries of the same questions, model and decoding (``--constrained``
+decodes under lesson 3's reply grammar). ``show`` prints a transcript.
 """
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="label stored with each entry (default: command and versions)")
     record.add_argument("--allow-download", action="store_true",
                         help="let transformers download the pinned weights if they are missing")
+    record.add_argument("--constrained", action="store_true",
+                        help="decode under lesson 3's two-line reply grammar (llguidance); "
+                             "kept beside, not in place of, the unconstrained replies")
     show = commands.add_parser("show", help="list the entries of a transcript")
     show.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
     return parser
@@ -51,12 +55,14 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = questions.parent if questions.parent != Path(".") else DATA_DIR
     inputs = lesson_reader_inputs(questions.name, data_dir)
     reader = load_reader(args.reader, mode="live", allow_download=args.allow_download)
-    entries = record_into(reader, inputs, args.transcript, args.recorded_by)
+    entries = record_into(reader, inputs, args.transcript, args.recorded_by,
+                          constrained=args.constrained)
     for entry in entries:
         shown = entry.raw_output.replace("\n", " ⏎ ")
         print(f"{entry.question_id}: {shown} ({entry.output_tokens} tokens, "
               f"EOS {entry.ended_by_eos}, cap {entry.hit_token_cap})")
-    print(f"wrote {len(entries)} entries of {args.reader} to {args.transcript}")
+    decoding = " (constrained)" if args.constrained else ""
+    print(f"wrote {len(entries)} entries of {args.reader}{decoding} to {args.transcript}")
     return 0
 
 
