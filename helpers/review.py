@@ -1,8 +1,8 @@
 """The human support review: its vocabulary, its record and the rule for changed replies.
 
 Introduced in lesson 4, "The review record". Each row of a review says, for one recorded
-reader reply, whether someone who read only the cited passage would agree that,
-according to that passage, the answer is supported. A row is tied to the exact reply it
+reader reply, whether the passage it cites, read on its own, backs the answer it gives
+to its question (the human support test of lesson 1). A row is tied to the exact reply it
 judged: the transcript entry's key, the raw reply, and the answer and sources the strict
 parser read from it. The book's own record is ``data/riverton/support-review.csv`` (a
 fixture, fingerprinted in the metadata file); a student's reviews go in
@@ -504,8 +504,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "template":
-            written = write_template(args.path, load_review())
-            print(f"wrote {written} with {len(load_review())} replies to review; fill in "
+            book = load_review()
+            written = write_template(args.path, book)
+            print(f"wrote {written} with {len(book)} replies to review; fill in "
                   "verdict, reason, note, reviewer and reviewed_on (leave a row blank to "
                   "skip it), then run `python -m helpers.review check`")
             return 0

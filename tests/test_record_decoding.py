@@ -22,7 +22,6 @@ from helpers.reader.lesson import lesson_reader_inputs
 from helpers.reader.record import record_into
 from helpers.reader.registry import DEFAULT_SETTINGS
 from helpers.reader.transcript import (
-    TRANSCRIPT_PATH,
     UNCONSTRAINED,
     TranscriptError,
     decoding_of,
@@ -78,8 +77,13 @@ def test_constrained_settings_name_the_decoding_and_hash_the_grammar(inputs):
     assert len({plain, forced, shorter, other_ids}) == 4
 
 
+def _unconstrained_only():
+    """The transcript as it was before any constrained reply was recorded."""
+    return [e for e in read_transcript() if e.decoding == UNCONSTRAINED]
+
+
 def test_merge_keeps_both_decodings_of_one_question():
-    entries = read_transcript()
+    entries = _unconstrained_only()
     plain = _smol_entry("Q1")
     forced = _as_constrained(plain, ("H08",))
     merged = merge_entries(entries, [forced])
@@ -157,7 +161,7 @@ def live():
 @pytest.mark.slow
 def test_recording_constrained_replies_keeps_the_unconstrained_ones(live, inputs, tmp_path):
     path = tmp_path / "reader-transcript.jsonl"
-    shutil.copyfile(TRANSCRIPT_PATH, path)
+    write_transcript(path, _unconstrained_only())
     before = read_transcript(path)
     one = inputs.iloc[[0]]
     new = record_into(live, one, path, recorded_by="test", constrained=True)

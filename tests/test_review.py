@@ -331,3 +331,23 @@ def test_the_book_review_covers_exactly_the_replies_the_lesson_replays():
     # Nothing carried over: replaying the record's own replies keeps every verdict.
     run = replies[["reader", "decoding", "question_id", "key", "raw_output"]]
     assert (carry_verdicts(book, run)["status"] == SAME_REPLY).all()
+
+
+def test_the_command_writes_a_template_and_checks_every_review(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "reviews"
+    monkeypatch.setenv(review.REVIEWS_ENV, str(folder))
+    assert review.main(["template", str(folder / "mine.csv")]) == 0
+    assert "with 90 replies to review" in capsys.readouterr().out
+    assert review.main(["template", str(folder / "mine.csv")]) == 1
+    assert "mine.csv exists" in capsys.readouterr().err
+    assert review.main(["check"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "support-review.csv: 90 rows ok", "mine.csv: 0 reviewed rows ok"]
+    with open(folder / "mine.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    rows[3].update(verdict="supported", reason="correct abstention", reviewer="student",
+                   reviewed_on="2026-12-03")
+    write_rows(folder / "mine.csv", rows)
+    assert review.main(["check"]) == 1
+    assert ("mine.csv, row 4 (line 5), column 'reason': reason 'correct abstention' goes "
+            "with the verdict 'not applicable', not 'supported'") in capsys.readouterr().err
