@@ -14,7 +14,7 @@ import dataclasses
 import itertools
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
@@ -24,6 +24,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from .progress import QuestionProgress
 from .reader.generation import Generation, _cpu_threads, stopping_diagnostics
 from .reader.registry import DEFAULT_SETTINGS
+from .reader.transcript import CONSTRAINED, DECODING_FIELD, transcript_key
 
 #: Tokens the answer text may take at most. With the fixed parts of the reply this keeps
 #: the whole reply inside the reader's 48-token cap (checked by ``reply_token_bound``).
@@ -273,20 +274,38 @@ class GrammarLogitsProcessor(LogitsProcessor):
 
 # --- generation -----------------------------------------------------------------------
 
+#: The name the transcript stores for this decoding (the ``decoding`` setting).
+CONSTRAINED_DECODING = CONSTRAINED
+
+
+def constrained_settings(settings: dict, grammar: str) -> dict:
+    """The settings a grammar-constrained reply is keyed by: the reader's, plus the
+    decoding's name and the grammar itself.
+
+    Both go into the transcript key, so a constrained reply never shares a key with the
+    unconstrained reply to the same prompt, and a changed grammar (other retrieved IDs,
+    another answer limit) never replays an old reply. Lesson 3, "Force the format";
+    recorded with ``python -m helpers.reader record --constrained``.
+    """
+    return {**settings, DECODING_FIELD: CONSTRAINED_DECODING, "grammar": grammar}
+
 
 @dataclass(frozen=True)
 class ConstrainedGeneration(Generation):
     """One constrained reply: the reader's ``Generation`` fields plus grammar facts.
 
     Lesson 3, "Force the format". ``grammar_complete`` says whether the matcher reached
-    the end of the grammar before end of sequence (it should, every time);
-    ``seconds`` is the wall time of the ``generate`` call.
+    the end of the grammar before end of sequence (it should, every time; ``None`` for a
+    replayed reply, where no matcher ran); ``seconds`` is the wall time of the
+    ``generate`` call; ``settings`` are the ones the transcript key hashes
+    (:func:`constrained_settings`).
     """
 
     constrained: bool = True
     retrieved_ids: tuple[str, ...] = ()
-    grammar_complete: bool = False
+    grammar_complete: bool | None = False
     seconds: float = 0.0
+    settings: dict = field(default_factory=dict)
 
 
 class _PairReader:
@@ -308,8 +327,9 @@ class _PairReader:
             messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
         )
 
-    def key(self, messages: list[dict]) -> str:
-        return ""
+    def key(self, messages: list[dict], settings: dict | None = None) -> str:
+        settings = self.settings if settings is None else settings
+        return transcript_key(self.model_id, self.revision, messages, settings)
 
 
 def _live_reader(reader_or_model: Any) -> Any:
@@ -320,48 +340,35 @@ def _live_reader(reader_or_model: Any) -> Any:
         raise ConstrainedDecodingError(
             "constrained decoding steers the model token by token, so it needs a live "
             f"reader; this reader is in {mode!r} mode. Load it with "
-            "helpers.reader.load_reader(key, mode='live')."
+            "helpers.reader.load_reader(key, mode='live'), or replay recorded "
+            "constrained replies with helpers.constrained.replay_constrained."
         )
     return reader_or_model
 
 
-def generate_constrained(
+def generate_under_grammar(
     reader_or_model: Any,
     messages: Sequence[dict],
-    retrieved_ids: Iterable[str],
+    grammar: str,
     question_id: str,
-    *,
-    answer_max_tokens: int = ANSWER_MAX_TOKENS,
-    answer_pattern: str = ANSWER_PATTERN,
+    settings: dict | None = None,
+    retrieved_ids: Iterable[str] = (),
 ) -> ConstrainedGeneration:
-    """Generate one reply greedily under the two-line grammar for ``retrieved_ids``.
+    """Generate one reply greedily under any llguidance ``grammar``.
 
-    ``reader_or_model`` is a live reader from ``helpers.reader.load_reader`` (the model
-    is loaded once per process there) or a ``(model, tokenizer)`` pair. The settings are
-    the reader's: greedy, repetition penalty 1.05, 48 new tokens at most. Raises
-    ``ConstrainedDecodingError`` naming the question if the grammar's longest reply
-    would not fit in the token cap, or if generation leaves the grammar.
-    ``answer_pattern`` replaces the answer rule's regular expression (see
-    :func:`build_grammar`); the token bound holds for any pattern.
-    Lesson 3, "Force the format".
+    ``settings`` (greedy, ``max_new_tokens``, ``repetition_penalty``) default to the
+    reader's; the returned generation is keyed by them plus the grammar
+    (:func:`constrained_settings`). :func:`generate_constrained` calls this with the
+    two-line reply grammar; lesson 4's judge with a one-word grammar.
     """
     import torch
 
-    ids = _check_ids(retrieved_ids)
-    if getattr(reader_or_model, "mode", None) == "server":
-        return generate_constrained_many(reader_or_model, [messages], [ids], [question_id])[0]
     live = _live_reader(reader_or_model)
     tokenizer = live.tokenizer
-    settings = live.settings
+    settings = dict(live.settings if settings is None else settings)
+    if settings.get("do_sample"):
+        raise ConstrainedDecodingError(f"{question_id}: constrained decoding here is greedy only")
     cap = int(settings["max_new_tokens"])
-    bound = reply_token_bound(tokenizer, ids, answer_max_tokens=answer_max_tokens)
-    if bound > cap:
-        raise ConstrainedDecodingError(
-            f"{question_id}: the longest reply the grammar allows takes {bound} tokens, "
-            f"over the cap of {cap}; lower answer_max_tokens"
-        )
-    grammar = build_grammar(ids, answer_max_tokens=answer_max_tokens,
-                            answer_pattern=answer_pattern)
     messages = list(messages)
     encoded = live.encode(messages)
     n_prompt = int(encoded["input_ids"].shape[1])
@@ -395,6 +402,7 @@ def generate_constrained(
     # be in an accepting state, which is what "the reply completed the grammar" means.
     body = new_ids[:-1] if ended_by_eos else new_ids
     processor.consume(body[len(processor.consumed) :])
+    keyed = constrained_settings(settings, grammar)
     return ConstrainedGeneration(
         question_id=question_id,
         raw_output=tokenizer.decode(new_ids, skip_special_tokens=True),
@@ -405,12 +413,79 @@ def generate_constrained(
         mode="live",
         model_id=live.model_id,
         revision=live.revision,
-        key=live.key(messages),
+        key=live.key(messages, keyed),
         token_ids=tuple(new_ids),
         constrained=True,
-        retrieved_ids=ids,
+        retrieved_ids=tuple(retrieved_ids),
         grammar_complete=ended_by_eos and bool(processor.matcher.is_accepting()),
         seconds=seconds,
+        settings=keyed,
+    )
+
+
+def generate_constrained(
+    reader_or_model: Any,
+    messages: Sequence[dict],
+    retrieved_ids: Iterable[str],
+    question_id: str,
+    *,
+    answer_max_tokens: int = ANSWER_MAX_TOKENS,
+    answer_pattern: str = ANSWER_PATTERN,
+) -> ConstrainedGeneration:
+    """Generate one reply greedily under the two-line grammar for ``retrieved_ids``.
+
+    ``reader_or_model`` is a live reader from ``helpers.reader.load_reader`` (the model
+    is loaded once per process there), a ``(model, tokenizer)`` pair, or a server reader
+    (the server then enforces the grammar, see :func:`generate_constrained_many`). The
+    settings are the reader's: greedy, repetition penalty 1.05, 48 new tokens at most.
+    Raises ``ConstrainedDecodingError`` naming the question if the grammar's longest
+    reply would not fit in the token cap, or if generation leaves the grammar.
+    ``answer_pattern`` replaces the answer rule's regular expression (see
+    :func:`build_grammar`); the token bound holds for any pattern. A live reply's
+    transcript key hashes the grammar too (:func:`constrained_settings`).
+    Lesson 3, "Force the format".
+    """
+    ids = _check_ids(retrieved_ids)
+    if getattr(reader_or_model, "mode", None) == "server":
+        return generate_constrained_many(reader_or_model, [messages], [ids], [question_id])[0]
+    live = _live_reader(reader_or_model)
+    cap = int(live.settings["max_new_tokens"])
+    bound = reply_token_bound(live.tokenizer, ids, answer_max_tokens=answer_max_tokens)
+    if bound > cap:
+        raise ConstrainedDecodingError(
+            f"{question_id}: the longest reply the grammar allows takes {bound} tokens, "
+            f"over the cap of {cap}; lower answer_max_tokens"
+        )
+    grammar = build_grammar(ids, answer_max_tokens=answer_max_tokens,
+                            answer_pattern=answer_pattern)
+    return generate_under_grammar(live, messages, grammar, question_id, retrieved_ids=ids)
+
+
+def replay_constrained(
+    recorded_reader: Any,
+    messages: Sequence[dict],
+    retrieved_ids: Iterable[str],
+    question_id: str,
+    *,
+    answer_max_tokens: int = ANSWER_MAX_TOKENS,
+) -> ConstrainedGeneration:
+    """The recorded constrained reply to ``messages`` under the grammar for ``retrieved_ids``.
+
+    Looks the reply up by the same key a live :func:`generate_constrained` gives it, so
+    a changed prompt or grammar is refused with the recorded reader's ``ReplayError``.
+    Lesson 4, "The replies under review".
+    """
+    ids = _check_ids(retrieved_ids)
+    grammar = build_grammar(ids, answer_max_tokens=answer_max_tokens)
+    keyed = constrained_settings(recorded_reader.settings, grammar)
+    replayed = recorded_reader.generate(list(messages), question_id, settings=keyed)
+    return ConstrainedGeneration(
+        **{name: getattr(replayed, name) for name in Generation.__dataclass_fields__},
+        constrained=True,
+        retrieved_ids=ids,
+        grammar_complete=None,
+        seconds=0.0,
+        settings=keyed,
     )
 
 

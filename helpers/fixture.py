@@ -25,10 +25,13 @@ import pandas as pd
 import regex
 
 from .paths import DATA_DIR, PROJECT_ROOT
+from .reader.transcript import TRANSCRIPT_PATH
 
 HANDBOOK_FILE = "riverton-handbook.csv"
 QUESTIONS_FILE = "riverton-handbook-questions.csv"
 METADATA_FILE = "riverton-handbook-metadata.csv"
+#: Lesson 4's human support review (validated by :mod:`helpers.review`).
+REVIEW_FILE = "support-review.csv"
 
 HANDBOOK_COLUMNS = ("passage_id", "topic", "text", "source", "author_note")
 QUESTION_COLUMNS = (
@@ -361,6 +364,10 @@ def _artifact_rows(path: Path) -> int:
     """Data rows of an artifact, after validating it where a schema is known."""
     if path.name == HANDBOOK_FILE:
         return len(_handbook_rows(path))
+    if path.name == REVIEW_FILE:
+        from .review import _review_rows  # the review module imports this one
+
+        return len(_review_rows(path, TRANSCRIPT_PATH, allow_blank=False)[0])
     if path.suffix == ".csv" and path.name != METADATA_FILE:
         with path.open(encoding="utf-8", newline="") as handle:
             header = next(csv.reader(handle), [])
@@ -409,6 +416,12 @@ def check_all(data_dir: str | os.PathLike = DATA_DIR) -> list[str]:
                 header = tuple(next(csv.reader(handle), []))
             if header == QUESTION_COLUMNS:
                 frame = load_questions(name, data_dir, handbook, metadata)
+                report.append(f"{name}: {len(frame)} rows ok")
+                continue
+            if name == REVIEW_FILE:
+                from .review import load_review
+
+                frame = load_review(data_dir, TRANSCRIPT_PATH, metadata)
                 report.append(f"{name}: {len(frame)} rows ok")
                 continue
         _check_against_metadata(path, _artifact_rows(path), metadata)

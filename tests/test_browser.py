@@ -147,6 +147,8 @@ LESSON_PAGES = [
     (LESSON_1, "Q3", lambda row: any("Q3" in cell for cell in row)),
     ("lessons/02-when-words-dont-match.ipynb", "X23", lambda row: any("X23" in cell for cell in row)),
     ("lessons/03-format-is-not-truth.ipynb", "Q6", lambda row: any("Q6" in cell for cell in row)),
+    ("lessons/04-human-support-review.ipynb", "wrong abstention",
+     lambda row: any("wrong abstention" in cell for cell in row)),
 ]
 
 

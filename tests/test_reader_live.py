@@ -86,11 +86,17 @@ def test_record_command_writes_entries_that_replay_exactly(reader, inputs, first
                        "--recorded-by", "test run"]) == 0
     assert "wrote 6 entries" in capsys.readouterr().out
     after = read_transcript(transcript)
-    # Entries of the same question and model are replaced; the other reader's are kept.
+    # Entries of the same question, model and decoding are replaced; all others are kept
+    # (the other reader's, and this reader's other questions and constrained replies).
     assert len(after) == len(before)
-    kept = [e for e in before if e.model_id != reader.model_id]
-    assert kept and [e for e in after if e.model_id != reader.model_id] == kept
-    entries = [e for e in after if e.model_id == reader.model_id]
+
+    def rewritten(entry):
+        return (entry.model_id == reader.model_id and entry.decoding == "unconstrained"
+                and entry.question_id in set(inputs["question_id"]))
+
+    kept = [e for e in before if not rewritten(e)]
+    assert kept and [e for e in after if not rewritten(e)] == kept
+    entries = [e for e in after if rewritten(e)]
     assert [e.question_id for e in entries] == list(inputs["question_id"])
     assert all(e.provenance == GENERATED_LIVE and e.recorded_by == "test run" for e in entries)
 

@@ -3,9 +3,10 @@
 ``record`` loads the reader live (or, with ``--server URL``, on an OpenAI-compatible
 server), builds the lesson's prompts (fixture, top 3 of ``--retriever``: tf-idf for
 lesson 1, hybrid for lesson 2), checks the input budget, generates every reply and
-rewrites the transcript atomically, replacing the entries of the same questions and
-model; a failed or interrupted run leaves the transcript as it was. ``show`` prints a
-transcript.
+rewrites the transcript atomically, replacing the entries in the same slot (question,
+model, decoding and the passages the prompt shows); a failed or interrupted run leaves
+the transcript as it was. ``--constrained`` decodes under lesson 3's reply grammar.
+``show`` prints a transcript.
 """
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="server requests in flight at once (default 4)")
     record.add_argument("--timeout", type=float, default=None,
                         help="seconds one server request may take (default 60)")
+    record.add_argument("--constrained", action="store_true",
+                        help="decode under lesson 3's two-line reply grammar (llguidance); "
+                             "kept beside, not in place of, the unconstrained replies")
     show = commands.add_parser("show", help="list the entries of a transcript")
     show.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
     return parser
@@ -82,12 +86,14 @@ def _run(args) -> int:
     else:
         reader = load_reader(args.reader, mode="live", allow_download=args.allow_download)
     inputs = lesson_reader_inputs(questions.name, data_dir, retriever=args.retriever)
-    entries = record_into(reader, inputs, args.transcript, args.recorded_by)
+    entries = record_into(reader, inputs, args.transcript, args.recorded_by,
+                          constrained=args.constrained)
     for entry in entries:
         shown = entry.raw_output.replace("\n", " ⏎ ")
         print(f"{entry.question_id}: {shown} ({entry.output_tokens} tokens, "
               f"EOS {entry.ended_by_eos}, cap {entry.hit_token_cap})")
-    print(f"wrote {len(entries)} entries of {args.reader} to {args.transcript}")
+    decoding = " (constrained)" if args.constrained else ""
+    print(f"wrote {len(entries)} entries of {args.reader}{decoding} to {args.transcript}")
     return 0
 
 

@@ -38,7 +38,9 @@ from .registry import (
 )
 from .transcript import (
     TRANSCRIPT_PATH,
+    UNCONSTRAINED,
     TranscriptEntry,
+    decoding_of,
     describe_difference,
     read_transcript,
     transcript_key,
@@ -115,9 +117,14 @@ class Reader:
     def settings(self) -> dict:
         return dict(self.spec.settings)
 
-    def key(self, messages: list[dict]) -> str:
-        """The transcript key of ``messages`` for this reader."""
-        return transcript_key(self.model_id, self.revision, messages, self.settings)
+    def key(self, messages: list[dict], settings: dict | None = None) -> str:
+        """The transcript key of ``messages`` for this reader.
+
+        ``settings`` defaults to the reader's own; a decoding that adds to them (lesson 3's
+        grammar, see :func:`helpers.constrained.constrained_settings`) passes its own.
+        """
+        settings = self.settings if settings is None else settings
+        return transcript_key(self.model_id, self.revision, messages, settings)
 
     def prompt_tokens(self, messages: list[dict], question_id: str | None = None) -> int:
         raise NotImplementedError
@@ -340,19 +347,28 @@ class RecordedReader(Reader):
         self.entries = read_transcript(self.transcript_path)
         self._by_key = {entry.key: entry for entry in self.entries}
 
-    def entry(self, messages: list[dict], question_id: str | None = None) -> TranscriptEntry:
-        """The transcript entry for ``messages``, or a :class:`ReplayError` saying why not."""
-        key = self.key(messages)
+    def entry(self, messages: list[dict], question_id: str | None = None,
+              settings: dict | None = None) -> TranscriptEntry:
+        """The transcript entry for ``messages``, or a :class:`ReplayError` saying why not.
+
+        ``settings`` defaults to the reader's own (plain greedy decoding); pass the
+        settings of another decoding to replay its entries.
+        """
+        settings = self.settings if settings is None else settings
+        key = self.key(messages, settings)
         if key in self._by_key:
             return self._by_key[key]
         question_id = question_id or _question_of(messages) or "?"
+        decoding = decoding_of(settings)
         same_question = [
             entry for entry in self.entries
             if entry.question_id == question_id and entry.model_id == self.model_id
         ]
-        if same_question:
+        same_slot = [entry for entry in same_question if entry.decoding == decoding]
+        if same_slot or same_question:
+            closest = (same_slot or same_question)[-1]
             reason = describe_difference(
-                same_question[-1], self.model_id, self.revision, messages, self.settings
+                closest, self.model_id, self.revision, messages, settings
             )
             found = f"Its recorded entry was made for another request: {reason}."
         else:
@@ -362,14 +378,17 @@ class RecordedReader(Reader):
             f"({self.model_id}) matches its prompt (key {key[:12]}...) in "
             f"{self.transcript_path}. {found} To run the model live instead, set "
             f"{MODE_ENV}=live (its weights must be on this machine), or regenerate the "
-            f"entries with `python -m helpers.reader record --reader {self.spec.key}`."
+            f"entries with `python -m helpers.reader record --reader {self.spec.key}"
+            f"{'' if decoding == UNCONSTRAINED else ' --constrained'}`."
         )
 
     def prompt_tokens(self, messages: list[dict], question_id: str | None = None) -> int:
         return self.entry(messages, question_id).prompt_tokens
 
-    def generate(self, messages: list[dict], question_id: str | None = None) -> Generation:
-        entry = self.entry(messages, question_id)
+    def generate(self, messages: list[dict], question_id: str | None = None,
+                 settings: dict | None = None) -> Generation:
+        """Replay the entry recorded for ``messages`` (and ``settings``, see :meth:`entry`)."""
+        entry = self.entry(messages, question_id, settings)
         return Generation(
             question_id=question_id or entry.question_id,
             raw_output=entry.raw_output,

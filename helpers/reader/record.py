@@ -12,6 +12,7 @@ import os
 import pandas as pd
 
 from .generation import Reader, generate_all
+from .prompts import check_input_budget
 from .transcript import (
     GENERATED_LIVE,
     TRANSCRIPT_PATH,
@@ -22,45 +23,82 @@ from .transcript import (
 )
 
 
-def recorder_label() -> str:
+def recorder_label(constrained: bool = False) -> str:
     """Who recorded: the command and the library versions, nothing about the host."""
+    packages = ("transformers", "torch") + (("llguidance",) if constrained else ())
     versions = []
-    for package in ("transformers", "torch"):
+    for package in packages:
         try:
             versions.append(f"{package} {importlib.metadata.version(package)}")
         except importlib.metadata.PackageNotFoundError:
             continue
-    return f"python -m helpers.reader record ({', '.join(versions)}, CPU, greedy)"
+    command = "python -m helpers.reader record" + (" --constrained" if constrained else "")
+    decoding = "greedy under the reply grammar" if constrained else "greedy"
+    return f"{command} ({', '.join(versions)}, CPU, {decoding})"
+
+
+def _constrained_generations(reader: Reader, inputs_df: pd.DataFrame) -> list:
+    """Lesson 3's grammar-constrained reply for every row, after the input budget check."""
+    from ..constrained import ConstrainedDecodingError, generate_constrained
+
+    check_input_budget({qid: reader.prompt_tokens(messages, qid) for qid, messages in
+                        zip(inputs_df["question_id"], inputs_df["messages"])})
+    generations = []
+    for row in inputs_df.itertuples(index=False):
+        generation = generate_constrained(reader, row.messages, row.retrieved_ids,
+                                          row.question_id)
+        if not generation.grammar_complete:
+            raise ConstrainedDecodingError(
+                f"{row.question_id}: the constrained reply {generation.raw_output!r} did not "
+                "complete the grammar; nothing was recorded"
+            )
+        generations.append(generation)
+    return generations
 
 
 def record_entries(reader: Reader, inputs_df: pd.DataFrame,
                    recorded_by: str | None = None,
-                   recorded_on: str | None = None) -> list[TranscriptEntry]:
+                   recorded_on: str | None = None,
+                   constrained: bool = False) -> list[TranscriptEntry]:
     """Generate for every row of ``inputs_df`` (live or on a server) and return entries.
 
     A server's entries have the same keys as a live run's (model, revision, messages,
     settings), so they replay wherever a live run's would; their ``recorded_by`` and
     ``provenance`` say "server" and the engine and version the server reported.
+    With ``constrained``, each reply is decoded live under lesson 3's two-line grammar for
+    the row's ``retrieved_ids`` and keyed by the reader's settings plus the grammar
+    (:func:`helpers.constrained.constrained_settings`).
     """
     if reader.mode not in ("live", "server"):
         raise ValueError(f"recording needs a live or server reader, not a {reader.mode} one")
-    generations = generate_all(reader, inputs_df)
+    if constrained and reader.mode != "live":
+        # A server enforces its own form of the grammar (GBNF on llama.cpp), which is not
+        # the llguidance grammar that the constrained entries are keyed by.
+        raise ValueError("constrained replies are recorded live only: the transcript keys "
+                         "them by lesson 3's llguidance grammar, which a server does not run")
+    if constrained:
+        generations = _constrained_generations(reader, inputs_df)
+        settings = [g.settings for g in generations]
+    else:
+        table = generate_all(reader, inputs_df)
+        generations = list(table.itertuples(index=False))
+        settings = [reader.settings] * len(generations)
     if reader.mode == "server":
         recorded_by = recorded_by or reader.recorder_label()
         provenance = reader.provenance
     else:
-        recorded_by = recorded_by or recorder_label()
+        recorded_by = recorded_by or recorder_label(constrained)
         provenance = GENERATED_LIVE
     recorded_on = recorded_on or datetime.date.today().isoformat()
     entries = []
-    for messages, row in zip(inputs_df["messages"], generations.itertuples(index=False)):
+    for messages, row, used in zip(inputs_df["messages"], generations, settings):
         entries.append(
             TranscriptEntry(
-                key=reader.key(messages),
+                key=reader.key(messages, used),
                 question_id=row.question_id,
                 model_id=row.model_id,
                 revision=row.revision,
-                settings=reader.settings,
+                settings=used,
                 messages=messages,
                 raw_output=row.raw_output,
                 output_tokens=int(row.output_tokens),
@@ -77,13 +115,15 @@ def record_entries(reader: Reader, inputs_df: pd.DataFrame,
 
 def record_into(reader: Reader, inputs_df: pd.DataFrame,
                 transcript: str | os.PathLike = TRANSCRIPT_PATH,
-                recorded_by: str | None = None) -> list[TranscriptEntry]:
+                recorded_by: str | None = None,
+                constrained: bool = False) -> list[TranscriptEntry]:
     """Record ``inputs_df`` (live or on a server) and rewrite ``transcript`` atomically.
 
-    The existing transcript is validated first; entries for the same question and model
-    are replaced, all others kept. Nothing is written if any step fails.
+    The existing transcript is validated first; entries in the same slot (question,
+    model and decoding) are replaced, all others kept, so a constrained recording leaves
+    the unconstrained replies alone. Nothing is written if any step fails.
     """
     existing = read_transcript(transcript)
-    new = record_entries(reader, inputs_df, recorded_by)
+    new = record_entries(reader, inputs_df, recorded_by, constrained=constrained)
     write_transcript(transcript, merge_entries(existing, new))
     return new

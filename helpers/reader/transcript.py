@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -39,6 +40,20 @@ FIELDS: dict[str, tuple[type, ...]] = {
 
 TRANSCRIBED = "transcribed from a reference render of lesson 1 made with the pinned model"
 GENERATED_LIVE = "generated live"
+
+#: The settings field that names how a reply was decoded. Plain greedy decoding leaves it
+#: out (so the keys of earlier entries stay as they were); any other decoding, such as
+#: lesson 3's grammar, names itself there and hashes whatever else defines it (the grammar).
+DECODING_FIELD = "decoding"
+UNCONSTRAINED = "unconstrained"
+#: Lesson 3's decoding: greedy, under an llguidance grammar that the settings also hold.
+CONSTRAINED = "grammar-constrained (llguidance)"
+DECODINGS = (UNCONSTRAINED, CONSTRAINED)
+
+
+def decoding_of(settings: dict) -> str:
+    """The decoding a settings dict describes: its ``decoding`` field, else unconstrained."""
+    return str(settings.get(DECODING_FIELD, UNCONSTRAINED))
 
 
 class TranscriptError(ValueError):
@@ -79,6 +94,22 @@ class TranscriptEntry:
     recorded_by: str
     recorded_on: str
     provenance: str
+
+    @property
+    def decoding(self) -> str:
+        """How the reply was decoded (see :func:`decoding_of`)."""
+        return decoding_of(self.settings)
+
+    @property
+    def slot(self) -> tuple[str, str, str, tuple[str, ...]]:
+        """What a new recording replaces: the same question, model, decoding and passages.
+
+        The passages are the IDs the prompt shows (:func:`prompt_passage_ids`), so the
+        replies to lesson 2's hybrid prompts sit beside lesson 1's tf-idf replies to the
+        same questions instead of replacing them.
+        """
+        return (self.question_id, self.model_id, self.decoding,
+                prompt_passage_ids(self.messages))
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False, sort_keys=False)
@@ -159,27 +190,63 @@ def write_transcript(path: str | os.PathLike, entries: Iterable[TranscriptEntry]
         raise
 
 
+_PASSAGE_LINE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*): ")
+
+
+def prompt_passage_ids(messages: list) -> tuple[str, ...]:
+    """The passage IDs a lesson prompt shows, in order (empty when it shows none).
+
+    Reads the ``PASSAGES:`` block of the user message (``ID: text`` lines, see
+    :func:`helpers.reader.prompts.format_passage_block`); a prompt without such a block
+    shows none.
+    """
+    for message in messages:
+        if not isinstance(message, dict) or message.get("role") != "user":
+            continue
+        text = str(message.get("content", ""))
+        _, found, rest = text.partition("PASSAGES:\n")
+        if not found:
+            continue
+        block = rest.split("\n\n", 1)[0]
+        return tuple(match.group(1) for line in block.splitlines()
+                     if (match := _PASSAGE_LINE.match(line)))
+    return ()
+
+
 def merge_entries(
     existing: Iterable[TranscriptEntry], new: Iterable[TranscriptEntry]
 ) -> list[TranscriptEntry]:
-    """``existing`` with every entry for the same question and model replaced by ``new``.
+    """``existing`` with every entry in the slot of a ``new`` one replaced by it.
 
-    Entries keep the order of ``existing``; replacements take the place of the first entry
-    they replace, and entries for new questions go at the end.
+    A slot is a question, a model, a decoding and the passages the prompt shows
+    (:attr:`TranscriptEntry.slot`): a new recording of Q1 replaces the old reply of the
+    same model decoded the same way over the same passages, so a changed prompt leaves no
+    stale entry behind, while an unconstrained and a grammar-constrained reply to the
+    same question, or replies over tf-idf's and the hybrid's passages, live side by side. Entries keep the
+    order of ``existing``; replacements take the place of the first entry they replace,
+    and entries for new slots go at the end. Two new entries in one slot are an error.
     """
     new = list(new)
-    replacing = {(entry.question_id, entry.model_id): entry for entry in new}
+    replacing: dict[tuple, TranscriptEntry] = {}
+    for entry in new:
+        if entry.slot in replacing:
+            question, model, decoding, passages = entry.slot
+            shown = ", ".join(passages) or "no passages"
+            raise TranscriptError(
+                f"two new entries for question {question} of {model} ({decoding} decoding, "
+                f"{shown})"
+            )
+        replacing[entry.slot] = entry
     merged: list[TranscriptEntry] = []
-    placed: set[tuple[str, str]] = set()
+    placed: set[tuple] = set()
     for entry in existing:
-        pair = (entry.question_id, entry.model_id)
-        if pair in replacing:
-            if pair not in placed:
-                merged.append(replacing[pair])
-                placed.add(pair)
+        if entry.slot in replacing:
+            if entry.slot not in placed:
+                merged.append(replacing[entry.slot])
+                placed.add(entry.slot)
             continue
         merged.append(entry)
-    merged.extend(entry for entry in new if (entry.question_id, entry.model_id) not in placed)
+    merged.extend(entry for entry in new if entry.slot not in placed)
     return merged
 
 
@@ -192,13 +259,30 @@ def describe_difference(recorded: TranscriptEntry, model_id: str, revision: str,
     if recorded.revision != revision:
         changes.append(f"the revision changed ({recorded.revision} recorded, {revision} now)")
     if recorded.settings != settings:
-        changes.append(
-            f"the generation settings changed ({canonical_json(recorded.settings)} recorded, "
-            f"{canonical_json(settings)} now)"
-        )
+        changes.append(_settings_difference(recorded.settings, settings))
     if recorded.messages != messages:
         changes.append(_message_difference(recorded.messages, messages))
     return "; ".join(changes) or "the entry differs only in its key"
+
+
+def _settings_difference(recorded: dict, current: dict) -> str:
+    """Name each setting that differs; long values (a grammar) are named, not printed."""
+    def shown(settings: dict, name: str) -> str:
+        if name not in settings:
+            return "absent"
+        text = canonical_json(settings[name])
+        return text if len(text) <= 60 else f"{len(text)} characters, sha256 " + \
+            hashlib.sha256(text.encode("utf-8")).hexdigest()[:12] + "..."
+
+    names = sorted(set(recorded) | set(current))
+    changed = [n for n in names if recorded.get(n, _ABSENT) != current.get(n, _ABSENT)]
+    listed = "; ".join(
+        f"{name}: {shown(recorded, name)} recorded, {shown(current, name)} now" for name in changed
+    )
+    return f"the generation settings changed ({listed})"
+
+
+_ABSENT = object()
 
 
 def _message_difference(recorded: list, current: list) -> str:

@@ -1,0 +1,251 @@
+"""Lesson 4 executed from a clean kernel, its figures read back and checked against the record.
+
+The expected values are computed here from ``data/riverton/support-review.csv`` read with
+the csv module, the transcript, and the screen applied afresh to the reviewed answers, so
+a page that drifted from its record would fail. The run has a student review in a
+temporary folder (through ``RIVERTON_REVIEWS_DIR``), so the two-reviewer path executes.
+"""
+from __future__ import annotations
+
+import csv
+import os
+from collections import Counter
+
+import pytest
+
+from helpers import agreement, judge, review, screen
+from helpers.fixture import load_riverton
+from helpers.paths import DATA_DIR, LESSONS_DIR
+from helpers.reader import load_reader
+from helpers.reader.lesson import lesson_retrieval
+
+from lesson_outputs import execute, markdown_outputs, table_rows, tables
+
+LESSON = LESSONS_DIR / "04-human-support-review.ipynb"
+SEED, RESAMPLES = 1960, 2000
+YES_NO = (review.SUPPORTED, review.NOT_SUPPORTED)
+
+pytestmark = pytest.mark.slow
+
+
+def record() -> list[dict]:
+    with open(DATA_DIR / review.REVIEW_FILE, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+# A student who reviewed the first 30 rows: the book's verdict on most, another on three.
+DISAGREE = {"R002": ("not supported", "claim not in cited passage"),
+            "R005": ("not supported", "wrong abstention"),
+            "R049": ("not applicable", "correct abstention")}
+
+
+def write_student_review(folder):
+    rows = record()
+    path = review.write_template(folder / "student.csv", review.load_review())
+    with open(path, newline="", encoding="utf-8") as handle:
+        blank = list(csv.DictReader(handle))
+    for row, book in zip(blank[:30] + blank[48:50], rows[:30] + rows[48:50]):
+        verdict, reason = DISAGREE.get(row["review_id"], (book["verdict"], book["reason"]))
+        row.update(verdict=verdict, reason=reason, reviewer="student",
+                   reviewed_on="2026-12-03")
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(review.REVIEW_COLUMNS),
+                                lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(blank)
+    return path
+
+
+@pytest.fixture(scope="module")
+def lesson(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("reviews")
+    write_student_review(folder)
+    saved = os.environ.get(review.REVIEWS_ENV)
+    os.environ[review.REVIEWS_ENV] = str(folder)
+    try:
+        return execute(LESSON)
+    finally:
+        if saved is None:
+            del os.environ[review.REVIEWS_ENV]
+        else:
+            os.environ[review.REVIEWS_ENV] = saved
+
+
+@pytest.fixture(scope="module")
+def expected():
+    """The screen, the action and the judge recomputed from the record and the fixture."""
+    handbook = load_riverton().handbook
+    texts = dict(zip(handbook["passage_id"], handbook["text"]))
+    retrieved, expected_action, question_text = {}, {}, {}
+    for name in (review.QUESTIONS_FILE, review.EXTENDED_QUESTIONS_FILE):
+        fixture, ranked = lesson_retrieval(name)
+        for qid, group in ranked.sort_values("rank").groupby("question_id"):
+            retrieved[qid] = tuple(group["passage_id"])
+        expected_action.update(zip(fixture.questions["question_id"],
+                                   fixture.questions["expected_action"]))
+        question_text.update(zip(fixture.questions["question_id"],
+                                 fixture.questions["question"]))
+    rows = []
+    for row in record():
+        parsed = row["reviewed_answer"] != ""
+        sources = () if row["reviewed_sources"] in ("", "none") else \
+            tuple(row["reviewed_sources"].split(", "))
+        answer = row["reviewed_answer"] or None
+        action = ("parse failure" if not parsed else "abstain" if answer.startswith(
+            "NOT IN HANDBOOK") else "flag premise" if answer.startswith(
+            "PREMISE NOT SUPPORTED") else "answer")
+        checks = screen.screen_reply(answer, sources, parsed, action,
+                                     retrieved.get(row["question_id"], ()), texts)
+        rows.append({**row, "held": not all(checks.values()),
+                     "action_correct": action == expected_action[row["question_id"]]})
+    requests = judge.judge_requests(
+        review.load_review(), question_text, texts)
+    replies = judge.judge_replies(load_reader(judge.JUDGE_READER, mode="recorded"), requests)
+    said_no = dict(zip(replies["review_id"], ~replies["judge_supported"].astype(bool)))
+    for row in rows:
+        row["judge_no"] = said_no.get(row["review_id"])
+    return rows
+
+
+def summary(rows, signal):
+    judged = [r for r in rows if r["verdict"] in YES_NO]
+    flagged = [bool(signal(r)) for r in judged]
+    unsupported = [r["verdict"] == review.NOT_SUPPORTED for r in judged]
+    return agreement.agreement_summary("x", flagged, unsupported, resamples=RESAMPLES,
+                                       seed=SEED)
+
+
+def test_every_table_is_shown(lesson):
+    assert {"replies", "vocabulary", "review", "verdicts", "reasons", "screen_2x2",
+            "screen_reasons", "screen_misses", "action_2x2", "action_differs", "judge_2x2",
+            "agreement", "live_check", "control_check", "student_agreement",
+            "student_cross:student.csv"} <= set(tables(lesson))
+
+
+def test_the_review_table_is_the_record(lesson):
+    shown = table_rows(lesson, "review")
+    rows = record()
+    assert [(r["Review"], r["Verdict"], r["Reason"], r["Note"]) for r in shown] == [
+        (r["review_id"], r["verdict"], r["reason"], r["note"]) for r in rows]
+    for row, shown_row in zip(rows, shown):
+        cited = shown_row["Cited passage text"]
+        if row["reviewed_answer"] == "":
+            assert cited == "(the reply did not parse)"
+        elif row["reviewed_sources"] == "none":
+            assert cited == "none"
+        else:
+            ids = row["reviewed_sources"].split(", ")
+            assert cited.startswith(ids[0] + ": ") and all(f"{i}: " in cited for i in ids)
+        assert shown_row["Question"].startswith(row["question_id"] + ": ")
+    assert shown[0]["Raw reply (`⏎` marks a line break)"] == \
+        "Answer: $150 per week ⏎ Sources: H08"
+    assert shown[0]["Cited passage text"].startswith("H08: Data Support Certificate students")
+    assert shown[0]["Reply from"] == "Qwen2.5-1.5B-Instruct"
+    assert shown[-1]["Reply from"] == "SmolLM2-135M-Instruct under the grammar"
+
+
+def test_counts_by_reader_verdict_and_reason(lesson):
+    rows = record()
+    by_group = Counter((r["reader"], r["decoding"], r["verdict"]) for r in rows)
+    for shown in table_rows(lesson, "verdicts"):
+        for verdict in review.VERDICTS:
+            label = verdict[0].upper() + verdict[1:]
+            assert shown[label] == by_group[(shown["Reader"], shown["Decoding"], verdict)]
+    assert sum(r["Replies"] for r in table_rows(lesson, "verdicts")) == len(rows) == 90
+    reasons = Counter(r["reason"] for r in rows)
+    assert {r["Reason"]: r["Replies"] for r in table_rows(lesson, "reasons")} == reasons
+    assert [r["Replies"] for r in table_rows(lesson, "replies")] == [6, 42, 42]
+
+
+def _cells(table):
+    return {row["Human verdict"]: row for row in table}
+
+
+def test_screen_against_the_record(lesson, expected):
+    s = summary(expected, lambda r: r["held"])
+    shown = _cells(table_rows(lesson, "screen_2x2"))
+    c = s["counts"]
+    assert shown["not supported"]["Held for human review"] == c.flagged_unsupported
+    assert shown["not supported"]["Not flagged by screen"] == c.passed_unsupported
+    assert shown["supported"]["Held for human review"] == c.flagged_supported
+    assert shown["supported"]["Not flagged by screen"] == c.passed_supported
+    missed = [r["review_id"] for r in expected
+              if r["verdict"] == review.NOT_SUPPORTED and not r["held"]]
+    assert [r["Review"] for r in table_rows(lesson, "screen_misses")] == missed
+    by_reason = Counter(r["reason"] for r in expected
+                        if r["verdict"] == review.NOT_SUPPORTED and not r["held"])
+    assert {r["Reason"]: r["Missed"] for r in table_rows(lesson, "screen_reasons")
+            if r["Missed"]} == dict(by_reason)
+
+
+def test_agreement_table_matches_the_record(lesson, expected):
+    shown = table_rows(lesson, "agreement")
+    signals = [lambda r: r["held"], lambda r: not r["action_correct"],
+               lambda r: r["judge_no"]]
+    assert len(shown) == 3
+    for row, signal in zip(shown, signals):
+        s = summary(expected, signal)
+        assert row["Replies"] == s["rows"] == sum(r["verdict"] in YES_NO for r in record())
+        assert (row["Flagged, not supported"], row["Flagged, supported"],
+                row["Not flagged, not supported"], row["Not flagged, supported"]) == (
+            s["flagged_unsupported"], s["flagged_supported"], s["passed_unsupported"],
+            s["passed_supported"])
+        assert (row["Recall"], row["Precision"], row["Kappa"], row["Kappa, 95% interval"]) \
+            == (s["recall"], s["precision"], s["kappa"], s["kappa_interval"])
+    judge_cells = _cells(table_rows(lesson, "judge_2x2"))
+    assert judge_cells["supported"]["Judge replied yes"] == shown[2]["Not flagged, supported"]
+    action_cells = _cells(table_rows(lesson, "action_2x2"))
+    assert action_cells["not supported"]["Expected action"] == \
+        shown[1]["Not flagged, not supported"]
+
+
+def test_the_figure_has_alt_text_and_one_image(lesson):
+    (cell,) = [c for c in lesson.cells if c.cell_type == "code"
+               and c.source.startswith("#| label: fig-agreement")]
+    assert "#| fig-alt: " in cell.source
+    images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 1
+
+
+def test_changed_reply_rule_on_the_live_run(lesson):
+    by_id = {r["review_id"]: r for r in record()}
+    live = table_rows(lesson, "live_check")
+    assert [r["Question"] for r in live] == ["Q1", "Q4", "Q6"]
+    for row in live:
+        reviewed = by_id[row["Review"]]
+        assert reviewed["decoding"] == "grammar-constrained (llguidance)"
+        assert row["Status"] in (review.SAME_REPLY, review.REPLY_CHANGED, review.REQUEST_CHANGED)
+        if row["Status"] == review.SAME_REPLY:
+            assert row["Verdict that applies"] == reviewed["verdict"]
+            assert row["Reply in this run"] == row["Reviewed reply"]
+        else:
+            assert row["Verdict that applies"] == "none"
+    control = table_rows(lesson, "control_check")
+    assert control[0]["Status"] == review.REPLY_CHANGED
+    assert control[0]["Verdict that applies"] == "none"
+    assert control[0]["Reply (first row edited)"].startswith("Answer: About ")
+
+
+def test_the_student_review_is_compared_with_the_book(lesson):
+    (row,) = table_rows(lesson, "student_agreement")
+    book = {r["review_id"]: r["verdict"] for r in record()}
+    ids = [r["review_id"] for r in record()][:30] + [r["review_id"] for r in record()][48:50]
+    mine = [DISAGREE.get(i, (book[i],))[0] for i in ids]
+    theirs = [book[i] for i in ids]
+    assert row["Replies reviewed"] == 32
+    assert row["Same verdict as the book"] == 32 - len(DISAGREE)
+    assert row["Kappa with the book"] == agreement.cohen_kappa(theirs, mine).text()
+    cross = {r["Book's verdict"]: r for r in table_rows(lesson, "student_cross:student.csv")}
+    assert cross["supported"]["Yours: not supported"] == 1  # R002
+    assert cross["not applicable"]["Yours: not supported"] == 1  # R005
+
+
+def test_computed_prose(lesson):
+    prose = markdown_outputs(lesson)
+    rows = record()
+    verdicts = Counter(r["verdict"] for r in rows)
+    assert (f"Of the {len(rows)} replies, {verdicts['supported']} are supported by what they "
+            f"cite, {verdicts['not supported']} are not") in prose
+    assert "This page ran in" in prose and "live mode on this machine" in prose
+    assert "No review of your own was found" not in prose  # a student review was present
+
