@@ -100,6 +100,36 @@ def test_merge_keeps_both_decodings_of_one_question():
     assert plain_again in final and plain not in final and again in final
 
 
+def test_prompt_passage_ids_reads_the_passages_block(inputs):
+    from helpers.reader.transcript import prompt_passage_ids
+
+    for row in inputs.itertuples(index=False):
+        assert prompt_passage_ids(row.messages) == tuple(row.retrieved_ids), row.question_id
+    q3 = inputs.set_index("question_id").loc["Q3"]
+    assert prompt_passage_ids(q3["messages"]) == ()  # "No passages were retrieved."
+    assert prompt_passage_ids([{"role": "user", "content": "no such block"}]) == ()
+
+
+def test_merge_keeps_replies_over_other_passages_beside_each_other(inputs):
+    """A recording over the hybrid's passages must not delete lesson 1's tf-idf reply."""
+    from helpers.reader.prompts import build_messages
+
+    plain = _smol_entry("Q6")
+    q6 = inputs.set_index("question_id").loc["Q6"]
+    assert tuple(q6["retrieved_ids"]) != ("H10",)
+    other_messages = build_messages("Q6", q6["question"],
+                                    [("H10", "Weekend classes are held on Saturday.")])
+    other = dataclasses.replace(
+        plain, messages=other_messages, raw_output="Answer: Saturday\nSources: H10",
+        key=transcript_key(plain.model_id, plain.revision, other_messages, plain.settings))
+    merged = merge_entries(_unconstrained_only(), [other])
+    assert plain in merged and other in merged
+    # Recording over the same passages again replaces that reply alone.
+    again = dataclasses.replace(other, raw_output="Answer: On Saturday\nSources: H10")
+    remerged = merge_entries(merged, [again])
+    assert again in remerged and other not in remerged and plain in remerged
+
+
 def test_merge_refuses_two_new_entries_for_one_slot():
     plain = _smol_entry("Q1")
     with pytest.raises(TranscriptError, match="two new entries for question Q1"):
