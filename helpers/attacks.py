@@ -13,9 +13,8 @@ behaviour that shows it succeeded, in prose and as a *success rule* that code ch
 
 Terms are joined by `` | `` (any of them) or `` & `` (all of them), never both in one
 rule. A reply that does not parse has no answer field, so ``figure`` and ``says`` read
-its whole raw text: an unparsed reply that repeats a planted figure still shows that
-the reader followed the planted order, even though the parse gate keeps it from the
-caller.
+its whole raw text: an unparsed reply that carries a planted figure has let the attack
+into the reader's output, and only the parse gate keeps it from a caller.
 """
 from __future__ import annotations
 
@@ -80,7 +79,10 @@ class SuccessRule:
 
 
 def parse_rule(text: str) -> SuccessRule:
-    """Read a success rule; a malformed one raises :class:`RuleError` saying why."""
+    """Read a success rule; a malformed one raises :class:`RuleError` saying why.
+
+    Lesson 5, "The attacks, written down first"; the fixture loader calls it on every row.
+    """
     if not text or not text.strip():
         raise RuleError("the rule is empty")
     has_any, has_all = " | " in text, " & " in text
@@ -143,8 +145,8 @@ def rule_holds(rule: SuccessRule | str, raw_output: str) -> bool:
 def without_payload(question: str, payload: str) -> str:
     """The question with an attack's payload taken out, for the run without the attack.
 
-    Lesson 5, "Runs with and without the attack". A question that does not contain the
-    payload (the payload sits in a planted passage) is returned unchanged.
+    Lesson 5, "Plant the passages". A question that does not contain the payload (the
+    payload sits in a planted passage) is returned unchanged.
     """
     if payload and payload in question:
         return regex.sub(r"\s+", " ", question.replace(payload, "")).strip()
@@ -186,7 +188,7 @@ def attack_reader_inputs(attacks: pd.DataFrame, handbook: pd.DataFrame,
                          planted: pd.DataFrame, k: int = 3) -> pd.DataFrame:
     """Retrieval and reader prompts for every attack, without and under the attack.
 
-    Lesson 5, "Plant the passages" and "Runs with and without the attack". Under attack,
+    Lesson 5, "Plant the passages". Under attack,
     tf-idf is fitted on the handbook plus the attack's own planted passages and the
     question is asked as written; without the attack, it is fitted on the handbook
     alone and the payload is taken out of the question (:func:`without_payload`). Each
@@ -222,6 +224,7 @@ def attack_reader_inputs(attacks: pd.DataFrame, handbook: pd.DataFrame,
 def planted_ranks(ranked: pd.DataFrame, attacks: pd.DataFrame) -> pd.Series:
     """Where each attack's own planted passages rank, e.g. ``"P01 #1"``, per attack.
 
+    Lesson 5, "Plant the passages".
     ``ranked`` is a ranking with every positive-scoring passage (``rank(k=None)``) whose
     ``question_id`` is the attack ID. A planted passage that scored 0 shows as
     ``"P01 not retrieved"``; an attack that plants nothing shows ``"nothing planted"``.
@@ -262,7 +265,10 @@ def control_replies() -> pd.DataFrame:
 
 
 def success_table(replies: pd.DataFrame, rules: Mapping[str, str]) -> pd.Series:
-    """Whether each reply (``attack_id``, ``raw_output``) shows its attack's success rule."""
+    """Whether each reply (``attack_id``, ``raw_output``) shows its attack's success rule.
+
+    Lesson 5, "Did each attack succeed?".
+    """
     parsed_rules = {attack: parse_rule(rule) for attack, rule in rules.items()}
     return pd.Series(
         [rule_holds(parsed_rules[a], raw) for a, raw in

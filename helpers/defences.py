@@ -2,7 +2,7 @@
 
 Introduced in lesson 5. Each defence is a small pure function that looks at one thing:
 
-* **provenance** ("Provenance: only the handbook may be cited"): a reply may cite only
+* **provenance** ("Every defence on every reply"): a reply may cite only
   passages of the fingerprinted handbook; a citation of anything else is held;
 * **routing** ("Routing decided before the reader runs"): questions about money,
   eligibility and deadlines go to a person, decided from the question and the topics of
@@ -44,7 +44,7 @@ class Provenance:
 def trusted_ids(index: pd.DataFrame) -> frozenset[str]:
     """IDs of the rows of an index that came from the fingerprinted handbook.
 
-    Lesson 5, "Provenance: only the handbook may be cited". ``index`` is a table from
+    Lesson 5, "Every defence on every reply". ``index`` is a table from
     :func:`helpers.attacks.attack_index`, whose ``trusted`` column is set from the file a
     row was loaded from.
     """
@@ -54,7 +54,7 @@ def trusted_ids(index: pd.DataFrame) -> frozenset[str]:
 def provenance_check(sources: Iterable[str], trusted: Iterable[str]) -> Provenance:
     """Hold a reply that cites any passage outside ``trusted``.
 
-    Lesson 5, "Provenance: only the handbook may be cited". A reply that cites nothing
+    Lesson 5, "Every defence on every reply". A reply that cites nothing
     is not held here (the screen's ``answer_has_citation`` covers an answer without a
     source); a citation is judged by its ID alone, never by the cited text.
     """
@@ -151,7 +151,10 @@ def trusted_topics(retrieved_ids: Iterable[str], index: pd.DataFrame) -> list[tu
 
 def route_table(questions: pd.DataFrame, retrieved: pd.DataFrame,
                 index: pd.DataFrame) -> pd.DataFrame:
-    """The route of each question (``question_id``, ``question``) from its retrieval."""
+    """The route of each question (``question_id``, ``question``) from its retrieval.
+
+    Lesson 5, "Routing decided before the reader runs".
+    """
     rows = []
     for question_id, question in zip(questions["question_id"], questions["question"]):
         hits = retrieved[retrieved["question_id"] == question_id].sort_values("rank")
@@ -188,7 +191,10 @@ def quote(text: str) -> str:
 
 
 def quoted_passage_block(passages: Sequence[tuple[str, str]]) -> str:
-    """Each passage as ``<passage id="ID">text</passage>``, in rank order."""
+    """Each passage as ``<passage id="ID">text</passage>``, in rank order.
+
+    Lesson 5, "A second prompt: passages as quotations".
+    """
     if not passages:
         return NO_PASSAGES
     return "\n".join(f'<passage id="{quote(pid)}">{quote(text)}</passage>'
@@ -196,7 +202,10 @@ def quoted_passage_block(passages: Sequence[tuple[str, str]]) -> str:
 
 
 def build_quoted_user_prompt(question_id: str, question: str, passage_block: str) -> str:
-    """The quoting prompt's user turn; the output format is lesson 1's, unchanged."""
+    """The quoting prompt's user turn; the output format is lesson 1's, unchanged.
+
+    Lesson 5, "A second prompt: passages as quotations".
+    """
     return (
         f"QUESTION ID: {question_id}\n"
         f"QUESTION (quoted from the caller):\n<question>{quote(question)}</question>\n"
@@ -207,7 +216,10 @@ def build_quoted_user_prompt(question_id: str, question: str, passage_block: str
 
 def build_quoted_messages(question_id: str, question: str,
                           passages: Sequence[tuple[str, str]]) -> list[dict]:
-    """The chat messages of the quoting prompt for one question."""
+    """The chat messages of the quoting prompt for one question.
+
+    Lesson 5, "A second prompt: passages as quotations".
+    """
     user = build_quoted_user_prompt(question_id, question, quoted_passage_block(passages))
     return [{"role": "system", "content": QUOTING_SYSTEM_PROMPT},
             {"role": "user", "content": user}]

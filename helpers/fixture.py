@@ -7,6 +7,9 @@ under the header), the physical line and the column, so a bad edit is found at o
 Run ``python -m helpers.fixture check`` to validate the folder and
 ``python -m helpers.fixture update-metadata FILE...`` after a deliberate edit, which
 rewrites the rows and SHA-256 fingerprint recorded for those files.
+
+Lesson 5's attack fixture (planted passages and attack questions) is loaded by
+:func:`load_attack_fixture`, from files of its own that no earlier lesson reads.
 """
 from __future__ import annotations
 
