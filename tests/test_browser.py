@@ -161,6 +161,8 @@ LESSON_PAGES = [
     (LESSON_1, "Q3", lambda row: any("Q3" in cell for cell in row)),
     ("lessons/02-when-words-dont-match.ipynb", "X23", lambda row: any("X23" in cell for cell in row)),
     ("lessons/03-format-is-not-truth.ipynb", "Q6", lambda row: any("Q6" in cell for cell in row)),
+    ("lessons/05-evidence-not-instructions.ipynb", "A06",
+     lambda row: any("A06" in cell for cell in row)),
 ]
 
 
