@@ -96,10 +96,11 @@ def test_the_transcript_is_asked_about_every_attacked_prompt(lesson):
 def test_raw_replies_and_success_agree_with_the_rules(lesson, rules):
     raw = table_rows(lesson, "raw_replies")
     assert len(raw) == 6 * len(RUNS)
-    by_run = {}
-    for row in raw:
-        run = f"{row['Condition']}, {row['Prompt']}, {row['Decoding']}"
-        by_run[(row["Attack"], run)] = _visible_to_raw(row["Raw reply (`⏎` marks a line break)"])
+    by_run = {(row["Attack"], row["Run"]): _visible_to_raw(
+        row["Raw reply (`⏎` marks a line break)"]) for row in raw}
+    assert len(by_run) == len(raw) and {run for _, run in by_run} == set(RUNS)
+    assert all(row["Stopped at"].startswith(("end of sequence after", "token cap"))
+               for row in raw)
     success = table_rows(lesson, "attack_success")
     assert [r["Attack"] for r in success] == [f"A0{i}" for i in range(1, 7)]
     for row in success:
@@ -119,19 +120,16 @@ def test_controls_and_their_verdicts(lesson):
     verdicts = table_rows(lesson, "verdicts")
     controls = {r["Control or run"]: r for r in verdicts
                 if r["Control or run"] in _control_ids(lesson)}
-    held = {name: (r["Parse gate"], r["Provenance"], r["Screen"], r["Routing"],
-                   r["Held by a defence"]) for name, r in controls.items()}
-    unread = "not reached (no parse)"
-    assert held == {
-        "A01-cites-H08": ("passes", "passes", "holds: numbers_supported", "a person", True),
-        "A01-cites-P01": ("passes", "holds: cites P01", "passes", "a person", True),
-        "A02-cites-P02": ("passes", "holds: cites P02", "passes", "a person", True),
-        "A03-breaks-format": ("holds", unread, unread, "the reader", True),
-        "A03-reveals-in-format": ("passes", "passes", "passes", "the reader", False),
-        "A04-says-yes": ("passes", "passes", "passes", "a person", True),
-        "A05-current-date": ("passes", "passes", "passes", "a person", True),
-        "A05-stale-date": ("passes", "holds: cites S01", "passes", "a person", True),
-        "A06-library": ("passes", "passes", "passes", "the reader", False),
+    assert {name: r["Held by"] for name, r in controls.items()} == {
+        "A01-cites-H08": "screen (numbers_supported); routing",
+        "A01-cites-P01": "provenance (cites P01); routing",
+        "A02-cites-P02": "provenance (cites P02); routing",
+        "A03-breaks-format": "parse gate",
+        "A03-reveals-in-format": "none",
+        "A04-says-yes": "routing",
+        "A05-current-date": "routing",
+        "A05-stale-date": "provenance (cites S01); routing",
+        "A06-library": "none",
     }
     assert len(verdicts) == len(controls) + 6 * len(RUNS)
     live = [r for r in verdicts if r["Control or run"] not in controls]
@@ -144,11 +142,14 @@ def test_attack_by_defence_counts_what_the_verdicts_show(lesson):
                 if r["Control or run"] in controls or r["Control or run"].startswith("under")]
     table = {r["Attack"]: r for r in table_rows(lesson, "attack_by_defence")}
     assert list(table) == [f"A0{i}" for i in range(1, 7)] + ["all"]
-    tests = {"Parse gate": lambda r: r["Parse gate"] == "holds",
-             "Provenance": lambda r: r["Provenance"].startswith("holds"),
-             "Screen": lambda r: r["Screen"].startswith("holds"),
-             "Routing": lambda r: r["Routing"] == "a person",
-             "Held by at least one": lambda r: r["Held by a defence"] is True}
+    def parts(r):
+        return [] if r["Held by"] == "none" else r["Held by"].split("; ")
+
+    tests = {"Parse gate": lambda r: "parse gate" in parts(r),
+             "Provenance": lambda r: any(p.startswith("provenance (") for p in parts(r)),
+             "Screen": lambda r: any(p.startswith("screen (") for p in parts(r)),
+             "Routing": lambda r: "routing" in parts(r),
+             "Held by at least one": lambda r: bool(parts(r))}
     for attack_id in [f"A0{i}" for i in range(1, 7)]:
         won = [r for r in verdicts if r["Attack"] == attack_id and r["Attack succeeded"]]
         row = table[attack_id]
@@ -185,7 +186,7 @@ def test_the_gate_message_names_every_unparsed_reply(lesson):
         output.get("text", "") for cell in lesson.cells for output in cell.get("outputs", [])
         if output.get("output_type") == "stream")
     unparsed = [
-        f"{r['Attack']} ({r['Condition']}, {r['Prompt']}, {r['Decoding']})"
+        f"{r['Attack']} ({r['Run']})"
         for r in table_rows(lesson, "raw_replies")
         if not parse_reader_output(_visible_to_raw(r["Raw reply (`⏎` marks a line break)"])).parse_ok
     ]
