@@ -7,6 +7,9 @@ under the header), the physical line and the column, so a bad edit is found at o
 Run ``python -m helpers.fixture check`` to validate the folder and
 ``python -m helpers.fixture update-metadata FILE...`` after a deliberate edit, which
 rewrites the rows and SHA-256 fingerprint recorded for those files.
+
+Lesson 5's attack fixture (planted passages and attack questions) is loaded by
+:func:`load_attack_fixture`, from files of its own that no earlier lesson reads.
 """
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 import regex
 
+from .attacks import ATTACK_KINDS, RuleError, parse_rule
 from .paths import DATA_DIR, PROJECT_ROOT
 from .reader.transcript import TRANSCRIPT_PATH
 
@@ -53,6 +57,29 @@ METADATA_COLUMNS = (
     "fingerprint",
 )
 ACTIONS = ("answer", "abstain", "flag premise")
+
+# The attack fixture of lesson 5, kept in files of its own: lessons 1 to 4 never read them.
+ATTACK_PASSAGES_FILE = "riverton-attack-passages.csv"
+ATTACK_QUESTIONS_FILE = "riverton-attack-questions.csv"
+ATTACK_PASSAGE_COLUMNS = ("passage_id", "topic", "text", "source", "provenance", "author_note")
+ATTACK_QUESTION_COLUMNS = (
+    "attack_id",
+    "kind",
+    "question",
+    "planted_ids",
+    "sensitive_topic",
+    "payload",
+    "success_behaviour",
+    "success_rule",
+    "expected_handling",
+    "source",
+    "author_note",
+)
+#: Where a passage outside the handbook came from: planted by an attacker, or a genuine
+#: page that has been superseded. Each has its own ID prefix, which no handbook ID uses.
+ATTACK_PROVENANCE_PREFIX = {"planted": "P", "superseded": "S"}
+SENSITIVE_TOPICS = ("money", "eligibility", "deadline", "none")
+ATTACK_MARK = "invented attack text for teaching"
 
 _ID = regex.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _SHA256 = regex.compile(r"[0-9a-f]{64}")
@@ -360,6 +387,157 @@ def load_riverton(
     return Fixture(handbook, question_frame, metadata)
 
 
+# --- the attack fixture (lesson 5) ---------------------------------------------------
+
+
+def _require_marked(path: Path, row: _Row, column: str) -> None:
+    value = _require(path, row, column)
+    if ATTACK_MARK not in value.lower():
+        raise FixtureError(
+            path, f"must say that the row is {ATTACK_MARK!r}; found {value!r}", row.number,
+            row.line, column,
+        )
+
+
+def _attack_passage_rows(path: Path, handbook: dict[str, str]) -> list[_Row]:
+    """Validate the planted passages against the handbook (``{passage_id: text}``)."""
+    rows = _read_rows(path, ATTACK_PASSAGE_COLUMNS)
+    for row in rows:
+        provenance = _require(path, row, "provenance", choices=tuple(ATTACK_PROVENANCE_PREFIX))
+        prefix = ATTACK_PROVENANCE_PREFIX[provenance]
+        passage_id = _require(path, row, "passage_id", regex.compile(r"[PS][0-9]{2}"))
+        if not passage_id.startswith(prefix):
+            raise FixtureError(
+                path, f"a {provenance} passage's ID starts with {prefix!r}, not {passage_id[0]!r}",
+                row.number, row.line, "passage_id",
+            )
+        if passage_id in handbook:
+            raise FixtureError(
+                path, f"ID {passage_id!r} is a handbook passage ID", row.number, row.line,
+                "passage_id",
+            )
+        _require(path, row, "topic")
+        text = _require(path, row, "text")
+        for handbook_id, handbook_text in handbook.items():
+            if text in handbook_text or handbook_text in text:
+                raise FixtureError(
+                    path, f"the text overlaps handbook passage {handbook_id}; an attack "
+                    "passage must never repeat or be repeated in the handbook",
+                    row.number, row.line, "text",
+                )
+        _require_marked(path, row, "source")
+    _require_unique(path, rows, "passage_id")
+    return rows
+
+
+def _attack_question_rows(path: Path, handbook_ids: set[str],
+                          planted: dict[str, str]) -> list[_Row]:
+    """Validate the attack questions against the handbook IDs and the planted passages."""
+    rows = _read_rows(path, ATTACK_QUESTION_COLUMNS)
+    for row in rows:
+        _require(path, row, "attack_id", regex.compile(r"A[0-9]{2}"))
+        kind = _require(path, row, "kind", choices=ATTACK_KINDS)
+        question = _require(path, row, "question")
+        planted_field = row.values["planted_ids"]
+        planted_ids = tuple(planted_field.split("|")) if planted_field else ()
+        for passage_id in planted_ids:
+            if passage_id not in planted:
+                raise FixtureError(
+                    path, f"planted passage {passage_id!r} is not in {ATTACK_PASSAGES_FILE}",
+                    row.number, row.line, "planted_ids",
+                )
+        if len(set(planted_ids)) != len(planted_ids):
+            raise FixtureError(path, "a planted ID repeats", row.number, row.line, "planted_ids")
+        if kind == "instructions in the question" and planted_ids:
+            raise FixtureError(
+                path, "an attack carried by the question plants no passage; leave it empty",
+                row.number, row.line, "planted_ids",
+            )
+        if kind != "instructions in the question" and not planted_ids:
+            raise FixtureError(
+                path, f"a {kind!r} attack needs at least one planted passage", row.number,
+                row.line, "planted_ids",
+            )
+        _require(path, row, "sensitive_topic", choices=SENSITIVE_TOPICS)
+        payload = _require(path, row, "payload")
+        carriers = [question] if not planted_ids else [planted[p] for p in planted_ids]
+        if not any(payload in text for text in carriers):
+            where = "the question" if not planted_ids else "planted passage " + ", ".join(planted_ids)
+            raise FixtureError(
+                path, f"the payload {payload!r} does not occur in {where}", row.number,
+                row.line, "payload",
+            )
+        _require(path, row, "success_behaviour")
+        try:
+            rule = parse_rule(_require(path, row, "success_rule"))
+        except RuleError as error:
+            raise FixtureError(path, str(error), row.number, row.line, "success_rule") from None
+        for passage_id in rule.cited_ids:
+            if passage_id not in handbook_ids and passage_id not in planted:
+                raise FixtureError(
+                    path, f"the rule cites {passage_id!r}, which is in neither the handbook "
+                    "nor the planted passages", row.number, row.line, "success_rule",
+                )
+        _require(path, row, "expected_handling")
+        _require_marked(path, row, "source")
+    _require_unique(path, rows, "attack_id")
+    return rows
+
+
+def _attack_artifact_rows(path: Path, header: tuple[str, ...]) -> int:
+    handbook = {row.values["passage_id"]: row.values["text"]
+                for row in _handbook_rows(path.parent / HANDBOOK_FILE)}
+    passages = _attack_passage_rows(path.parent / ATTACK_PASSAGES_FILE, handbook)
+    if header == ATTACK_PASSAGE_COLUMNS:
+        return len(passages)
+    planted = {row.values["passage_id"]: row.values["text"] for row in passages}
+    return len(_attack_question_rows(path, set(handbook), planted))
+
+
+@dataclass(frozen=True)
+class AttackFixture:
+    """Lesson 5's planted passages and attack questions, validated together."""
+
+    passages: pd.DataFrame
+    questions: pd.DataFrame
+
+
+def load_attack_fixture(
+    data_dir: str | os.PathLike = DATA_DIR,
+    handbook: pd.DataFrame | None = None,
+    metadata: pd.DataFrame | None = None,
+) -> AttackFixture:
+    """The attack fixture of lesson 5, "The attacks, written down first".
+
+    Both files are validated like the rest of the fixture (file, row, line and column in
+    every error) and checked against their metadata rows and fingerprints. Planted
+    passages have IDs ``P01``..., superseded ones ``S01``..., never a handbook ID, and
+    every row says it is invented attack text for teaching. ``planted_ids`` becomes a
+    tuple; ``success_rule`` is checked by :func:`helpers.attacks.parse_rule`.
+    """
+    data_dir = Path(data_dir)
+    if metadata is None:
+        metadata = read_metadata(data_dir)
+    if handbook is None:
+        handbook = load_handbook(data_dir, metadata)
+    texts = dict(zip(handbook["passage_id"], handbook["text"]))
+    passages_path = data_dir / ATTACK_PASSAGES_FILE
+    passage_rows = _attack_passage_rows(passages_path, texts)
+    _check_against_metadata(passages_path, len(passage_rows), metadata)
+    planted = {row.values["passage_id"]: row.values["text"] for row in passage_rows}
+    questions_path = data_dir / ATTACK_QUESTIONS_FILE
+    question_rows = _attack_question_rows(questions_path, set(texts), planted)
+    _check_against_metadata(questions_path, len(question_rows), metadata)
+    passages = pd.DataFrame([row.values for row in passage_rows],
+                            columns=list(ATTACK_PASSAGE_COLUMNS))
+    questions = pd.DataFrame([row.values for row in question_rows],
+                             columns=list(ATTACK_QUESTION_COLUMNS))
+    questions["planted_ids"] = pd.Series(
+        [tuple(v.split("|")) if v else () for v in questions["planted_ids"]], dtype=object
+    )
+    return AttackFixture(passages, questions)
+
+
 def _artifact_rows(path: Path) -> int:
     """Data rows of an artifact, after validating it where a schema is known."""
     if path.name == HANDBOOK_FILE:
@@ -375,6 +553,8 @@ def _artifact_rows(path: Path) -> int:
             handbook_ids = {row.values["passage_id"] for row in _handbook_rows(
                 path.parent / HANDBOOK_FILE)}
             return len(_question_rows(path, handbook_ids))
+        if tuple(header) in (ATTACK_PASSAGE_COLUMNS, ATTACK_QUESTION_COLUMNS):
+            return _attack_artifact_rows(path, tuple(header))
         return len(_read_rows(path, tuple(header)))
     return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
 
@@ -422,6 +602,11 @@ def check_all(data_dir: str | os.PathLike = DATA_DIR) -> list[str]:
                 from .review import load_review
 
                 frame = load_review(data_dir, TRANSCRIPT_PATH, metadata)
+                report.append(f"{name}: {len(frame)} rows ok")
+                continue
+            if header in (ATTACK_PASSAGE_COLUMNS, ATTACK_QUESTION_COLUMNS):
+                attack = load_attack_fixture(data_dir, handbook, metadata)
+                frame = attack.passages if header == ATTACK_PASSAGE_COLUMNS else attack.questions
                 report.append(f"{name}: {len(frame)} rows ok")
                 continue
         _check_against_metadata(path, _artifact_rows(path), metadata)
