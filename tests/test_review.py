@@ -65,12 +65,12 @@ def write_rows(path, rows, columns=REVIEW_COLUMNS):
 
 @pytest.fixture
 def data_dir(tmp_path):
-    """A data folder with the handbook, questions, metadata and a valid Qwen review."""
+    """A data folder with every fixture file but the review, and a valid Qwen review."""
     folder = tmp_path / "data"
     folder.mkdir()
-    for name in ("riverton-handbook.csv", "riverton-handbook-questions.csv",
-                 "riverton-extended-questions.csv", METADATA_FILE):
-        shutil.copyfile(DATA_DIR / name, folder / name)
+    for path in DATA_DIR.glob("*.csv"):
+        if path.name != REVIEW_FILE:
+            shutil.copyfile(path, folder / path.name)
     metadata = (folder / METADATA_FILE).read_text()
     if REVIEW_FILE not in metadata:
         with open(folder / METADATA_FILE, "a") as handle:
