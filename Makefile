@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 book: $(STAMP)
-	$(PY) -m helpers.build
+	$(PY) -m helpers.book
 
 browser:
 	@bash scripts/ensure-chromium.sh

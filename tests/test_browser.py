@@ -38,7 +38,7 @@ def browser():
 
 def build(project: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "helpers.build", "--project", str(project), *args],
+        [sys.executable, "-m", "helpers.book", "--project", str(project), *args],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,

@@ -1,7 +1,7 @@
 """The book's build: configuration, the Quarto dispatch, and the build without Quarto.
 
 Each build test makes a small temporary project (a `_quarto.yml`, a front page and one
-notebook) and runs `python -m helpers.build` on it in a subprocess, as `make book` does.
+notebook) and runs `python -m helpers.book` on it in a subprocess, as `make book` does.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import nbformat
 import pytest
 import yaml
 
-from helpers.build import find_remote_assets, load_book_config, select_chapter, BuildError
-from helpers.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark
+from helpers.book.build import find_remote_assets, load_book_config, select_chapter, BuildError
+from helpers.book.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark
 from helpers.paths import PROJECT_ROOT
 
 LESSON = "lessons/01-sample.ipynb"
@@ -58,7 +58,7 @@ def write_project(root: Path, cells: list, title: str = "A sample lesson") -> Pa
 
 def run_build(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "helpers.build", "--project", str(root), *args],
+        [sys.executable, "-m", "helpers.book", "--project", str(root), *args],
         cwd=PROJECT_ROOT,
         env=env or os.environ.copy(),
         capture_output=True,

@@ -44,7 +44,7 @@ def corrupt_transcript(project, question_id, new_output):
 def build(project, output):
     env = dict(os.environ, RIVERTON_READER_MODE="recorded", PYTHONPATH=str(project))
     return subprocess.run(
-        [sys.executable, "-m", "helpers.build", "--project", str(project), "--engine", "nbclient",
+        [sys.executable, "-m", "helpers.book", "--project", str(project), "--engine", "nbclient",
          "--only", "01", "--output", str(output)],
         cwd=project, env=env, capture_output=True, text=True, timeout=900,
     )

@@ -1,4 +1,4 @@
-"""Build the book: `python -m helpers.build [--output DIR] [--only LESSON]`.
+"""Build the book: `python -m helpers.book [--output DIR] [--only LESSON]`.
 
 With Quarto on PATH this runs `quarto render` and passes its exit status through.
 Without Quarto it builds the same site itself: it reads the chapter list from
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import yaml
 
-from helpers.cellopts import (
+from helpers.book.cellopts import (
     CellOptionError,
     parse_cell_options,
     quarto_markdown_to_commonmark,
@@ -41,7 +41,7 @@ EXIT_CHAPTER_FAILED = 1
 EXIT_USAGE = 2
 
 DEFAULT_TIMEOUT = 1200  # seconds per cell
-GENERATOR = "helpers.build (nbclient + nbconvert; Quarto was not found)"
+GENERATOR = "helpers.book (nbclient + nbconvert; Quarto was not found)"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _REMOTE_ASSET_PATTERNS = [
@@ -660,7 +660,7 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
 def main(argv: list[str] | None = None) -> int:
     from helpers.paths import PROJECT_ROOT
 
-    parser = argparse.ArgumentParser(prog="python -m helpers.build", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m helpers.book", description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", help="output folder (default: project.output-dir of _quarto.yml, i.e. _book)")
     parser.add_argument("--only", metavar="LESSON", help="build one chapter: its path, file name, stem or number (01)")
     parser.add_argument("--project", type=Path, default=PROJECT_ROOT, help="project folder holding _quarto.yml")
