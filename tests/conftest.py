@@ -5,12 +5,16 @@ package; tests must not modify what they receive (copy a frame before changing i
 """
 from __future__ import annotations
 
-import pandas as pd
-import pytest
+from helpers.book import skip_unused_schema_grammars
 
-from helpers.fixture import load_riverton
-from helpers.parsing import parse_outputs
-from helpers.retrieval import TfidfRetriever, gold_ranks
+skip_unused_schema_grammars()  # nbformat, which many tests import, would compile them at import
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from helpers.fixture import load_riverton  # noqa: E402
+from helpers.parsing import parse_outputs  # noqa: E402
+from helpers.retrieval import TfidfRetriever, gold_ranks  # noqa: E402
 
 # The six raw reader outputs printed on the reference render, with its visible line-break
 # marker. They are a record of one render, kept so that parsing and scoring can be
