@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml Makefile
 book: $(STAMP)
 	$(PY) -m helpers.book --install-quarto $(if $(FRESH),--fresh) $(if $(RETRY_QUARTO),--retry-quarto-install)
 
-# quarto preview with this Python; also re-renders when helpers/ or data/ change.
+# quarto preview with this Python; restarts (and re-renders) when helpers/ or data/ change.
 preview: $(STAMP)
 	$(PY) -m helpers.book --preview
 

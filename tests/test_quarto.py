@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
+import time
+import urllib.request
 from pathlib import Path
 
 import nbformat
@@ -191,6 +194,52 @@ def test_helper_edit_and_reader_setting_execute_again_and_one_file_renders(quart
     kept = render(quarto, root, env=env)
     assert f"[freeze] {LESSON}: frozen result kept: inputs unchanged" in kept.stdout
     assert executions(root) == 4  # the single-file render executes; the whole-book one re-uses
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=600) as response:
+        return response.read().decode("utf-8")
+
+
+def test_preview_shows_a_data_edit_without_a_restart(quarto, tmp_path):
+    """`python -m helpers.book --preview` serves the book and re-renders when data/ changes."""
+    root = write_gate_book(tmp_path / "book")
+    port = _free_port()
+    log = tmp_path / "preview.log"
+    with open(log, "w") as stream:
+        preview = subprocess.Popen(
+            [sys.executable, "-m", "helpers.book", "--project", str(root), "--preview",
+             "--", "--no-browser", "--port", str(port), "--host", "127.0.0.1"],
+            cwd=PROJECT_ROOT, env=dict(os.environ, QUARTO=quarto), stdout=stream, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 600
+        while "Listening on" not in log.read_text() and time.monotonic() < deadline:
+            assert preview.poll() is None, log.read_text()[-3000:]
+            time.sleep(1)
+        page = f"http://127.0.0.1:{port}/lessons/01-gate.html"
+        assert "REPLY&lt;Answer: 5 | Sources: H1&gt;" in _get(page)
+        executed = executions(root)
+
+        (root / "data" / "replies.txt").write_text("Answer: 8 | Sources: H4\n", encoding="utf-8")
+        while log.read_text().count("Listening on") < 2 and time.monotonic() < deadline:
+            assert preview.poll() is None, log.read_text()[-3000:]
+            time.sleep(1)
+        report = log.read_text()
+        assert "[preview] data/replies.txt changed: restarting the preview" in report
+        assert f"[freeze] {LESSON}: frozen result removed, will execute: data/replies.txt changed" in report
+        assert "REPLY&lt;Answer: 8 | Sources: H4&gt;" in _get(page), report[-3000:]
+        assert executions(root) == executed + 1
+    finally:
+        preview.terminate()
+        preview.wait(timeout=60)
+    with socket.socket() as probe:  # Quarto's server stopped with the wrapper
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
 
 
 @pytest.mark.slow

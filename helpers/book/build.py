@@ -890,7 +890,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retry-quarto-install", action="store_true",
                         help="forget an earlier failed quarto-cli install and try again")
     parser.add_argument("--preview", action="store_true",
-                        help="run `quarto preview --render html`: render, serve and re-render on save (needs Quarto)")
+                        help="run `quarto preview --render html` (needs Quarto), restarted when helpers/ or data/ change")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds allowed per cell")
     parser.add_argument("quarto_args", nargs="*", metavar="-- QUARTO-ARGUMENT",
                         help="after --: more arguments for quarto render or preview (e.g. -- --no-browser --port 4200)")

@@ -3,14 +3,15 @@
 Quarto's ``freeze: auto`` re-executes a chapter only when the chapter's own file changed.
 The book's lessons also depend on the helpers, the data, the installed packages and the
 reader settings, so `_quarto.yml` runs this script around every render (``quarto render``
-and ``quarto preview`` alike), with the Python Quarto uses for Jupyter (``QUARTO_PYTHON``,
-else ``python3`` on PATH):
+and the first render of ``quarto preview`` alike), with the Python Quarto uses for Jupyter
+(``QUARTO_PYTHON``, else ``python3`` on PATH):
 
 ``pre-render``
     computes every chapter's key with :mod:`helpers.book.cache` and compares it with the key
     recorded after the chapter's last successful render. Where they differ, the chapter's
-    entry under ``_freeze/`` is deleted, so Quarto executes it again; the script prints
-    why. The keys just computed are kept as *pending*.
+    entry under ``_freeze/`` is deleted (and Quarto's own copy under ``.quarto/_freeze/``,
+    which it thaws from when a render has freeze off), so Quarto executes it again; the
+    script prints why. The keys just computed are kept as *pending*.
 ``post-render``
     runs only when the render succeeded; it records the pending keys of the chapters
     that were rendered. A failed render records nothing, so no key ever vouches for a
@@ -56,6 +57,11 @@ def freeze_folder(root: Path, source: str) -> Path:
     return root / "_freeze" / Path(source).with_suffix("")
 
 
+def hidden_freeze_folder(root: Path, source: str) -> Path:
+    """Quarto's own copy under `.quarto/_freeze/`, which it thaws from when freeze is off."""
+    return root / ".quarto" / "_freeze" / Path(source).with_suffix("")
+
+
 def frozen_result(root: Path, source: str) -> Path:
     return freeze_folder(root, source) / "execute-results" / "html.json"
 
@@ -88,9 +94,9 @@ def pre_render(root: Path, say=print) -> int:
     except KeyInputError as error:
         say(f"{PREFIX} cannot compute the lessons' keys: {error}")
         return 1
-    folder = _keys_folder(root)
-    recorded = read_json(folder / "recorded.json") or {}
-    earlier_pending = read_json(folder / "pending.json") or {}
+    keys = _keys_folder(root)
+    recorded = read_json(keys / "recorded.json") or {}
+    earlier_pending = read_json(keys / "pending.json") or {}
     pending = {}
     started = time.time()
     for chapter, nb in chapters:
@@ -107,15 +113,16 @@ def pre_render(root: Path, say=print) -> int:
             state = "frozen result kept: it was made with these inputs"
         else:
             reasons = "; ".join(explain(old, key))
+            state = f"will execute: {reasons}"
             if freeze_folder(root, source).exists():
-                shutil.rmtree(freeze_folder(root, source))
-                state = f"frozen result removed, will execute: {reasons}"
-            else:
-                state = f"will execute: {reasons}"
+                state = f"frozen result removed, {state}"
+            # Quarto's hidden copy goes too: a render with freeze off thaws from it.
+            for frozen in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
+                shutil.rmtree(frozen, ignore_errors=True)
         say(f"{PREFIX} {source}: {state}")
         pending[source] = {**key.record(), "computed": started, "computed_at": now_text()}
-    write_json_atomic(folder / "recorded.json", recorded)
-    write_json_atomic(folder / "pending.json", pending)
+    write_json_atomic(keys / "recorded.json", recorded)
+    write_json_atomic(keys / "pending.json", pending)
     return 0
 
 

@@ -134,39 +134,67 @@ def _input_stamps(root: Path) -> dict[str, tuple[int, int]]:
     return stamps
 
 
-def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: float = 1.0, say=print) -> int:
-    """`quarto preview --render html` that also re-renders when helpers/ or data/ change.
+def _free_port() -> int:
+    import socket
 
-    Quarto's preview re-renders a chapter when its file is saved, and the whole book when
-    `_quarto.yml` changes; it does not watch the files the lessons read. So this polls
-    helpers/ and data/, and when one changes it touches `_quarto.yml` (its content stays
-    the same): Quarto renders the book again, and the pre-render step re-executes exactly
-    the lessons whose key the change altered.
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: float = 1.0, say=print) -> int:
+    """`quarto preview --render html`, started again whenever helpers/ or data/ change.
+
+    Quarto's preview renders the whole book once (the pre-render step re-executes the
+    lessons whose key changed; the others are thawed), then re-renders a chapter when its
+    notebook is saved, using the outputs saved in it: by design it never executes a
+    notebook on those re-renders, and it does not watch the files the lessons read. So
+    this polls helpers/ and data/, and when one changes it stops Quarto and starts it
+    again, on the same port: the new first render executes exactly the lessons the change
+    affects, and no page shows results of the old files.
     """
+    import signal
     import time
 
+    def stop(signum, frame):  # a SIGTERM stops Quarto too, as Ctrl-C does
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    extra = list(extra)
+    if "--port" not in extra:
+        extra += ["--port", str(_free_port())]  # the same address after a restart
     command = [found.path, "preview", "--render", "html", *extra]
     say(f"[preview] running: {' '.join(command)}")
-    say("[preview] watching helpers/ and data/ as well; stop with Ctrl-C")
-    process = subprocess.Popen(command, cwd=root, env=quarto_environment())
-    before = _input_stamps(root)
+    say("[preview] watching helpers/ and data/ too (a change restarts the preview); stop with Ctrl-C")
+    process = None
     try:
-        while process.poll() is None:
-            time.sleep(poll_seconds)
-            now = _input_stamps(root)
-            if now != before:
+        while True:
+            before = _input_stamps(root)
+            process = subprocess.Popen(command, cwd=root, env=quarto_environment())
+            changed = []
+            while process.poll() is None and not changed:
+                time.sleep(poll_seconds)
+                now = _input_stamps(root)
                 changed = sorted(p for p in set(now) | set(before) if now.get(p) != before.get(p))
-                shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-                say(f"[preview] {shown} changed: rendering the book again")
-                os.utime(root / "_quarto.yml")
-                before = now
+            if not changed:
+                return process.returncode or 0
+            shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+            say(f"[preview] {shown} changed: restarting the preview, which renders the book again")
+            _stop(process)
+            if "--no-browser" not in command:
+                command.append("--no-browser")  # the open page reconnects to the same port
     except KeyboardInterrupt:
-        pass
+        return 0
     finally:
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-    return process.returncode or 0
+        if process is not None:
+            _stop(process)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
