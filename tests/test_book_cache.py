@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -152,6 +153,10 @@ def test_a_code_edit_executes_again_and_undoing_it_re_uses_the_first_run(book):
     result = build(book)
     assert decision(result) == f"re-used: executed {first['executed_at']}, inputs unchanged"
     assert "and one more line" not in page(book)
+    # The next explanation compares with the execution just re-used, not the newest one.
+    parsing = book / "helpers" / "parsing.py"
+    parsing.write_text(parsing.read_text() + "\n# an edit to a helper\n")
+    assert decision(build(book)) == "executed: helpers/parsing.py changed"
 
 
 def test_reader_environment_variables_invalidate_and_their_values_are_not_stored(book):
@@ -284,3 +289,77 @@ def test_key_components_come_from_the_machine():
     digests = environment_digests({"RIVERTON_READER_MODE": "live", "HOME": "/x", "RIVERTON_X": ""})
     assert sorted(digests) == ["RIVERTON_READER_MODE", "RIVERTON_X"]
     assert "live" not in json.dumps(digests)
+
+
+# --------------------------------------------------------------------------- Quarto's freezer
+# The decisions of the pre-render and post-render steps, on a book whose frozen results are
+# written here as Quarto lays them out; tests/test_quarto.py checks them with real Quarto.
+
+
+def _freeze_result(root: Path) -> Path:
+    from helpers.book.freeze import frozen_result
+
+    result = frozen_result(root, LESSON)
+    result.parent.mkdir(parents=True, exist_ok=True)
+    result.write_text('{"hash": "x", "result": {}}')
+    return result
+
+
+def _pre(root: Path) -> str:
+    from helpers.book.freeze import pre_render
+
+    said = []
+    assert pre_render(root, said.append) == 0
+    (line,) = said
+    assert line.startswith(f"[freeze] {LESSON}: ")
+    return line.split(": ", 1)[1]
+
+
+def _post(root: Path, monkeypatch) -> None:
+    from helpers.book.freeze import post_render
+
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(root / "_book"))
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", "_book/index.html\n_book/lessons/01-sample.html")
+    monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)
+    assert post_render(root, lambda line: None) == 0
+
+
+def test_freeze_steps_keep_a_result_only_while_its_key_holds(tmp_path, monkeypatch):
+    from helpers.book.freeze import hidden_freeze_folder
+
+    root = write_book(tmp_path / "book")
+    assert _pre(root) == "will execute: no earlier run"
+    result = _freeze_result(root)  # the render executed the lesson and froze it...
+    _post(root, monkeypatch)  # ...and succeeded
+    assert _pre(root) == "frozen result kept: inputs unchanged"
+    assert result.is_file()
+
+    hidden = hidden_freeze_folder(root, LESSON)
+    hidden.mkdir(parents=True)
+    (root / "data" / "numbers.txt").write_text("5\n", encoding="utf-8")
+    assert _pre(root) == "frozen result removed, will execute: data/numbers.txt changed"
+    assert not result.exists() and not hidden.exists()
+    # No render recorded the new key yet, so the next pre-render still says why.
+    assert _pre(root) == "will execute: data/numbers.txt changed"
+
+
+def test_a_failed_render_records_nothing_but_its_fresh_results_stand(tmp_path, monkeypatch):
+    root = write_book(tmp_path / "book")
+    _pre(root)
+    _freeze_result(root)
+    _post(root, monkeypatch)
+    (root / "data" / "numbers.txt").write_text("5\n", encoding="utf-8")
+    time.sleep(0.05)
+    assert _pre(root) == "frozen result removed, will execute: data/numbers.txt changed"
+    time.sleep(0.05)
+    _freeze_result(root)  # this lesson executed; another one failed, so no post-render
+    assert _pre(root) == "frozen result kept: it was made with these inputs"
+    assert _pre(root) == "frozen result kept: inputs unchanged"  # and now it is recorded
+
+    # An edit made (and undone) after the key was computed leaves the result unproven.
+    (root / "data" / "numbers.txt").write_text("6\n", encoding="utf-8")
+    _pre(root)
+    time.sleep(0.05)
+    _freeze_result(root)
+    (root / "data" / "numbers.txt").write_text("6\n", encoding="utf-8")  # touched during the render
+    assert _pre(root).startswith("frozen result removed, will execute")

@@ -743,6 +743,7 @@ def _execute_or_reuse(nb, chapter: Chapter, options: list[dict], config: BookCon
         except ValueError:
             hit = None
     if hit is not None:
+        cache.touch(chapter.source, hit.entry)
         decision = f"re-used: executed {hit.entry.get('executed_at', '?')}, inputs unchanged"
         print(f"[build] {chapter.source}: {decision}", flush=True)
         return decision, 0.0, hit.entry
@@ -755,7 +756,10 @@ def _execute_or_reuse(nb, chapter: Chapter, options: list[dict], config: BookCon
     # if they are still what the key says, so an edit made meanwhile is never vouched for.
     entry = None
     if ProjectInputs.collect_files(config.root) == inputs.files:
-        entry = cache.store(chapter.source, key, _for_cache(nb), seconds)
+        try:
+            entry = cache.store(chapter.source, key, _for_cache(nb), seconds)
+        except OSError as error:  # a read-only checkout still builds, only slower next time
+            print(f"[build] note: could not cache {chapter.source}: {error}", flush=True)
     else:
         print(f"[build] note: files changed while {chapter.source} executed; its result is not cached", flush=True)
     return f"executed: {why}", seconds, entry
@@ -827,6 +831,7 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
             decision = (f"re-used: executed {entry.get('executed_at', '?')}, inputs unchanged"
                         if executes else "no code to execute")
             if executes:
+                cache.touch(chapter.source, entry)
                 print(f"[build] {chapter.source}: {decision}", flush=True)
             report.append((chapter, decision, 0.0))
             written[chapter.page] = page_html
@@ -848,7 +853,10 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
                              EXIT_CHAPTER_FAILED)
         written[chapter.page] = page_html
         if entry is not None or not executes:
-            pages.put(chapter.source, _page_key(config, chapter, entry, machinery), page_html)
+            try:
+                pages.put(chapter.source, _page_key(config, chapter, entry, machinery), page_html)
+            except OSError as error:
+                print(f"[build] note: could not cache the page {chapter.page}: {error}", flush=True)
 
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.building-", dir=output.parent))

@@ -72,18 +72,21 @@ def now_text() -> str:
 # --------------------------------------------------------------------------- components
 
 
+def files_under(folder: Path) -> list[Path]:
+    """Every file under ``folder`` that the key covers (``__pycache__`` and compiled files aside)."""
+    if not folder.is_dir():
+        return []
+    return [
+        path for path in sorted(folder.rglob("*"))
+        if not any(part in _IGNORED_PARTS for part in path.relative_to(folder).parts)
+        and path.suffix not in _IGNORED_SUFFIXES and path.is_file()
+    ]
+
+
 def file_digests(root: Path, folder: Path, label: str) -> dict[str, str]:
     """SHA-256 of every file under ``folder``, by ``label/relative/path``."""
-    digests = {}
-    if not folder.is_dir():
-        return digests
-    for path in sorted(folder.rglob("*")):
-        relative = path.relative_to(folder)
-        if any(part in _IGNORED_PARTS for part in relative.parts) or path.suffix in _IGNORED_SUFFIXES:
-            continue
-        if path.is_file():
-            digests[f"{label}/{relative.as_posix()}"] = _sha256(path.read_bytes())
-    return digests
+    return {f"{label}/{path.relative_to(folder).as_posix()}": _sha256(path.read_bytes())
+            for path in files_under(folder)}
 
 
 def helpers_folder(root: Path) -> Path:
@@ -473,11 +476,19 @@ class ExecutionCache:
                 entry = read_json(child / "entry.json")
                 if isinstance(entry, dict) and "key" in entry:
                     found.append((entry, child))
-        found.sort(key=lambda item: item[0].get("executed_at", ""), reverse=True)
+        found.sort(key=lambda item: item[0].get("used_at") or item[0].get("executed_at", ""), reverse=True)
         return found
 
+    def touch(self, source: str, entry: dict) -> None:
+        """Note that ``entry`` was just used: it becomes the latest, and the last to be pruned."""
+        try:
+            write_json_atomic(self.lesson_folder(source) / entry["key"][:32] / "entry.json",
+                              {**entry, "used_at": now_text()})
+        except OSError:
+            pass  # only the order of explanations and pruning suffers
+
     def latest(self, source: str) -> dict | None:
-        """The newest entry of ``source`` (what an explanation compares against)."""
+        """The entry used most recently for ``source`` (what an explanation compares against)."""
         entries = self._entries(source)
         return entries[0][0] if entries else None
 

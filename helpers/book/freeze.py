@@ -18,8 +18,9 @@ and the first render of ``quarto preview`` alike), with the Python Quarto uses f
     frozen result that a render did not finish.
 
 A pending key also vouches for a frozen result written after it was computed (a chapter
-that executed in a render which failed later, in another chapter): its inputs are the
-ones the key describes, so it is kept rather than executed once more.
+that executed in a render which failed later, in another chapter), provided no helper,
+data file or `_quarto.yml` was modified since: its inputs are then the ones the key
+describes, so it is kept rather than executed once more.
 
 Keys live in ``.book-cache/quarto/`` (ignored by git), next to the build's own cache.
 """
@@ -43,7 +44,9 @@ from helpers.book.cache import (  # noqa: E402
     LessonKey,
     ProjectInputs,
     explain,
+    files_under,
     has_code,
+    helpers_folder,
     now_text,
     read_json,
     write_json_atomic,
@@ -84,6 +87,17 @@ def _chapters_with_code(root: Path):
     return config, found
 
 
+def _untouched_since(root: Path, moment: float) -> bool:
+    """Whether no file of the helpers, the data or `_quarto.yml` was modified after ``moment``.
+
+    A frozen result written after a pending key was computed was made from the inputs that
+    key describes only if none of them changed in between (an edit undone meanwhile would
+    give the same key for different output).
+    """
+    paths = [root / "_quarto.yml", *files_under(helpers_folder(root)), *files_under(root / "data")]
+    return all(p.stat().st_mtime < moment for p in paths if p.is_file())
+
+
 def pre_render(root: Path, say=print) -> int:
     """Delete the frozen result of every chapter whose key changed; keep the keys as pending."""
     config, chapters = _chapters_with_code(root)
@@ -108,7 +122,8 @@ def pre_render(root: Path, say=print) -> int:
         if old and old.get("key") == key.key:
             state = "frozen result kept: inputs unchanged" if result.is_file() else "no frozen result yet"
         elif (waiting and waiting.get("key") == key.key and result.is_file()
-              and result.stat().st_mtime >= waiting.get("computed", float("inf"))):
+              and result.stat().st_mtime >= waiting.get("computed", float("inf"))
+              and _untouched_since(root, waiting["computed"])):
             recorded[source] = waiting  # executed under this key in a render that failed later
             state = "frozen result kept: it was made with these inputs"
         else:
@@ -142,14 +157,12 @@ def post_render(root: Path, say=print) -> int:
     if not pending:
         return 0
     recorded = read_json(folder / "recorded.json") or {}
-    outputs = {Path(p).as_posix() for p in _rendered_outputs()}
-    output_dir = Path(os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_book")
-    if output_dir.is_absolute():
-        output_dir = output_dir.relative_to(root) if output_dir.is_relative_to(root) else output_dir
+    # Quarto names outputs relative to the project folder; compare absolute paths.
+    outputs = {os.path.normpath(root / p) for p in _rendered_outputs()}
+    output_dir = root / (os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_book")
     done = []
     for source, entry in list(pending.items()):
-        page = (output_dir / Path(source).with_suffix(".html")).as_posix()
-        if page in outputs or (root / page).as_posix() in outputs:
+        if os.path.normpath(output_dir / Path(source).with_suffix(".html")) in outputs:
             recorded[source] = entry
             del pending[source]
             done.append(source)
@@ -173,7 +186,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PREFIX} {root} holds no _quarto.yml; run this from the project folder", file=sys.stderr)
         return 2
     say = lambda line: print(line, flush=True)  # noqa: E731
-    return pre_render(root, say) if argv == ["pre-render"] else post_render(root, say)
+    try:
+        return pre_render(root, say) if argv == ["pre-render"] else post_render(root, say)
+    except ImportError as error:
+        say(f"{PREFIX} {sys.executable} cannot import {error.name}: Quarto runs this script with "
+            "QUARTO_PYTHON (else python3 on PATH), which must be the project's Python, e.g. "
+            "QUARTO_PYTHON=.venv/bin/python quarto render")
+        return 1
 
 
 if __name__ == "__main__":
