@@ -193,3 +193,18 @@ def test_a_damaged_cache_is_rebuilt_with_a_warning(gguf_and_cached, tmp_path, mo
         warnings.simplefilter("error", ModelCacheWarning)
         _, said = fresh_load(monkeypatch, tmp_path / "cache", capsys)
     assert "from the dequantised cache" in said
+
+
+def test_the_remembered_gguf_hash_follows_the_file(tmp_path, monkeypatch):
+    import hashlib
+
+    from helpers.reader.model_cache import gguf_sha256
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    weights = tmp_path / "model.gguf"
+    weights.write_bytes(b"first contents")
+    assert gguf_sha256(weights) == hashlib.sha256(b"first contents").hexdigest()
+    index = json.loads((tmp_path / "cache" / "gguf-sha256.json").read_text())
+    assert index[str(weights)]["sha256"] == hashlib.sha256(b"first contents").hexdigest()
+    weights.write_bytes(b"other contents")  # same size, a new modification time
+    assert gguf_sha256(weights) == hashlib.sha256(b"other contents").hexdigest()

@@ -25,7 +25,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from .registry import ReaderSpec, file_sha256
+from .registry import ReaderSpec, file_sha256, remember_sha256
 
 CACHE_ENV = "RIVERTON_MODEL_CACHE"
 MANIFEST = "manifest.json"
@@ -51,10 +51,43 @@ def _version(package: str) -> str:
         return "none"
 
 
+def gguf_sha256(path: Path) -> str:
+    """The file's SHA-256, remembered in the cache root between runs.
+
+    Hashing the GGUF file takes a noticeable part of a cached load; the remembered value
+    is used only while the file has the same size, modification time (to the nanosecond)
+    and inode as when it was hashed.
+    """
+    path = Path(path)
+    stat = path.stat()
+    stamp = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
+    index = cache_root() / "gguf-sha256.json"
+    try:
+        known = json.loads(index.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    entry = known.get(str(path)) if isinstance(known, dict) else None
+    if isinstance(entry, dict) and entry.get("stamp") == stamp and isinstance(entry.get("sha256"), str):
+        remember_sha256(path, entry["sha256"])
+        return entry["sha256"]
+    sha = file_sha256(path)
+    known = known if isinstance(known, dict) else {}
+    known[str(path)] = {"stamp": stamp, "sha256": sha}
+    try:
+        index.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=".gguf-sha256.", suffix=".tmp", dir=index.parent)
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(known, stream, indent=1)
+        os.replace(temporary, index)
+    except OSError:
+        pass  # the next run hashes the file again
+    return sha
+
+
 def cache_folder(spec: ReaderSpec, gguf_path: Path) -> Path:
     """The cache folder of ``gguf_path``: its SHA-256 and the dequantising versions name it."""
     slug = re.sub(r"[^A-Za-z0-9.]+", "-", spec.model_id).strip("-")
-    sha = file_sha256(Path(gguf_path))
+    sha = gguf_sha256(Path(gguf_path))
     return cache_root() / (
         f"{slug}-gguf-{sha[:16]}-transformers-{_version('transformers')}-gguf-{_version('gguf')}"
     )
@@ -156,7 +189,7 @@ def load_gguf(spec: ReaderSpec, gguf_path: Path, say=print):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     gguf_path = Path(gguf_path)
-    sha = file_sha256(gguf_path)
+    sha = gguf_sha256(gguf_path)
     folder = cache_folder(spec, gguf_path)
     if folder.exists():
         problem = problem_with(folder, sha)
