@@ -37,6 +37,11 @@ def fresh_load(monkeypatch, cache, capsys):
     return reader, capsys.readouterr().out
 
 
+def model_folders(cache):
+    """The model folders in a cache root (beside them: the remembered GGUF hashes)."""
+    return [p for p in cache.iterdir() if p.is_dir() and not p.name.startswith(".")]
+
+
 def generate_six(reader, inputs):
     return [reader.generate(m, q).token_ids for q, m in zip(inputs["question_id"], inputs["messages"])]
 
@@ -94,7 +99,7 @@ def test_each_load_says_what_it_loads_and_from_where(gguf_and_cached):
     (second,) = gguf_and_cached["cached_message"]
     assert first.startswith(f"Loading {SMOL.model_id} from its GGUF file ")
     assert f"(sha256 {sha[:8]}...)" in first and "dequantising" in first
-    folders = [p for p in gguf_and_cached["cache"].iterdir() if not p.name.startswith(".")]
+    folders = model_folders(gguf_and_cached["cache"])
     assert len(folders) == 1, folders
     folder = folders[0]
     assert second == (f"Loading {SMOL.model_id} from the dequantised cache {folder} "
@@ -118,7 +123,7 @@ def _damaged_copy(source, target, damage):
             shutil.copy2(src, dst)
 
     shutil.copytree(source, target, copy_function=link_weights)
-    folder = next(p for p in target.iterdir() if not p.name.startswith("."))
+    (folder,) = model_folders(target)
     damage(folder)
     return folder
 
@@ -170,7 +175,7 @@ def test_damage_is_noticed_before_loading(gguf_and_cached, tmp_path, damage):
 
 
 def test_a_cache_made_from_another_gguf_file_is_not_used(gguf_and_cached):
-    folder = next(p for p in gguf_and_cached["cache"].iterdir() if not p.name.startswith("."))
+    (folder,) = model_folders(gguf_and_cached["cache"])
     assert problem_with(folder, "0" * 64) == "it was made from another GGUF file"
 
 
