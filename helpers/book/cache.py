@@ -265,10 +265,12 @@ class ProjectInputs:
         return files
 
     @classmethod
-    def collect(cls, root: Path, kernel: str = "python3") -> "ProjectInputs":
+    def collect(cls, root: Path, kernel: str = "python3", environ=None) -> "ProjectInputs":
         """Every project-wide component, as the kernel ``kernel`` would see it.
 
-        Raises :class:`KeyInputError` when the kernel or its Python cannot be examined.
+        ``environ`` is the environment the kernel is started with (default: this
+        process's). Raises :class:`KeyInputError` when the kernel or its Python cannot be
+        examined.
         """
         root = Path(root)
         files = cls.collect_files(root)
@@ -276,7 +278,7 @@ class ProjectInputs:
         return cls(
             files=files,
             packages=facts["packages"],
-            environment=environment_digests(),
+            environment=environment_digests(environ),
             weights=facts["weights"],
             runtime={"kernel": kernel, "python": facts["python"], "implementation": facts["implementation"]},
         )
