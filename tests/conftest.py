@@ -5,12 +5,18 @@ package; tests must not modify what they receive (copy a frame before changing i
 """
 from __future__ import annotations
 
-import pandas as pd
-import pytest
+import os
 
-from helpers.fixture import load_riverton
-from helpers.parsing import parse_outputs
-from helpers.retrieval import TfidfRetriever, gold_ranks
+from helpers.book import skip_unused_schema_grammars
+
+skip_unused_schema_grammars()  # nbformat, which many tests import, would compile them at import
+
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+from helpers.fixture import load_riverton  # noqa: E402
+from helpers.parsing import parse_outputs  # noqa: E402
+from helpers.retrieval import TfidfRetriever, gold_ranks  # noqa: E402
 
 # The six raw reader outputs printed on the reference render, with its visible line-break
 # marker. They are a record of one render, kept so that parsing and scoring can be
@@ -116,3 +122,24 @@ def browser():
     driver = pagecheck.make_driver()
     yield driver
     driver.quit()
+
+
+def quarto_command() -> str | None:
+    """The real Quarto the tests may run: ``$QUARTO`` if set, else ``quarto`` on PATH."""
+    import shutil
+
+    named = os.environ.get("QUARTO")
+    return shutil.which(named) if named else shutil.which("quarto")
+
+
+@pytest.fixture(scope="session")
+def quarto() -> str:
+    """Path of real Quarto; skips without one, unless BOOK_REQUIRE_QUARTO=1 (as in CI)."""
+    found = quarto_command()
+    if found is None:
+        reason = "no quarto command ($QUARTO or quarto on PATH)"
+        if os.environ.get("BOOK_REQUIRE_QUARTO") == "1":
+            pytest.fail(f"BOOK_REQUIRE_QUARTO=1 but {reason}")
+        pytest.skip(reason)
+    return found
+

@@ -24,7 +24,7 @@ LESSON_1 = "lessons/01-answering-from-retrieved-passages.ipynb"
 
 def build(project: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "helpers.build", "--project", str(project), *args],
+        [sys.executable, "-m", "helpers.book", "--project", str(project), *args],
         cwd=PROJECT_ROOT,
         capture_output=True,
         text=True,

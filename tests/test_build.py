@@ -1,7 +1,7 @@
 """The book's build: configuration, the Quarto dispatch, and the build without Quarto.
 
 Each build test makes a small temporary project (a `_quarto.yml`, a front page and one
-notebook) and runs `python -m helpers.build` on it in a subprocess, as `make book` does.
+notebook) and runs `python -m helpers.book` on it in a subprocess, as `make book` does.
 """
 
 from __future__ import annotations
@@ -18,8 +18,15 @@ import nbformat
 import pytest
 import yaml
 
-from helpers.build import find_remote_assets, load_book_config, select_chapter, BuildError
-from helpers.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark
+from helpers.book.build import (
+    BuildError,
+    chapter_title,
+    find_remote_assets,
+    load_book_config,
+    read_chapter,
+    select_chapter,
+)
+from helpers.book.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark
 from helpers.paths import PROJECT_ROOT
 
 LESSON = "lessons/01-sample.ipynb"
@@ -47,7 +54,7 @@ def write_project(root: Path, cells: list, title: str = "A sample lesson") -> Pa
         )
     )
     (root / "index.qmd").write_text(
-        "---\ntitle: Front page\n---\n\nRead [the lesson](lessons/01-sample.ipynb) next.\n"
+        "# Front page {.unnumbered}\n\nRead [the lesson](lessons/01-sample.ipynb) next.\n"
     )
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -58,7 +65,7 @@ def write_project(root: Path, cells: list, title: str = "A sample lesson") -> Pa
 
 def run_build(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "helpers.build", "--project", str(root), *args],
+        [sys.executable, "-m", "helpers.book", "--project", str(root), *args],
         cwd=PROJECT_ROOT,
         env=env or os.environ.copy(),
         capture_output=True,
@@ -180,13 +187,13 @@ def test_good_notebook_builds_pages_with_quarto_cell_options(good_book):
     # tbl-cap shows as a numbered caption above the table output; label is the element id
     caption = re.search(r'<div class="book-caption book-table-caption">(.*?)</div>', page, re.S)
     assert caption is not None
-    assert re.sub(r"<[^>]+>", "", caption.group(1)) == "Table 1: Questions with their ids"
+    assert re.sub(r"<[^>]+>", "", caption.group(1)) == "Table 1.1: Questions with their ids"
     assert re.search(r'<div[^>]*\bid="tbl-questions"', page)
     assert page.index("book-table-caption") < page.index('id="itables_')
-    assert '<a href="#tbl-questions">Table 1</a>' in page
+    assert '<a href="#tbl-questions">Table 1.1</a>' in page
     # fig-cap goes below the figure
     figure = re.search(r'<div class="book-caption book-figure-caption">(.*?)</div>', page, re.S)
-    assert figure is not None and "Figure 1:" in figure.group(1) and "A tiny figure" in figure.group(1)
+    assert figure is not None and "Figure 1.1:" in figure.group(1) and "A tiny figure" in figure.group(1)
     image = re.search(r'<img[^>]*src="data:image/png[^>]*>', page)
     assert image is not None and image.start() < page.index("book-figure-caption")
     # fig-alt becomes the image's alt text
@@ -276,13 +283,15 @@ def fake_quarto(bin_dir: Path, exit_code: int) -> Path:
     bin_dir.mkdir(parents=True, exist_ok=True)
     record = bin_dir / "calls.txt"
     stub = bin_dir / "quarto"
-    stub.write_text(f'#!/bin/sh\necho "$PWD|$*" >> "{record}"\nexit {exit_code}\n')
+    stub.write_text(f'#!/bin/sh\nif [ "$1" = "--version" ]; then echo 9.9.9; exit 0; fi\n'
+                    f'echo "$PWD|$*|$QUARTO_PYTHON" >> "{record}"\nexit {exit_code}\n')
     stub.chmod(stub.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return record
 
 
 def env_with_path(bin_dir: Path) -> dict:
     env = os.environ.copy()
+    env.pop("QUARTO", None)  # $QUARTO would win over PATH
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
     return env
 
@@ -292,16 +301,19 @@ def test_quarto_on_path_is_run_and_its_exit_status_passed_through(tmp_path):
     record = fake_quarto(tmp_path / "bin", exit_code=7)
     env = env_with_path(tmp_path / "bin")
 
+    env.pop("QUARTO_PYTHON", None)
     result = run_build(root, env=env)
     assert result.returncode == 7
-    assert "Quarto found at" in result.stdout and "quarto render" in result.stdout
-    assert record.read_text().splitlines() == [f"{root}|render"]
+    assert "Quarto 9.9.9 found at" in result.stdout and "quarto render" in result.stdout
+    assert "engine: Quarto 9.9.9" in result.stdout and "failed with exit status 7" in result.stdout
+    # Quarto executes the lessons (and the freeze scripts) with the build's own Python.
+    assert record.read_text().splitlines() == [f"{root}|render|{sys.executable}"]
     assert not (root / "_book").exists()
 
     record.unlink()
     result = run_build(root, "--only", "01-sample", "--output", "site", env=env)
     assert result.returncode == 7
-    assert record.read_text().splitlines() == [f"{root}|render {LESSON} --output-dir site"]
+    assert record.read_text().splitlines() == [f"{root}|render {LESSON} --output-dir site|{sys.executable}"]
 
 
 def test_quarto_success_is_passed_through_and_engine_nbclient_skips_quarto(tmp_path):
@@ -376,6 +388,11 @@ def test_quarto_yml_is_a_book_listing_exactly_the_lessons_present():
     assert config["project"]["output-dir"] == "_book"
     assert config["project"]["execute-dir"] == "project"
     assert config["execute"]["enabled"] is True
+    assert config["execute"]["freeze"] == "auto"
+    # The freeze scripts exist and are run as Python scripts (Quarto uses QUARTO_PYTHON).
+    for step in ("pre-render", "post-render"):
+        script, argument = config["project"][step].split()
+        assert (PROJECT_ROOT / script).is_file() and script.endswith(".py") and argument == step
     assert config["jupyter"] == "python3"
     assert "theme" in config["format"]["html"]
     chapters = config["book"]["chapters"]
@@ -384,6 +401,11 @@ def test_quarto_yml_is_a_book_listing_exactly_the_lessons_present():
     assert chapters[1:] == present, "book.chapters must list exactly the notebooks in lessons/, in order"
     parsed = load_book_config(PROJECT_ROOT)
     assert [c.source for c in parsed.chapters] == chapters
+    # The front page is unnumbered, so lesson N is chapter N and its tables are "Table N.x".
+    for chapter in parsed.chapters:
+        chapter.title = chapter_title(read_chapter(PROJECT_ROOT, chapter), chapter)
+    parsed.number_chapters()
+    assert [c.number for c in parsed.chapters] == [None, *range(1, len(chapters))]
     assert select_chapter(parsed, "01").source == "lessons/01-answering-from-retrieved-passages.ipynb"
     with pytest.raises(BuildError):
         select_chapter(parsed, "lessons/99-missing.ipynb")
@@ -394,3 +416,59 @@ def test_front_page_links_every_lesson():
     index = (PROJECT_ROOT / "index.qmd").read_text()
     for chapter in config.chapters[1:]:
         assert f"]({chapter.source})" in index, f"index.qmd does not link {chapter.source}"
+
+
+def test_quarto_named_by_the_environment_wins_and_a_bad_name_is_a_usage_error(tmp_path):
+    root = write_project(tmp_path / "book", [markdown("Only prose here.")])
+    record = fake_quarto(tmp_path / "named", exit_code=0)
+    env = env_with_path(tmp_path / "empty")
+    env["QUARTO"] = str(tmp_path / "named" / "quarto")
+    result = run_build(root, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "($QUARTO)" in result.stdout and record.read_text().count("|render") == 1
+    env["QUARTO"] = str(tmp_path / "no-such-quarto")
+    result = run_build(root, env=env)
+    assert result.returncode == 2
+    assert "$QUARTO is" in result.stderr and "not an executable program" in result.stderr
+
+
+def test_a_failed_quarto_cli_install_is_remembered_until_a_retry(tmp_path):
+    """In a virtual environment without pip the install fails at once, as it does offline."""
+    from helpers.book.quarto import QUARTO_CLI, install_quarto_cli, install_stamp
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    said = []
+    assert install_quarto_cli(python=python, prefix=venv, say=said.append) is None
+    log = venv / "quarto-cli-install.log"
+    assert "No module named pip" in log.read_text()
+    assert install_stamp(venv).is_file()
+    assert f"could not install {QUARTO_CLI}" in said[-1] and "nbclient + nbconvert" in said[-1]
+
+    said.clear()
+    log.unlink()
+    assert install_quarto_cli(python=python, prefix=venv, say=said.append) is None
+    assert not log.exists(), "pip ran again although the earlier attempt failed"
+    assert said == [f"[build] not trying to install {QUARTO_CLI} again ({install_stamp(venv).read_text().strip()}); "
+                    "to retry: make book RETRY_QUARTO=1"]
+
+    assert install_quarto_cli(retry=True, python=python, prefix=venv, say=said.append) is None
+    assert log.is_file(), "a retry did not run pip"
+
+
+def test_chapters_are_numbered_as_quarto_numbers_them(tmp_path):
+    root = write_project(tmp_path / "book", [code("x = 1")])
+    config = load_book_config(root)
+    for chapter in config.chapters:
+        nb = read_chapter(root, chapter)
+        chapter.title = chapter_title(nb, chapter)
+    config.number_chapters()
+    assert [(c.title, c.number) for c in config.chapters] == [("Front page", None), ("A sample lesson", 1)]
+    # A numbered front page counts as chapter 1, as in Quarto: the lesson's tables are 2.x.
+    (root / "index.qmd").write_text("# Front page\n\nText.\n")
+    config = load_book_config(root)
+    for chapter in config.chapters:
+        chapter.title = chapter_title(read_chapter(root, chapter), chapter)
+    config.number_chapters()
+    assert [c.number for c in config.chapters] == [1, 2]

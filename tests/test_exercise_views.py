@@ -3,14 +3,14 @@
 Both tests work on copies in a temporary folder, so nothing is saved into the committed
 notebooks. The JupyterLab test starts a real JupyterLab on 127.0.0.1 (a free port, no
 token) and drives it with headless Chromium; the Quarto test renders a page with real
-Quarto when one is found (``QUARTO_BIN`` or ``quarto`` on PATH) and is skipped otherwise.
+Quarto when one is found (``$QUARTO`` or ``quarto`` on PATH) and is skipped otherwise,
+unless BOOK_REQUIRE_QUARTO=1.
 The nbclient build's pages are checked in test_browser.py.
 """
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -147,14 +147,8 @@ def test_jupyterlab_shows_each_solution_collapsed_until_clicked(browser, tmp_pat
     assert path.read_bytes() == before  # nothing was saved into the copy either
 
 
-def find_quarto() -> str | None:
-    return os.environ.get("QUARTO_BIN") or shutil.which("quarto")
-
-
-def test_quarto_renders_each_solution_as_a_collapsed_callout(browser, tmp_path):
-    quarto = find_quarto()
-    if quarto is None:
-        pytest.skip("Quarto is not installed (set QUARTO_BIN or put quarto on PATH)")
+@pytest.mark.quarto
+def test_quarto_renders_each_solution_as_a_collapsed_callout(browser, quarto, tmp_path):
     project = tmp_path / "quarto"
     (project / "lessons").mkdir(parents=True)
     path, cells = exercise_section(project / "lessons")

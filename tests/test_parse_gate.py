@@ -1,4 +1,5 @@
-"""A malformed reader reply stops the build of lesson 1 and names the question."""
+"""A malformed reader reply stops the build of lesson 1 and names the question, even after a
+successful build has cached the lesson: an edit to the transcript executes it again."""
 from __future__ import annotations
 
 import json
@@ -9,26 +10,16 @@ import sys
 
 import pytest
 
-from helpers.paths import PROJECT_ROOT
+from projects import copy_project
 
 pytestmark = pytest.mark.slow
 
-COPIED = ["helpers", "data", "lessons", "_quarto.yml", "index.qmd"]
-
-
-def copy_project(target):
-    for name in COPIED:
-        source = PROJECT_ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, target / name,
-                            ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
-        else:
-            shutil.copy2(source, target / name)
-    return target
+LESSON = "lessons/01-answering-from-retrieved-passages.ipynb"
+TRANSCRIPT = "data/riverton/reader-transcript.jsonl"
 
 
 def corrupt_transcript(project, question_id, new_output):
-    path = project / "data" / "riverton" / "reader-transcript.jsonl"
+    path = project / TRANSCRIPT
     lines = path.read_text(encoding="utf-8").splitlines()
     changed = 0
     for i, line in enumerate(lines):
@@ -44,19 +35,49 @@ def corrupt_transcript(project, question_id, new_output):
 def build(project, output):
     env = dict(os.environ, RIVERTON_READER_MODE="recorded", PYTHONPATH=str(project))
     return subprocess.run(
-        [sys.executable, "-m", "helpers.build", "--project", str(project), "--engine", "nbclient",
+        [sys.executable, "-m", "helpers.book", "--project", str(project), "--engine", "nbclient",
          "--only", "01", "--output", str(output)],
         cwd=project, env=env, capture_output=True, text=True, timeout=900,
     )
 
 
-def test_third_line_in_a_recorded_reply_stops_the_build(tmp_path):
-    project = copy_project(tmp_path / "book")
+def cache_entries(project):
+    folder = project / ".book-cache" / "executed" / "lessons--01-answering-from-retrieved-passages"
+    return sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A copy of the project whose lesson 1 was built once, successfully."""
+    project = copy_project(tmp_path_factory.mktemp("gate") / "book")
+    result = build(project, project.parent / "site")
+    return project, result
+
+
+def test_the_untouched_copy_builds_and_caches_lesson_1(built):
+    project, result = built
+    assert result.returncode == 0, result.stdout + result.stderr
+    page = project.parent / "site" / "lessons" / "01-answering-from-retrieved-passages.html"
+    assert page.exists(), sorted(p.name for p in (project.parent / "site").rglob("*.html"))
+    assert f"{LESSON}: executing (no earlier run)" in result.stdout
+    assert len(cache_entries(project)) == 1
+
+
+def test_third_line_in_a_recorded_reply_executes_again_and_stops_the_build(built, tmp_path):
+    project = tmp_path / "book"
+    shutil.copytree(built[0], project)  # with its cache
+    unchanged = build(project, tmp_path / "unchanged")
+    assert unchanged.returncode == 0, unchanged.stderr
+    assert f"{LESSON}: re-used: executed " in unchanged.stdout  # the cache would serve it...
+    entries = cache_entries(project)
+
     bad = "Answer: NO PRIOR DATA EXPERIENCE IS REQUIRED\nSources: H12\nThanks for asking!"
     corrupt_transcript(project, "Q4", bad)
     output = tmp_path / "site"
     result = build(project, output)
     report = result.stdout + result.stderr
+    # ...but the edited transcript is an input, so lesson 1 runs again and meets the gate.
+    assert f"{LESSON}: executing ({TRANSCRIPT} changed)" in result.stdout, report
     assert result.returncode != 0, report
     assert "01-answering-from-retrieved-passages.ipynb" in report
     assert "ReplyParseError" in report
@@ -64,12 +85,4 @@ def test_third_line_in_a_recorded_reply_stops_the_build(tmp_path):
     assert "Thanks for asking!" in report
     assert "parse-gate" in report  # the cell's label
     assert not output.exists(), "nothing may be published when a lesson fails"
-
-
-def test_the_untouched_copy_builds(tmp_path):
-    project = copy_project(tmp_path / "book")
-    output = tmp_path / "site"
-    result = build(project, output)
-    assert result.returncode == 0, result.stdout + result.stderr
-    page = output / "lessons" / "01-answering-from-retrieved-passages.html"
-    assert page.exists(), sorted(p.name for p in output.rglob("*.html"))
+    assert cache_entries(project) == entries, "the failed execution left a cache entry"

@@ -7,7 +7,6 @@ without Quarto, and (when Quarto is on PATH) through `quarto render` itself.
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -131,7 +130,7 @@ def test_a_students_kernel_shows_a_widget():
 @pytest.mark.parametrize("marker", [
     progress.build_environment("nbclient", _person()),
     {**_person(), "QUARTO_DOCUMENT_PATH": str(PROJECT_ROOT / "lessons")},
-], ids=["helpers.build", "quarto"])
+], ids=["helpers.book", "quarto"])
 def test_a_build_kernel_shows_nothing(marker):
     assert _run_in_kernel(marker) == []
 
@@ -163,20 +162,17 @@ def test_build_without_quarto_leaves_no_progress_bar(tmp_path):
     assert residue(_built_page(root)) == []
 
 
-QUARTO = shutil.which("quarto")
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(QUARTO is None, reason="Quarto is not on PATH")
-@pytest.mark.parametrize("how", ["helpers.build", "quarto render"])
-def test_quarto_leaves_no_progress_bar(tmp_path, how):
+@pytest.mark.quarto
+@pytest.mark.parametrize("how", ["helpers.book", "quarto render"])
+def test_quarto_leaves_no_progress_bar(tmp_path, how, quarto):
     """Through the build, and through a plain `quarto render`, which only Quarto marks."""
     root = _progress_project(tmp_path / "book")
     env = {**_person(), "QUARTO_PYTHON": sys.executable}
-    if how == "helpers.build":
-        result = run_build(root, "--engine", "quarto", env=env)
+    if how == "helpers.book":
+        result = run_build(root, "--engine", "quarto", env={**env, "QUARTO": quarto})
     else:
-        result = subprocess.run([QUARTO, "render"], cwd=root, env=env, capture_output=True, text=True,
+        result = subprocess.run([quarto, "render"], cwd=root, env=env, capture_output=True, text=True,
                                 timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert residue(_built_page(root)) == []

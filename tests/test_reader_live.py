@@ -154,20 +154,7 @@ def test_hf_cache_and_local_folder_sources_load_the_same_weights(reader, inputs,
 
 
 def _save_plain_copy(reader, folder):
-    """Save the loaded model as an ordinary safetensors checkpoint.
+    """Save the loaded model as an ordinary safetensors checkpoint (as the model cache does)."""
+    from helpers.reader.model_cache import save_dequantised
 
-    ``save_pretrained`` refuses a model loaded from GGUF ("not serializable"), so the
-    config is written without its quantization entry and the weights with safetensors.
-    """
-    import copy
-
-    from safetensors.torch import save_model
-
-    folder.mkdir(parents=True)
-    config = copy.deepcopy(reader.model.config)
-    if hasattr(config, "quantization_config"):
-        del config.quantization_config
-    config.save_pretrained(folder)
-    reader.model.generation_config.save_pretrained(folder)
-    save_model(reader.model, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    reader.tokenizer.save_pretrained(folder)
+    save_dequantised(reader.model, reader.tokenizer, folder)

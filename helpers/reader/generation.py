@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..progress import QuestionProgress
 from . import server
+from .model_cache import load_gguf, shown
 from .prompts import check_input_budget
 from .registry import (
     GGUF_PACKAGE,
@@ -192,11 +193,29 @@ def load_model_and_tokenizer(spec: ReaderSpec, allow_download: bool = False):
                 f"{' and '.join(missing)}: `pip install {' '.join(missing)}`"
             )
     with _quiet_progress(hf_logging):
-        tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(source, device_map="cpu", **kwargs)
+        if spec.weights_source == GGUF_PACKAGE:
+            # Dequantised once, then read from a per-user cache (see model_cache).
+            model, tokenizer = load_gguf(spec, Path(source) / kwargs["gguf_file"], say=_say)
+        else:
+            _say(f"Loading {spec.model_id} {_describe_source(spec, source, allow_download)}")
+            tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(source, device_map="cpu", **kwargs)
     model.eval()
     _LOADED[cache_key] = (model, tokenizer)
     return model, tokenizer
+
+
+def _say(line: str) -> None:
+    """Print a loading message where a student running the notebook sees it."""
+    print(line, flush=True)
+
+
+def _describe_source(spec: ReaderSpec, source: str, allow_download: bool) -> str:
+    if spec.weights_source == HF_CACHE and allow_download:
+        return f"at revision {spec.revision} from the Hugging Face Hub (downloads allowed)"
+    if spec.weights_source == HF_CACHE:
+        return f"at revision {spec.revision[:12]} from the Hugging Face cache {shown(Path(source))}"
+    return f"from the folder {shown(Path(source))}"
 
 
 @contextlib.contextmanager

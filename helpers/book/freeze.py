@@ -1,0 +1,199 @@
+"""Keep Quarto's frozen results honest: `pre-render` and `post-render` scripts for `_quarto.yml`.
+
+Quarto's ``freeze: auto`` re-executes a chapter only when the chapter's own file changed.
+The book's lessons also depend on the helpers, the data, the installed packages and the
+reader settings, so `_quarto.yml` runs this script around every render (``quarto render``
+and the first render of ``quarto preview`` alike), with the Python Quarto uses for Jupyter
+(``QUARTO_PYTHON``, else ``python3`` on PATH):
+
+``pre-render``
+    computes every chapter's key with :mod:`helpers.book.cache` and compares it with the key
+    recorded after the chapter's last successful render. Where they differ, the chapter's
+    entry under ``_freeze/`` is deleted (and Quarto's own copy under ``.quarto/_freeze/``,
+    which it thaws from when a render has freeze off), so Quarto executes it again; the
+    script prints why. The keys just computed are kept as *pending*.
+``post-render``
+    runs only when the render succeeded; it records the pending keys of the chapters
+    that were rendered. A failed render records nothing, so no key ever vouches for a
+    frozen result that a render did not finish.
+
+A pending key also vouches for a frozen result written after it was computed (a chapter
+that executed in a render which failed later, in another chapter), provided no helper,
+data file or `_quarto.yml` was modified since: its inputs are then the ones the key
+describes, so it is kept rather than executed once more.
+
+Keys live in ``.book-cache/quarto/`` (ignored by git), next to the build's own cache.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+if __name__ == "__main__":  # run by Quarto as a script: import the project's helpers
+    _ROOT = Path(__file__).resolve().parents[2]
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+    sys.path.insert(0, str(_ROOT))
+
+from helpers.book.cache import (  # noqa: E402
+    CACHE_DIR_NAME,
+    KeyInputError,
+    LessonKey,
+    ProjectInputs,
+    explain,
+    files_under,
+    has_code,
+    helpers_folder,
+    now_text,
+    read_json,
+    write_json_atomic,
+)
+
+PREFIX = "[freeze]"
+
+
+def freeze_folder(root: Path, source: str) -> Path:
+    """Quarto's `_freeze/` folder of a chapter: ``_freeze/lessons/01-x`` for ``lessons/01-x.ipynb``."""
+    return root / "_freeze" / Path(source).with_suffix("")
+
+
+def hidden_freeze_folder(root: Path, source: str) -> Path:
+    """Quarto's own copy under `.quarto/_freeze/`, which it thaws from when freeze is off."""
+    return root / ".quarto" / "_freeze" / Path(source).with_suffix("")
+
+
+def frozen_result(root: Path, source: str) -> Path:
+    return freeze_folder(root, source) / "execute-results" / "html.json"
+
+
+def _keys_folder(root: Path) -> Path:
+    return root / CACHE_DIR_NAME / "quarto"
+
+
+def _chapters_with_code(root: Path):
+    """(chapter, notebook) for every listed chapter that exists and has code to execute."""
+    from helpers.book.build import load_book_config, read_chapter
+
+    config = load_book_config(root)
+    found = []
+    for chapter in config.chapters:
+        if (root / chapter.source).is_file():
+            nb = read_chapter(root, chapter)
+            if has_code(nb):
+                found.append((chapter, nb))
+    return config, found
+
+
+def _untouched_since(root: Path, moment: float) -> bool:
+    """Whether no file of the helpers, the data or `_quarto.yml` was modified after ``moment``.
+
+    A frozen result written after a pending key was computed was made from the inputs that
+    key describes only if none of them changed in between (an edit undone meanwhile would
+    give the same key for different output).
+    """
+    paths = [root / "_quarto.yml", *files_under(helpers_folder(root)), *files_under(root / "data")]
+    return all(p.stat().st_mtime < moment for p in paths if p.is_file())
+
+
+def pre_render(root: Path, say=print) -> int:
+    """Delete the frozen result of every chapter whose key changed; keep the keys as pending."""
+    config, chapters = _chapters_with_code(root)
+    if not chapters:
+        return 0
+    try:
+        inputs = ProjectInputs.collect(root, config.kernel)
+    except KeyInputError as error:
+        say(f"{PREFIX} cannot compute the lessons' keys: {error}")
+        return 1
+    keys = _keys_folder(root)
+    recorded = read_json(keys / "recorded.json") or {}
+    earlier_pending = read_json(keys / "pending.json") or {}
+    pending = {}
+    started = time.time()
+    for chapter, nb in chapters:
+        key = LessonKey.compute(nb, inputs)
+        source = chapter.source
+        result = frozen_result(root, source)
+        old = recorded.get(source)
+        waiting = earlier_pending.get(source)
+        if old and old.get("key") == key.key:
+            state = "frozen result kept: inputs unchanged" if result.is_file() else "no frozen result yet"
+        elif (waiting and waiting.get("key") == key.key and result.is_file()
+              and result.stat().st_mtime >= waiting.get("computed", float("inf"))
+              and _untouched_since(root, waiting["computed"])):
+            recorded[source] = waiting  # executed under this key in a render that failed later
+            state = "frozen result kept: it was made with these inputs"
+        else:
+            reasons = "; ".join(explain(old, key))
+            state = f"will execute: {reasons}"
+            if freeze_folder(root, source).exists():
+                state = f"frozen result removed, {state}"
+            # Quarto's hidden copy goes too: a render with freeze off thaws from it.
+            for frozen in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
+                shutil.rmtree(frozen, ignore_errors=True)
+        say(f"{PREFIX} {source}: {state}")
+        pending[source] = {**key.record(), "computed": started, "computed_at": now_text()}
+    write_json_atomic(keys / "recorded.json", recorded)
+    write_json_atomic(keys / "pending.json", pending)
+    return 0
+
+
+def _rendered_outputs() -> list[str]:
+    listing = os.environ.get("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES")
+    if listing:
+        text = Path(listing).read_text(encoding="utf-8")
+    else:
+        text = os.environ.get("QUARTO_PROJECT_OUTPUT_FILES", "")
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def post_render(root: Path, say=print) -> int:
+    """Record the pending key of every chapter this (successful) render produced."""
+    folder = _keys_folder(root)
+    pending = read_json(folder / "pending.json") or {}
+    if not pending:
+        return 0
+    recorded = read_json(folder / "recorded.json") or {}
+    # Quarto names outputs relative to the project folder; compare absolute paths.
+    outputs = {os.path.normpath(root / p) for p in _rendered_outputs()}
+    output_dir = root / (os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_book")
+    done = []
+    for source, entry in list(pending.items()):
+        if os.path.normpath(output_dir / Path(source).with_suffix(".html")) in outputs:
+            recorded[source] = entry
+            del pending[source]
+            done.append(source)
+    write_json_atomic(folder / "recorded.json", recorded)
+    write_json_atomic(folder / "pending.json", pending)
+    if done:
+        say(f"{PREFIX} recorded the keys of {len(done)} rendered chapter(s)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv not in (["pre-render"], ["post-render"]):
+        print("usage: python helpers/book/freeze.py pre-render|post-render", file=sys.stderr)
+        return 2
+    from helpers.book import skip_unused_schema_grammars
+
+    skip_unused_schema_grammars()
+    root = Path.cwd()  # Quarto runs project scripts in the project folder
+    if not (root / "_quarto.yml").is_file():
+        print(f"{PREFIX} {root} holds no _quarto.yml; run this from the project folder", file=sys.stderr)
+        return 2
+    say = lambda line: print(line, flush=True)  # noqa: E731
+    try:
+        return pre_render(root, say) if argv == ["pre-render"] else post_render(root, say)
+    except ImportError as error:
+        say(f"{PREFIX} {sys.executable} cannot import {error.name}: Quarto runs this script with "
+            "QUARTO_PYTHON (else python3 on PATH), which must be the project's Python, e.g. "
+            "QUARTO_PYTHON=.venv/bin/python quarto render")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

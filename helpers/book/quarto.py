@@ -1,0 +1,200 @@
+"""Finding Quarto, installing it once from PyPI, and running it with the project's Python.
+
+Quarto is looked for in this order: the command named by ``$QUARTO``; ``quarto`` on
+``PATH``; the ``quarto`` that the ``quarto-cli`` package puts beside this Python (in
+``.venv/bin``). `make book` asks :func:`install_quarto_cli` to try once to install
+``quarto-cli`` into the virtual environment; when that fails (offline, the package
+downloads Quarto while it builds) a stamp file records the failure, later builds do not
+try again, and the book is built with nbclient + nbconvert instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from helpers.book.cache import now_text
+
+#: The Quarto release the book is checked with; its PyPI package.
+QUARTO_VERSION = "1.10.18"
+QUARTO_CLI = f"quarto-cli=={QUARTO_VERSION}"
+
+
+@dataclass(frozen=True)
+class FoundQuarto:
+    path: str
+    how: str  # "$QUARTO", "PATH" or "quarto-cli in this environment"
+
+
+class QuartoNotFound(RuntimeError):
+    pass
+
+
+def venv_quarto(python: str | os.PathLike | None = None) -> Path:
+    """Where `pip install quarto-cli` puts the `quarto` command for ``python`` (this one)."""
+    return Path(python or sys.executable).parent / ("quarto.exe" if os.name == "nt" else "quarto")
+
+
+def find_quarto() -> FoundQuarto | None:
+    """The Quarto to use, or None; a ``$QUARTO`` that names no program is an error."""
+    named = os.environ.get("QUARTO")
+    if named:
+        path = shutil.which(named)
+        if path is None:
+            raise QuartoNotFound(f"$QUARTO is {named!r}, which is not an executable program")
+        return FoundQuarto(path, "$QUARTO")
+    on_path = shutil.which("quarto")
+    if on_path:
+        return FoundQuarto(on_path, "PATH")
+    local = venv_quarto()
+    if local.is_file() and os.access(local, os.X_OK):
+        return FoundQuarto(str(local), "quarto-cli in this environment")
+    return None
+
+
+def quarto_version(path: str) -> str:
+    """``quarto --version``, or "unknown version" when it does not answer."""
+    try:
+        result = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown version"
+    lines = result.stdout.strip().splitlines()
+    return lines[-1].strip() if result.returncode == 0 and lines else "unknown version"
+
+
+def install_stamp(prefix: str | os.PathLike | None = None) -> Path:
+    """The file that remembers a failed `pip install quarto-cli` in an environment."""
+    return Path(prefix or sys.prefix) / ".quarto-cli-install-failed"
+
+
+def install_quarto_cli(retry: bool = False, say=print, python: str | os.PathLike | None = None,
+                       prefix: str | os.PathLike | None = None) -> FoundQuarto | None:
+    """Try once to `pip install quarto-cli` into a virtual environment (by default this one).
+
+    Returns the installed Quarto, or None. A failure is remembered in
+    :func:`install_stamp`, and later calls do nothing until ``retry`` is true (`make book
+    RETRY_QUARTO=1`) or the stamp is deleted.
+    """
+    python = str(python or sys.executable)
+    prefix = Path(prefix or sys.prefix)
+    stamp = install_stamp(prefix)
+    if retry:
+        stamp.unlink(missing_ok=True)
+    if stamp.exists():
+        lines = stamp.read_text(encoding="utf-8").splitlines()
+        why = lines[0] if lines else "an earlier attempt failed"
+        say(f"[build] not trying to install {QUARTO_CLI} again ({why}); to retry: make book RETRY_QUARTO=1")
+        return None
+    if not (prefix / "pyvenv.cfg").is_file():
+        say(f"[build] {python} is not in a virtual environment; not installing {QUARTO_CLI} into it")
+        return None
+    say(f"[build] no Quarto found; trying once to install {QUARTO_CLI} into {prefix} ...")
+    log = prefix / "quarto-cli-install.log"
+    command = [python, "-m", "pip", "install", "--disable-pip-version-check", QUARTO_CLI]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+        output, code = result.stdout + result.stderr, result.returncode
+    except (OSError, subprocess.TimeoutExpired) as error:
+        output, code = str(error), -1
+    log.write_text(f"$ {' '.join(command)}\n{output}", encoding="utf-8")
+    found = venv_quarto(python)
+    if code == 0 and found.is_file():
+        say(f"[build] installed {QUARTO_CLI}: {found}")
+        return FoundQuarto(str(found), "quarto-cli in this environment")
+    stamp.write_text(f"{now_text()}: pip install {QUARTO_CLI} failed (exit status {code}); see {log}\n",
+                     encoding="utf-8")
+    tail = [line for line in output.splitlines() if line.strip()][-1:] or ["(no output)"]
+    say(f"[build] could not install {QUARTO_CLI} (exit status {code}: {tail[0].strip()}); "
+        f"pip's output is in {log}. This is expected offline: the package downloads Quarto "
+        "while it installs. Building with nbclient + nbconvert; later builds will not try "
+        "again (make book RETRY_QUARTO=1 does).")
+    return None
+
+
+def quarto_environment() -> dict:
+    """The environment for Quarto: the lessons and the freeze scripts run with this Python."""
+    env = dict(os.environ)
+    env.setdefault("QUARTO_PYTHON", sys.executable)
+    return env
+
+
+def _input_stamps(root: Path) -> dict[str, tuple[int, int]]:
+    """(size, mtime) of every file under helpers/ and data/: cheap enough to poll."""
+    stamps = {}
+    for folder in ("helpers", "data"):
+        for path in (root / folder).rglob("*"):
+            if "__pycache__" in path.parts or path.suffix == ".pyc" or not path.is_file():
+                continue
+            stat = path.stat()
+            stamps[path.relative_to(root).as_posix()] = (stat.st_size, stat.st_mtime_ns)
+    return stamps
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: float = 1.0, say=print) -> int:
+    """`quarto preview --render html`, started again whenever helpers/ or data/ change.
+
+    Quarto's preview renders the whole book once (the pre-render step re-executes the
+    lessons whose key changed; the others are thawed), then re-renders a chapter when its
+    notebook is saved, using the outputs saved in it: by design it never executes a
+    notebook on those re-renders, and it does not watch the files the lessons read. So
+    this polls helpers/ and data/, and when one changes it stops Quarto and starts it
+    again, on the same port: the new first render executes exactly the lessons the change
+    affects, and no page shows results of the old files.
+    """
+    import signal
+    import time
+
+    def stop(signum, frame):  # a SIGTERM stops Quarto too, as Ctrl-C does
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    extra = list(extra)
+    if "--port" not in extra:
+        extra += ["--port", str(_free_port())]  # the same address after a restart
+    command = [found.path, "preview", "--render", "html", *extra]
+    say(f"[preview] running: {' '.join(command)}")
+    say("[preview] watching helpers/ and data/ too (a change restarts the preview); stop with Ctrl-C")
+    process = None
+    try:
+        while True:
+            before = _input_stamps(root)
+            process = subprocess.Popen(command, cwd=root, env=quarto_environment())
+            changed = []
+            while process.poll() is None and not changed:
+                time.sleep(poll_seconds)
+                now = _input_stamps(root)
+                changed = sorted(p for p in set(now) | set(before) if now.get(p) != before.get(p))
+            if not changed:
+                return process.returncode or 0
+            shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+            say(f"[preview] {shown} changed: restarting the preview, which renders the book again")
+            _stop(process)
+            if "--no-browser" not in command:
+                command.append("--no-browser")  # the open page reconnects to the same port
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        if process is not None:
+            _stop(process)
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,365 @@
+"""The execution cache of the build without Quarto: never stale, never needlessly slow.
+
+Each test builds a small temporary book that carries a copy of the `helpers` package and
+a `data/` folder, changes one input, and checks what the next build did: re-used the
+cached execution (and said so), or executed again and said why. A cache that is too eager
+would serve a stale page; one that is too lazy would execute on a prose edit.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers.book.cache import (
+    CACHE_DIR_NAME,
+    LessonKey,
+    ProjectInputs,
+    environment_digests,
+    explain,
+    installed_distributions,
+)
+from helpers.book.build import read_chapter, Chapter
+from helpers.paths import PROJECT_ROOT
+from test_build import LESSON, code, markdown, write_project
+
+PAGE = Path("_book") / "lessons" / "01-sample.html"
+SLUG = "lessons--01-sample"
+
+
+def write_book(root: Path, cells=None) -> Path:
+    """The sample book of test_build, with a copy of helpers/ and a data file its lesson reads."""
+    if not (root / "helpers").exists():
+        shutil.copytree(PROJECT_ROOT / "helpers", root / "helpers",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    if not (root / "data" / "numbers.txt").exists():
+        (root / "data" / "numbers.txt").write_text("3\n4\n", encoding="utf-8")
+    return write_project(root, cells or default_cells(), title="Cached lesson")
+
+
+def default_cells(prose: str = "The numbers are read from the data folder.", code_extra: str = ""):
+    return [
+        markdown(f"# Numbers\n\n{prose}"),
+        code("from pathlib import Path\nnumbers = [int(x) for x in Path('data/numbers.txt').read_text().split()]"),
+        code(f"#| output: asis\nprint(f'The total is **{{sum(numbers)}}**.'){code_extra}"),
+        markdown("That is all."),
+    ]
+
+
+def write_lesson(root: Path, cells) -> None:
+    write_project(root, cells, title="Cached lesson")
+
+
+def build(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "helpers.book", "--project", str(root), "--engine", "nbclient", *args],
+        cwd=PROJECT_ROOT, env=env or os.environ.copy(), capture_output=True, text=True, timeout=600,
+    )
+
+
+def decision(result: subprocess.CompletedProcess) -> str:
+    """What the build printed it did with the lesson ("re-used: ..." or "executed: ...")."""
+    for line in result.stdout.splitlines():
+        if line.startswith("[build]") and "01-sample.html" in line:
+            return line.split("01-sample.html", 1)[1].strip().lstrip("0123456789. s").strip()
+    raise AssertionError(f"the build did not report the lesson:\n{result.stdout}\n{result.stderr}")
+
+
+def entries(root: Path) -> list[dict]:
+    folder = root / CACHE_DIR_NAME / "executed" / SLUG
+    if not folder.is_dir():
+        return []
+    return [json.loads((child / "entry.json").read_text()) for child in sorted(folder.iterdir())
+            if (child / "entry.json").is_file()]
+
+
+def page(root: Path) -> str:
+    return (root / PAGE).read_text(encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A book built once; tests copy it (with its cache) and change one thing each."""
+    root = write_book(tmp_path_factory.mktemp("cached") / "book")
+    result = build(root)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert decision(result) == "executed: no earlier run"
+    return root
+
+
+@pytest.fixture
+def book(built, tmp_path):
+    copy = tmp_path / "book"
+    shutil.copytree(built, copy)
+    return copy
+
+
+def test_an_unchanged_book_re_uses_the_execution_and_says_when(book):
+    before = page(book)
+    result = build(book)
+    assert result.returncode == 0, result.stderr
+    executed_at = entries(book)[0]["executed_at"]
+    assert decision(result) == f"re-used: executed {executed_at}, inputs unchanged"
+    assert page(book) == before
+    assert "The total is <strong>7</strong>." in before
+
+
+def test_a_markdown_only_edit_reaches_the_page_without_executing(book):
+    write_lesson(book, default_cells(prose="A sentence that was just written."))
+    result = build(book)
+    assert result.returncode == 0, result.stderr
+    assert decision(result).startswith("re-used:")
+    text = page(book)
+    assert "A sentence that was just written." in text
+    assert "The numbers are read from the data folder." not in text
+    assert "The total is <strong>7</strong>." in text  # the cached outputs are spliced in
+    assert len(entries(book)) == 1
+
+
+def test_a_data_edit_executes_again_and_the_page_shows_the_new_result(book):
+    (book / "data" / "numbers.txt").write_text("3\n4\n5\n", encoding="utf-8")
+    result = build(book)
+    assert result.returncode == 0, result.stderr
+    assert decision(result) == "executed: data/numbers.txt changed"
+    assert "The total is <strong>12</strong>." in page(book)
+    (book / "data" / "extra.csv").write_text("x\n1\n", encoding="utf-8")  # untracked files count
+    assert decision(build(book)) == "executed: data/extra.csv added"
+
+
+def test_a_helper_edit_executes_again(book):
+    parsing = book / "helpers" / "parsing.py"
+    parsing.write_text(parsing.read_text() + "\n# an edit to a helper\n")
+    result = build(book)
+    assert result.returncode == 0, result.stderr
+    assert decision(result) == "executed: helpers/parsing.py changed"
+
+
+def test_a_code_edit_executes_again_and_undoing_it_re_uses_the_first_run(book):
+    first = entries(book)[0]
+    write_lesson(book, default_cells(code_extra="\nprint('and one more line')"))
+    result = build(book)
+    assert result.returncode == 0, result.stderr
+    assert decision(result) == "executed: code changed in cell 4"
+    assert "and one more line" in page(book)
+    write_lesson(book, default_cells())
+    result = build(book)
+    assert decision(result) == f"re-used: executed {first['executed_at']}, inputs unchanged"
+    assert "and one more line" not in page(book)
+    # The next explanation compares with the execution just re-used, not the newest one.
+    parsing = book / "helpers" / "parsing.py"
+    parsing.write_text(parsing.read_text() + "\n# an edit to a helper\n")
+    assert decision(build(book)) == "executed: helpers/parsing.py changed"
+
+
+def test_reader_environment_variables_invalidate_and_their_values_are_not_stored(book):
+    env = dict(os.environ, RIVERTON_READER_MODE="recorded", RIVERTON_READER_API_KEY="s3cret-value")
+    env.pop("RIVERTON_READER_URL", None)
+    result = build(book, env=env)
+    assert result.returncode == 0, result.stderr
+    assert "RIVERTON_READER_API_KEY set" in decision(result)
+    assert "RIVERTON_READER_MODE set" in decision(result)
+    assert all("s3cret-value" not in (child / "entry.json").read_text()
+               for child in (book / CACHE_DIR_NAME / "executed" / SLUG).iterdir())
+    env["RIVERTON_READER_MODE"] = "live"
+    assert decision(build(book, env=env)) == "executed: RIVERTON_READER_MODE changed"
+    assert decision(build(book, env=env)).startswith("re-used:")
+
+
+def test_a_package_version_change_invalidates(book, tmp_path):
+    """A distribution that appears, then changes version, on the kernel's import path."""
+    site = tmp_path / "site"
+
+    def install(version):
+        shutil.rmtree(site, ignore_errors=True)
+        info = site / f"riverton_probe-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: riverton-probe\nVersion: {version}\n")
+
+    install("1.0")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    assert decision(build(book, env=env)) == "executed: package versions changed (riverton-probe 1.0 installed)"
+    install("1.1")
+    assert decision(build(book, env=env)) == "executed: package versions changed (riverton-probe 1.0 -> 1.1)"
+
+
+def test_weights_appearing_on_the_machine_invalidate(book, tmp_path):
+    """auto mode runs the pinned reader live once its weights are in the Hugging Face cache."""
+    from helpers.reader.registry import REGISTRY
+
+    spec = REGISTRY["qwen_1_5b_instruct"]
+    hub = tmp_path / "hub"
+    snapshot = hub / f"models--{spec.model_id.replace('/', '--')}" / "snapshots" / spec.revision
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (snapshot / "model.safetensors").write_bytes(b"")
+    env = dict(os.environ, HF_HUB_CACHE=str(hub))
+    assert decision(build(book, env=env)) == "executed: weights of reader qwen_1_5b_instruct now present"
+
+
+def test_a_failed_execution_leaves_no_entry_and_publishes_nothing(book):
+    before = page(book)
+    known = {e["key"] for e in entries(book)}
+    write_lesson(book, default_cells(code_extra="\nraise ValueError('the gate says no')"))
+    result = build(book)
+    assert result.returncode == 1
+    assert "ValueError: the gate says no" in result.stderr
+    assert {e["key"] for e in entries(book)} == known, "a failed execution left a cache entry"
+    assert not [p for p in (book / CACHE_DIR_NAME).rglob("*") if p.name.endswith(".tmp")]
+    assert page(book) == before
+    # and it fails again next time: a failure is never cached
+    again = build(book)
+    assert again.returncode == 1
+    assert f"{LESSON}: executing (code changed in cell 4)" in again.stdout
+
+
+def test_fresh_executes_anyway(book):
+    result = build(book, "--fresh")
+    assert result.returncode == 0, result.stderr
+    assert decision(result) == "executed: --fresh"
+
+
+def test_files_edited_while_a_lesson_executes_are_not_vouched_for(book):
+    cells = default_cells()
+    cells.insert(2, code("Path('data/numbers.txt').write_text('1\\n')  # edits its own input"))
+    write_lesson(book, cells)
+    result = build(book)
+    assert result.returncode == 0, result.stderr
+    assert f"files changed while {LESSON} executed; its result is not cached" in result.stdout
+    # The next build executes again: the entry it could have used was never written.
+    again = decision(build(book))
+    assert again.startswith("executed:") and "data/numbers.txt changed" in again, again
+
+
+# --------------------------------------------------------------------------- the key itself
+
+
+def _chapter_nb(root: Path):
+    return read_chapter(root, Chapter(source=LESSON, page="x.html"))
+
+
+def test_key_ignores_prose_and_cell_positions_but_not_code_or_tags(tmp_path):
+    root = write_book(tmp_path / "book")
+    inputs = ProjectInputs.collect(root)
+    key = LessonKey.compute(_chapter_nb(root), inputs)
+    cells = default_cells(prose="Other words entirely.")
+    cells.insert(0, markdown("A new opening paragraph moves every cell down."))
+    write_lesson(root, cells)
+    moved = LessonKey.compute(_chapter_nb(root), inputs)
+    assert moved.key == key.key
+    assert moved.cell_numbers == [n + 1 for n in key.cell_numbers]
+
+    nb = _chapter_nb(root)
+    nb.cells[2].metadata["tags"] = ["raises-exception"]
+    assert LessonKey.compute(nb, inputs).key != key.key
+    inline = default_cells(prose="The total is `{python} sum(numbers)`.")
+    write_lesson(root, inline)
+    assert LessonKey.compute(_chapter_nb(root), inputs).key != key.key  # inline code is executed
+
+
+def test_explain_names_each_kind_of_change(tmp_path):
+    root = write_book(tmp_path / "book")
+    inputs = ProjectInputs.collect(root)
+    key = LessonKey.compute(_chapter_nb(root), inputs)
+    old = key.record()
+    assert explain(None, key) == ["no earlier run"]
+    changed = json.loads(json.dumps(old))
+    changed["components"]["packages"]["transformers"] = "0.0.1"
+    changed["components"]["runtime"]["python"] = "3.10.0"
+    changed["components"]["files"].pop("helpers/text.py")
+    reasons = explain(changed, key)
+    assert f"Python version changed (3.10.0 -> {inputs.runtime['python']})" in reasons
+    assert f"package versions changed (transformers 0.0.1 -> {inputs.packages['transformers']})" in reasons
+    assert "helpers/text.py added" in reasons
+
+
+def test_key_components_come_from_the_machine():
+    import importlib.metadata
+
+    packages = installed_distributions()
+    for name in ("nbclient", "riverton-qa-book", "transformers"):
+        assert packages[name] == importlib.metadata.version(name)
+    digests = environment_digests({"RIVERTON_READER_MODE": "live", "HOME": "/x", "RIVERTON_X": ""})
+    assert sorted(digests) == ["RIVERTON_READER_MODE", "RIVERTON_X"]
+    assert "live" not in json.dumps(digests)
+
+
+# --------------------------------------------------------------------------- Quarto's freezer
+# The decisions of the pre-render and post-render steps, on a book whose frozen results are
+# written here as Quarto lays them out; tests/test_quarto.py checks them with real Quarto.
+
+
+def _freeze_result(root: Path) -> Path:
+    from helpers.book.freeze import frozen_result
+
+    result = frozen_result(root, LESSON)
+    result.parent.mkdir(parents=True, exist_ok=True)
+    result.write_text('{"hash": "x", "result": {}}')
+    return result
+
+
+def _pre(root: Path) -> str:
+    from helpers.book.freeze import pre_render
+
+    said = []
+    assert pre_render(root, said.append) == 0
+    (line,) = said
+    assert line.startswith(f"[freeze] {LESSON}: ")
+    return line.split(": ", 1)[1]
+
+
+def _post(root: Path, monkeypatch) -> None:
+    from helpers.book.freeze import post_render
+
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(root / "_book"))
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", "_book/index.html\n_book/lessons/01-sample.html")
+    monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)
+    assert post_render(root, lambda line: None) == 0
+
+
+def test_freeze_steps_keep_a_result_only_while_its_key_holds(tmp_path, monkeypatch):
+    from helpers.book.freeze import hidden_freeze_folder
+
+    root = write_book(tmp_path / "book")
+    assert _pre(root) == "will execute: no earlier run"
+    result = _freeze_result(root)  # the render executed the lesson and froze it...
+    _post(root, monkeypatch)  # ...and succeeded
+    assert _pre(root) == "frozen result kept: inputs unchanged"
+    assert result.is_file()
+
+    hidden = hidden_freeze_folder(root, LESSON)
+    hidden.mkdir(parents=True)
+    (root / "data" / "numbers.txt").write_text("5\n", encoding="utf-8")
+    assert _pre(root) == "frozen result removed, will execute: data/numbers.txt changed"
+    assert not result.exists() and not hidden.exists()
+    # No render recorded the new key yet, so the next pre-render still says why.
+    assert _pre(root) == "will execute: data/numbers.txt changed"
+
+
+def test_a_failed_render_records_nothing_but_its_fresh_results_stand(tmp_path, monkeypatch):
+    root = write_book(tmp_path / "book")
+    _pre(root)
+    _freeze_result(root)
+    _post(root, monkeypatch)
+    (root / "data" / "numbers.txt").write_text("5\n", encoding="utf-8")
+    time.sleep(0.05)
+    assert _pre(root) == "frozen result removed, will execute: data/numbers.txt changed"
+    time.sleep(0.05)
+    _freeze_result(root)  # this lesson executed; another one failed, so no post-render
+    assert _pre(root) == "frozen result kept: it was made with these inputs"
+    assert _pre(root) == "frozen result kept: inputs unchanged"  # and now it is recorded
+
+    # An edit made (and undone) after the key was computed leaves the result unproven.
+    (root / "data" / "numbers.txt").write_text("6\n", encoding="utf-8")
+    _pre(root)
+    time.sleep(0.05)
+    _freeze_result(root)
+    (root / "data" / "numbers.txt").write_text("6\n", encoding="utf-8")  # touched during the render
+    assert _pre(root).startswith("frozen result removed, will execute")

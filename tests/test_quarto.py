@@ -1,0 +1,247 @@
+"""Real Quarto: freeze re-uses a lesson only while its key holds, and a failed gate fails the render.
+
+Runs when a `quarto` command is found ($QUARTO, or `quarto` on PATH) and is skipped
+otherwise, unless BOOK_REQUIRE_QUARTO=1 (as in CI), which turns the skip into a failure.
+
+Most checks render a small temporary book that carries a copy of this project's
+`helpers` package and the same pre-render/post-render scripts as `_quarto.yml`, so each
+render takes seconds. One test renders the real book.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from helpers.paths import PROJECT_ROOT
+from projects import copy_project
+
+pytestmark = pytest.mark.quarto
+
+LESSON = "lessons/01-gate.ipynb"
+PAGE = "_book/lessons/01-gate.html"
+TCP_NOISE = "Kernel is running over TCP without encryption"
+TABLE_NUMBER = r"Table(?:\s|&nbsp;|\u00a0)*(\d+)\.\d+"
+
+
+def real_scripts() -> dict:
+    """The pre-render and post-render entries of the real `_quarto.yml`."""
+    project = yaml.safe_load((PROJECT_ROOT / "_quarto.yml").read_text())["project"]
+    return {"pre-render": project["pre-render"], "post-render": project["post-render"]}
+
+
+def write_gate_book(root: Path) -> Path:
+    """A book whose one lesson reads data/replies.txt and stops unless every reply has 2 lines.
+
+    Each execution appends a line to `executions.log` outside the book, so a test can
+    count how often the lesson really ran.
+    """
+    shutil.copytree(PROJECT_ROOT / "helpers", root / "helpers",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "replies.txt").write_text("Answer: 5 | Sources: H1\n", encoding="utf-8")
+    (root / "lessons").mkdir()
+    config = {
+        "project": {"type": "book", "output-dir": "_book", "execute-dir": "project", **real_scripts()},
+        "book": {"title": "Gate Book", "chapters": ["index.qmd", LESSON]},
+        "execute": {"enabled": True, "freeze": "auto"},
+        "jupyter": "python3",
+        "format": {"html": {"theme": "cosmo"}},
+    }
+    (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    (root / "index.qmd").write_text("# Start {.unnumbered}\n\nThe lesson follows.\n")
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    log = root.parent / "executions.log"
+    nb.cells = [
+        nbformat.v4.new_raw_cell("---\ntitle: The gate\n---"),
+        nbformat.v4.new_markdown_cell("Every reply must have two fields; @tbl-replies lists them."),
+        nbformat.v4.new_code_cell(textwrap.dedent(f"""\
+            from pathlib import Path
+            import pandas as pd
+            with open({str(log)!r}, "a") as handle:
+                handle.write("executed\\n")
+            lines = Path("data/replies.txt").read_text().splitlines()"""
+        )),
+        nbformat.v4.new_code_cell(textwrap.dedent("""\
+            #| label: tbl-replies
+            #| tbl-cap: The replies
+            pd.DataFrame({"reply": [f"REPLY<{line}>" for line in lines]})"""
+        )),
+        nbformat.v4.new_code_cell(textwrap.dedent("""\
+            #| label: parse-gate
+            bad = [line for line in lines if line.count("|") != 1]
+            assert not bad, f"ReplyParseError: {bad[0]!r} does not have two fields\""""
+        )),
+    ]
+    nbformat.write(nb, root / LESSON)
+    return root
+
+
+def render(quarto: str, root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    environment = dict(env or os.environ)
+    environment["QUARTO_PYTHON"] = sys.executable
+    environment.pop("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", None)
+    return subprocess.run([quarto, "render", *args], cwd=root, env=environment,
+                          capture_output=True, text=True, timeout=900)
+
+
+def executions(root: Path) -> int:
+    log = root.parent / "executions.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def page_text(root: Path) -> str:
+    return (root / PAGE).read_text(encoding="utf-8")
+
+
+def test_freeze_follows_the_key_and_the_gate_fails_the_render(quarto, tmp_path):
+    root = write_gate_book(tmp_path / "book")
+
+    cold = render(quarto, root)
+    report = cold.stdout + cold.stderr
+    assert cold.returncode == 0, report[-4000:]
+    assert f"[freeze] {LESSON}: will execute: no earlier run" in report
+    assert executions(root) == 1
+    assert "REPLY&lt;Answer: 5 | Sources: H1&gt;" in page_text(root)
+    # The front page is unnumbered, so lesson 1's first table is Table 1.1.
+    assert set(re.findall(TABLE_NUMBER, page_text(root))) == {"1"}, "lesson 1's table is not numbered 1.x"
+    assert TCP_NOISE not in report
+    assert (root / "_freeze" / "lessons" / "01-gate" / "execute-results" / "html.json").is_file()
+
+    again = render(quarto, root)
+    report = again.stdout + again.stderr
+    assert again.returncode == 0, report[-4000:]
+    assert f"[freeze] {LESSON}: frozen result kept: inputs unchanged" in report
+    assert executions(root) == 1, "an unchanged lesson executed again"
+
+    # An edit under data/ (which freeze alone never notices) executes the lesson again.
+    (root / "data" / "replies.txt").write_text("Answer: 7 | Sources: H2\n", encoding="utf-8")
+    edited = render(quarto, root)
+    report = edited.stdout + edited.stderr
+    assert edited.returncode == 0, report[-4000:]
+    assert f"[freeze] {LESSON}: frozen result removed, will execute: data/replies.txt changed" in report
+    assert executions(root) == 2
+    assert "REPLY&lt;Answer: 7 | Sources: H2&gt;" in page_text(root)
+
+    # A reply with a third field must stop the render at the gate, and stay stopped.
+    (root / "data" / "replies.txt").write_text("Answer: 7 | Sources: H2 | Thanks!\n", encoding="utf-8")
+    failed = render(quarto, root)
+    report = failed.stdout + failed.stderr
+    assert failed.returncode != 0, f"the render passed the gate\n{report[-3000:]}"
+    assert "does not have two fields" in report and "Thanks!" in report
+    assert executions(root) == 3, "the failing lesson was not executed"
+    # Quarto cleans the output folder before a whole-book render: no stale page remains.
+    assert not (root / PAGE).exists(), "a page of the earlier data survived a failed render"
+
+    # Undoing the edit brings back inputs that rendered before, but their frozen result was
+    # removed when the inputs changed: the lesson executes, and the page is back.
+    (root / "data" / "replies.txt").write_text("Answer: 7 | Sources: H2\n", encoding="utf-8")
+    fixed = render(quarto, root)
+    assert fixed.returncode == 0, (fixed.stdout + fixed.stderr)[-4000:]
+    assert executions(root) == 4
+    assert "Thanks!" not in page_text(root)
+
+
+def test_helper_edit_and_reader_setting_execute_again_and_one_file_renders(quarto, tmp_path):
+    root = write_gate_book(tmp_path / "book")
+    assert render(quarto, root).returncode == 0
+    assert executions(root) == 1
+
+    parsing = root / "helpers" / "parsing.py"
+    parsing.write_text(parsing.read_text() + "\n# an edit\n")
+    edited = render(quarto, root)
+    assert edited.returncode == 0, (edited.stdout + edited.stderr)[-4000:]
+    assert f"{LESSON}: frozen result removed, will execute: helpers/parsing.py changed" in edited.stdout
+    assert executions(root) == 2
+
+    env = dict(os.environ, RIVERTON_READER_MODE="recorded")
+    moded = render(quarto, root, env=env)
+    assert moded.returncode == 0, (moded.stdout + moded.stderr)[-4000:]
+    assert "RIVERTON_READER_MODE set" in moded.stdout
+    assert executions(root) == 3
+
+    # Rendering the one lesson (as `quarto preview` does on save) records its key too.
+    single = render(quarto, root, LESSON, env=env)
+    assert single.returncode == 0, (single.stdout + single.stderr)[-4000:]
+    kept = render(quarto, root, env=env)
+    assert f"[freeze] {LESSON}: frozen result kept: inputs unchanged" in kept.stdout
+    assert executions(root) == 4  # the single-file render executes; the whole-book one re-uses
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=600) as response:
+        return response.read().decode("utf-8")
+
+
+def test_preview_shows_a_data_edit_without_a_restart(quarto, tmp_path):
+    """`python -m helpers.book --preview` serves the book and re-renders when data/ changes."""
+    root = write_gate_book(tmp_path / "book")
+    port = _free_port()
+    log = tmp_path / "preview.log"
+    with open(log, "w") as stream:
+        preview = subprocess.Popen(
+            [sys.executable, "-m", "helpers.book", "--project", str(root), "--preview",
+             "--", "--no-browser", "--port", str(port), "--host", "127.0.0.1"],
+            cwd=PROJECT_ROOT, env=dict(os.environ, QUARTO=quarto), stdout=stream, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 600
+        while "Listening on" not in log.read_text() and time.monotonic() < deadline:
+            assert preview.poll() is None, log.read_text()[-3000:]
+            time.sleep(1)
+        page = f"http://127.0.0.1:{port}/lessons/01-gate.html"
+        assert "REPLY&lt;Answer: 5 | Sources: H1&gt;" in _get(page)
+        executed = executions(root)
+
+        (root / "data" / "replies.txt").write_text("Answer: 8 | Sources: H4\n", encoding="utf-8")
+        while log.read_text().count("Listening on") < 2 and time.monotonic() < deadline:
+            assert preview.poll() is None, log.read_text()[-3000:]
+            time.sleep(1)
+        report = log.read_text()
+        assert "[preview] data/replies.txt changed: restarting the preview" in report
+        assert f"[freeze] {LESSON}: frozen result removed, will execute: data/replies.txt changed" in report
+        assert "REPLY&lt;Answer: 8 | Sources: H4&gt;" in _get(page), report[-3000:]
+        assert executions(root) == executed + 1
+    finally:
+        preview.terminate()
+        preview.wait(timeout=60)
+    with socket.socket() as probe:  # Quarto's server stopped with the wrapper
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
+
+
+@pytest.mark.slow
+def test_the_real_book_renders_with_quarto(quarto, tmp_path):
+    """The whole book with real Quarto, in a copy: every lesson page, numbered by chapter."""
+    project = copy_project(tmp_path / "book")
+    result = subprocess.run([sys.executable, "-m", "helpers.book", "--engine", "quarto"],
+                            cwd=project, env=dict(os.environ, QUARTO=quarto, PYTHONPATH=str(project)),
+                            capture_output=True, text=True, timeout=1800)
+    report = result.stdout + result.stderr
+    assert result.returncode == 0, report[-6000:]
+    assert "engine: Quarto" in result.stdout
+    assert TCP_NOISE not in report
+    chapters = yaml.safe_load((PROJECT_ROOT / "_quarto.yml").read_text())["book"]["chapters"]
+    for number, lesson in enumerate(chapters[1:], start=1):
+        page = project / "_book" / Path(lesson).with_suffix(".html")
+        assert page.is_file(), f"Quarto wrote no {page.name}"
+        text = page.read_text(encoding="utf-8")
+        assert f"[freeze] {lesson}: will execute: no earlier run" in report
+        numbers = set(re.findall(TABLE_NUMBER, text))
+        assert numbers == {str(number)}, f"{lesson}: tables numbered {sorted(numbers)}, not {number}.x"
