@@ -6,7 +6,7 @@ from pathlib import Path
 
 from helpers.paths import PROJECT_ROOT
 
-COPIED = ["helpers", "data", "lessons", "_quarto.yml", "index.qmd"]
+COPIED = ["helpers", "data", "lessons", "_quarto.yml", "index.qmd", "book.scss"]
 
 
 def copy_project(target: Path) -> Path:

@@ -363,3 +363,74 @@ def test_a_failed_render_records_nothing_but_its_fresh_results_stand(tmp_path, m
     _freeze_result(root)
     (root / "data" / "numbers.txt").write_text("6\n", encoding="utf-8")  # touched during the render
     assert _pre(root).startswith("frozen result removed, will execute")
+
+
+def _quarto_writes_outputs(root: Path) -> str:
+    """What Quarto does to a .ipynb it executes: outputs and counts go into the file itself."""
+    path = root / LESSON
+    nb = nbformat.read(path, as_version=4)
+    for number, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        cell.execution_count = number + 1
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ran\n")]
+    nbformat.write(nb, path)
+    return path.read_text(encoding="utf-8")
+
+
+def test_the_notebook_goes_back_as_committed_and_quarto_still_thaws_it(tmp_path, monkeypatch):
+    from helpers.book.freeze import _quarto_hash, frozen_result, hidden_freeze_folder
+
+    root = write_book(tmp_path / "book")
+    committed = (root / LESSON).read_bytes()
+    _pre(root)
+    executed = _quarto_writes_outputs(root)
+    hidden = hidden_freeze_folder(root, LESSON) / "execute-results" / "html.json"
+    for result in (frozen_result(root, LESSON), hidden):
+        result.parent.mkdir(parents=True, exist_ok=True)
+        result.write_text(json.dumps({"hash": _quarto_hash(executed), "result": {"markdown": "x"}}))
+    _post(root, monkeypatch)
+    assert (root / LESSON).read_bytes() == committed
+    # Quarto thaws a frozen result only when its hash is that of the notebook as it is now.
+    for result in (frozen_result(root, LESSON), hidden):
+        frozen = json.loads(result.read_text())
+        assert frozen["hash"] == _quarto_hash(committed.decode("utf-8"))
+        assert frozen["result"] == {"markdown": "x"}
+
+
+def test_a_failed_render_s_outputs_are_taken_out_by_the_next_pre_render(tmp_path):
+    from helpers.book.freeze import pre_render
+
+    root = write_book(tmp_path / "book")
+    committed = (root / LESSON).read_bytes()
+    _pre(root)
+    _quarto_writes_outputs(root)  # ...and the render failed later: no post-render
+    said = []
+    assert pre_render(root, said.append) == 0
+    assert (root / LESSON).read_bytes() == committed
+    assert said[0] == "[freeze] put back 1 notebook(s) a failed render had written outputs into"
+
+
+def test_a_notebook_edited_during_the_render_is_left_as_it_is(tmp_path, monkeypatch):
+    from helpers.book.freeze import post_render
+
+    root = write_book(tmp_path / "book")
+    _pre(root)
+    path = root / LESSON
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell("print('new cell')"))
+    nbformat.write(nb, path)
+    edited = path.read_bytes()
+    said = []
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(root / "_book"))
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", "_book/index.html")
+    monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)
+    post_render(root, said.append)
+    assert path.read_bytes() == edited
+    assert f"[freeze] {LESSON}: edited during the render; left as it is" in said
+
+
+def test_display_only_variables_stay_out_of_the_key():
+    from helpers.book.cache import environment_digests
+
+    digests = environment_digests({"RIVERTON_BOOK_BUILD": "quarto", "RIVERTON_PROGRESS": "0",
+                                   "RIVERTON_READER_MODE": "recorded"})
+    assert sorted(digests) == ["RIVERTON_READER_MODE"]

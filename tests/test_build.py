@@ -246,6 +246,53 @@ def test_find_remote_assets_catches_cdn_scripts_styles_and_imports():
     ]
 
 
+# What Quarto 1.10 writes into a lesson page with HTML outputs, and into cosmo's stylesheet.
+QUARTO_WIDGET_HEAD = (
+    '<script src="https://cdn.jsdelivr.net/npm/jquery@3.5.1/dist/jquery.min.js" integrity="sha384-Zv" '
+    'crossorigin="anonymous"></script><script src="../site_libs/quarto-nav/quarto-nav.js"></script>\n'
+    '<p>text</p>\n'
+    '<script src="https://cdn.jsdelivr.net/npm/requirejs@2.3.6/require.min.js" integrity="sha384-c9 '
+    'sha384-6V" crossorigin="anonymous"></script>\n'
+    "<script type=\"application/javascript\">define('jquery', [],function() {return window.jQuery;})</script>\n"
+)
+
+
+def test_quarto_widget_loaders_are_stripped_and_nothing_else():
+    from helpers.book.offline import strip_widget_loaders
+
+    page, removed = strip_widget_loaders(QUARTO_WIDGET_HEAD)
+    assert removed == 3
+    assert page == '<script src="../site_libs/quarto-nav/quarto-nav.js"></script>\n<p>text</p>\n'
+    assert find_remote_assets(page) == []
+    assert strip_widget_loaders(page) == (page, 0)
+
+
+def test_a_css_import_of_a_web_font_is_a_remote_asset():
+    css = '*/@import"https://fonts.googleapis.com/css2?family=Source+Sans+Pro:wght@300&display=swap";:root{}'
+    assert find_remote_assets(css) == ["https://fonts.googleapis.com/css2?family=Source+Sans+Pro:wght@300&display=swap"]
+    assert find_remote_assets('@import url("https://x.org/a.css");') == ["https://x.org/a.css"]
+
+
+def test_post_render_strips_the_loaders_and_fails_on_any_other_remote_asset(tmp_path, monkeypatch):
+    from helpers.book.freeze import post_render
+
+    site = tmp_path / "_book"
+    (site / "lessons").mkdir(parents=True)
+    page = site / "lessons" / "01-x.html"
+    page.write_text(QUARTO_WIDGET_HEAD)
+    (tmp_path / "_quarto.yml").write_text("project: {type: book}\n")
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(site))
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", "_book/lessons/01-x.html")
+    monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)
+    said = []
+    assert post_render(tmp_path, said.append) == 0
+    assert "jsdelivr" not in page.read_text() and "quarto-nav.js" in page.read_text()
+    (site / "site_libs").mkdir()
+    (site / "site_libs" / "theme.css").write_text('@import"https://fonts.googleapis.com/css2?family=X";')
+    assert post_render(tmp_path, said.append) == 1
+    assert "[freeze]   site_libs/theme.css: https://fonts.googleapis.com/css2?family=X" in said
+
+
 def test_only_builds_one_lesson_into_an_existing_site(tmp_path):
     root = write_project(tmp_path / "book", [code("print('first')")])
     assert run_build(root, "--engine", "nbclient").returncode == 0

@@ -24,6 +24,7 @@ import nbformat
 import pytest
 import yaml
 
+from helpers.book.offline import remote_assets_in_site
 from helpers.paths import PROJECT_ROOT
 from projects import copy_project
 
@@ -57,8 +58,11 @@ def write_gate_book(root: Path) -> Path:
         "book": {"title": "Gate Book", "chapters": ["index.qmd", LESSON]},
         "execute": {"enabled": True, "freeze": "auto"},
         "jupyter": "python3",
-        "format": {"html": {"theme": "cosmo"}},
+        # The book's own theme, whose stylesheet must not import a web font.
+        "format": {"html": {"theme": yaml.safe_load(
+            (PROJECT_ROOT / "_quarto.yml").read_text())["format"]["html"]["theme"]}},
     }
+    shutil.copyfile(PROJECT_ROOT / "book.scss", root / "book.scss")
     (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     (root / "index.qmd").write_text("# Start {.unnumbered}\n\nThe lesson follows.\n")
     nb = nbformat.v4.new_notebook()
@@ -108,6 +112,7 @@ def page_text(root: Path) -> str:
 
 def test_freeze_follows_the_key_and_the_gate_fails_the_render(quarto, tmp_path):
     root = write_gate_book(tmp_path / "book")
+    committed = (root / LESSON).read_bytes()
 
     cold = render(quarto, root)
     report = cold.stdout + cold.stderr
@@ -119,6 +124,9 @@ def test_freeze_follows_the_key_and_the_gate_fails_the_render(quarto, tmp_path):
     assert set(re.findall(TABLE_NUMBER, page_text(root))) == {"1"}, "lesson 1's table is not numbered 1.x"
     assert TCP_NOISE not in report
     assert (root / "_freeze" / "lessons" / "01-gate" / "execute-results" / "html.json").is_file()
+    # Quarto wrote the outputs into the notebook; the post-render step put it back.
+    assert (root / LESSON).read_bytes() == committed
+    assert "put back 1 notebook(s) as committed" in report
 
     again = render(quarto, root)
     report = again.stdout + again.stderr
@@ -152,6 +160,7 @@ def test_freeze_follows_the_key_and_the_gate_fails_the_render(quarto, tmp_path):
     assert fixed.returncode == 0, (fixed.stdout + fixed.stderr)[-4000:]
     assert executions(root) == 4
     assert "Thanks!" not in page_text(root)
+    assert (root / LESSON).read_bytes() == committed
 
 
 def test_helper_edit_and_reader_setting_execute_again_and_one_file_renders(quarto, tmp_path):
@@ -245,3 +254,20 @@ def test_the_real_book_renders_with_quarto(quarto, tmp_path):
         assert f"[freeze] {lesson}: will execute: no earlier run" in report
         numbers = set(re.findall(TABLE_NUMBER, text))
         assert numbers == {str(number)}, f"{lesson}: tables numbered {sorted(numbers)}, not {number}.x"
+    # Quarto executes a notebook in place; the committed notebooks must come back as they were.
+    for path in [*sorted((PROJECT_ROOT / "lessons").glob("*.ipynb")), PROJECT_ROOT / ".gitignore"]:
+        copied = project / path.relative_to(PROJECT_ROOT)
+        assert copied.read_bytes() == path.read_bytes(), f"the render changed {copied.name}"
+    # Offline: no page or stylesheet refers to the network (CDN scripts, web fonts).
+    assert remote_assets_in_site(project / "_book") == []
+    # A second, plain `quarto render` thaws every lesson from the notebooks as committed.
+    again = subprocess.run([quarto, "render"], cwd=project,
+                           env=dict(os.environ, QUARTO_PYTHON=sys.executable, PYTHONPATH=str(project)),
+                           capture_output=True, text=True, timeout=1800)
+    report = again.stdout + again.stderr
+    assert again.returncode == 0, report[-6000:]
+    for number, lesson in enumerate(chapters[1:], start=1):
+        assert f"[freeze] {lesson}: frozen result kept: inputs unchanged" in report
+        text = (project / "_book" / Path(lesson).with_suffix(".html")).read_text(encoding="utf-8")
+        assert set(re.findall(TABLE_NUMBER, text)) == {str(number)}, f"{lesson} lost its tables"
+    assert "Executing" not in report and "Cell 1/" not in report, "a frozen lesson was executed"

@@ -52,6 +52,7 @@ from helpers.book.cellopts import (
     quarto_markdown_to_commonmark,
     split_front_matter,
 )
+from helpers.book.offline import find_remote_assets
 from helpers.progress import build_environment
 
 EXIT_OK = 0
@@ -62,12 +63,6 @@ DEFAULT_TIMEOUT = 1200  # seconds per cell
 GENERATOR = "helpers.book (nbclient + nbconvert; Quarto was not found)"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_REMOTE_ASSET_PATTERNS = [
-    re.compile(r"<script\b[^>]*\bsrc\s*=\s*[\"']?\s*((?:https?:)?//[^\"'\s>]+)", re.I),
-    re.compile(r"<link\b[^>]*\bhref\s*=\s*[\"']?\s*((?:https?:)?//[^\"'\s>]+)", re.I),
-    re.compile(r"\bimport\s*(?:[\w$*{}\s,]+\s*from\s*)?\(?\s*[\"']((?:https?:)?//[^\"']+)[\"']", re.I),
-    re.compile(r"@import\s+(?:url\()?\s*[\"']?((?:https?:)?//[^\"')\s]+)", re.I),
-]
 
 
 class BuildError(Exception):
@@ -649,14 +644,6 @@ def export_page(exporter, nb, chapter: Chapter, config: BookConfig) -> str:
     }
     body, _ = exporter.from_notebook_node(nb, resources=resources)
     return body
-
-
-def find_remote_assets(page_html: str) -> list[str]:
-    """URLs of scripts, stylesheets or modules a page would fetch from the network."""
-    found = []
-    for pattern in _REMOTE_ASSET_PATTERNS:
-        found += pattern.findall(page_html)
-    return found
 
 
 # --------------------------------------------------------------------------- main

@@ -17,6 +17,15 @@ and the first render of ``quarto preview`` alike), with the Python Quarto uses f
     that were rendered. A failed render records nothing, so no key ever vouches for a
     frozen result that a render did not finish.
 
+Quarto executes a `.ipynb` chapter in place: it writes the outputs into the notebook file
+itself. The book's notebooks are committed without outputs, so ``pre-render`` keeps a
+copy of each lesson notebook and ``post-render`` puts it back (and re-hashes Quarto's
+frozen result for the notebook as it is now, so the next render still thaws it; the
+lesson key, not the notebook's bytes, vouches for the result). A copy left by a render
+that failed is put back by the next ``pre-render``. ``post-render`` also removes the
+widget loaders Quarto adds to pages from a CDN (:mod:`helpers.book.offline`) and fails
+the render if any page or stylesheet still refers to the network.
+
 A pending key also vouches for a frozen result written after it was computed (a chapter
 that executed in a render which failed later, in another chapter), provided no helper,
 data file or `_quarto.yml` was modified since: its inputs are then the ones the key
@@ -27,6 +36,8 @@ Keys live in ``.book-cache/quarto/`` (ignored by git), next to the build's own c
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import shutil
 import sys
@@ -51,6 +62,7 @@ from helpers.book.cache import (  # noqa: E402
     read_json,
     write_json_atomic,
 )
+from helpers.book.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
 
 PREFIX = "[freeze]"
 
@@ -98,11 +110,82 @@ def _untouched_since(root: Path, moment: float) -> bool:
     return all(p.stat().st_mtime < moment for p in paths if p.is_file())
 
 
+def _snapshots_folder(root: Path) -> Path:
+    return _keys_folder(root) / "notebooks"
+
+
+def _cell_sources(text: str) -> list[tuple[str, str]] | None:
+    """(cell type, source) of every cell of a notebook's JSON text; None if it is not one."""
+    try:
+        cells = json.loads(text).get("cells", [])
+    except (ValueError, AttributeError):
+        return None
+    return [(c.get("cell_type"), "".join(c.get("source", []))) for c in cells]
+
+
+def _quarto_hash(text: str) -> str:
+    """The hash Quarto's freeze keeps of a chapter: md5 of its text with LF line ends."""
+    return hashlib.md5(text.replace("\r\n", "\n").replace("\r", "\n").encode("utf-8")).hexdigest()
+
+
+def _rehash_frozen(root: Path, source: str, executed: str, restored: str) -> None:
+    """Point Quarto's frozen result of ``source`` at the restored notebook text."""
+    for folder in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
+        result = folder / "execute-results" / "html.json"
+        frozen = read_json(result)
+        if isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(executed):
+            frozen["hash"] = _quarto_hash(restored)
+            temporary = result.with_name(f".{result.name}.tmp")
+            temporary.write_text(json.dumps(frozen, indent=2), encoding="utf-8")
+            os.replace(temporary, result)
+
+
+def restore_notebooks(root: Path, say=print) -> list[str]:
+    """Put back every lesson notebook kept by :func:`keep_notebooks`, outputs and all.
+
+    A notebook is put back only where Quarto changed nothing but outputs and metadata
+    (the cells' sources are the kept ones); one edited meanwhile is left as it is. Returns
+    the chapters put back.
+    """
+    folder = _snapshots_folder(root)
+    restored = []
+    for kept in sorted(folder.rglob("*.ipynb")) if folder.is_dir() else []:
+        source = kept.relative_to(folder).as_posix()
+        path = root / source
+        original = kept.read_text(encoding="utf-8")
+        current = path.read_text(encoding="utf-8") if path.is_file() else None
+        if current is not None and current != original:
+            if _cell_sources(current) == _cell_sources(original):
+                temporary = path.with_name(f".{path.name}.restore-tmp")
+                temporary.write_text(original, encoding="utf-8")
+                os.replace(temporary, path)
+                _rehash_frozen(root, source, current, original)
+                restored.append(source)
+            else:
+                say(f"{PREFIX} {source}: edited during the render; left as it is")
+        kept.unlink()
+    return restored
+
+
+def keep_notebooks(root: Path, sources: list[str]) -> None:
+    """Keep a copy of each `.ipynb` chapter, so that the outputs Quarto writes go again."""
+    folder = _snapshots_folder(root)
+    for source in sources:
+        if source.endswith(".ipynb"):
+            kept = folder / source
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(root / source, kept)
+
+
 def pre_render(root: Path, say=print) -> int:
     """Delete the frozen result of every chapter whose key changed; keep the keys as pending."""
+    left = restore_notebooks(root, say)  # from a render that failed before post-render
+    if left:
+        say(f"{PREFIX} put back {len(left)} notebook(s) a failed render had written outputs into")
     config, chapters = _chapters_with_code(root)
     if not chapters:
         return 0
+    keep_notebooks(root, [chapter.source for chapter, _ in chapters])
     try:
         inputs = ProjectInputs.collect(root, config.kernel)
     except KeyInputError as error:
@@ -151,6 +234,30 @@ def _rendered_outputs() -> list[str]:
 
 
 def post_render(root: Path, say=print) -> int:
+    """Put the notebooks back, make the pages offline, record the rendered chapters' keys.
+
+    Returns 1 (which fails the render) when a page or stylesheet still refers to the
+    network, naming each file and address.
+    """
+    restored = restore_notebooks(root, say)
+    if restored:
+        say(f"{PREFIX} put back {len(restored)} notebook(s) as committed (Quarto had written "
+            "outputs into them)")
+    output_dir = root / (os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_book")
+    pages = [path for path in (root / p for p in _rendered_outputs())
+             if path.suffix == ".html" and path.is_file()]
+    make_pages_offline(pages)
+    status = _record_keys(root, say)
+    remote = remote_assets_in_site(output_dir) if output_dir.is_dir() else []
+    if remote:
+        say(f"{PREFIX} the site would load from the network, which it must not:")
+        for problem in remote:
+            say(f"{PREFIX}   {problem}")
+        return 1
+    return status
+
+
+def _record_keys(root: Path, say) -> int:
     """Record the pending key of every chapter this (successful) render produced."""
     folder = _keys_folder(root)
     pending = read_json(folder / "pending.json") or {}
