@@ -143,3 +143,19 @@ def quarto() -> str:
         pytest.skip(reason)
     return found
 
+
+@pytest.fixture(scope="module")
+def inputs():
+    """The six lesson prompts as the record command builds them (tf-idf top 3)."""
+    from helpers.reader.lesson import lesson_reader_inputs
+
+    return lesson_reader_inputs()
+
+
+@pytest.fixture
+def no_server_environment(monkeypatch):
+    """No reader setting of the environment (a developer's RIVERTON_READER_URL, say) leaks in."""
+    for name in ("RIVERTON_READER_MODE", "RIVERTON_READER_URL", "RIVERTON_READER_API_KEY",
+                 "RIVERTON_READER_CONCURRENCY", "RIVERTON_READER_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+

@@ -15,7 +15,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pytest  # noqa: E402
 
 from helpers.reader import generation, get_reader_spec  # noqa: E402
-from helpers.reader.lesson import lesson_reader_inputs  # noqa: E402
 from helpers.reader.model_cache import (  # noqa: E402
     CACHE_ENV,
     MANIFEST,
@@ -44,11 +43,6 @@ def model_folders(cache):
 
 def generate_six(reader, inputs):
     return [reader.generate(m, q).token_ids for q, m in zip(inputs["question_id"], inputs["messages"])]
-
-
-@pytest.fixture(scope="module")
-def inputs():
-    return lesson_reader_inputs()
 
 
 @pytest.fixture(scope="module")

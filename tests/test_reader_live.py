@@ -19,17 +19,11 @@ from helpers.reader import (  # noqa: E402
     read_transcript,
 )
 from helpers.reader.__main__ import main as reader_cli  # noqa: E402
-from helpers.reader.lesson import lesson_reader_inputs  # noqa: E402
 from helpers.reader.transcript import GENERATED_LIVE  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 SMOL = "smollm2_135m_instruct"
-
-
-@pytest.fixture(scope="module")
-def inputs():
-    return lesson_reader_inputs()
 
 
 @pytest.fixture(scope="module")

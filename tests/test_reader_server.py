@@ -31,7 +31,8 @@ from helpers.reader.lesson import lesson_reader_inputs
 from helpers.reader.llama_server import llama_server_installed, local_llama_server, smollm2_gguf
 from helpers.reader.report import token_count_note
 
-pytestmark = [pytest.mark.slow, pytest.mark.llama_server]
+pytestmark = [pytest.mark.slow, pytest.mark.llama_server,
+              pytest.mark.usefixtures("no_server_environment")]
 
 SMOL = "smollm2_135m_instruct"
 REQUIRE = "BOOK_REQUIRE_LLAMA_CPP"
@@ -47,18 +48,6 @@ def llama_url():
         pytest.skip(reason)
     with local_llama_server(smollm2_gguf()) as url:
         yield url
-
-
-@pytest.fixture(autouse=True)
-def no_server_environment(monkeypatch):
-    for name in ("RIVERTON_READER_MODE", "RIVERTON_READER_URL", "RIVERTON_READER_API_KEY",
-                 "RIVERTON_READER_CONCURRENCY", "RIVERTON_READER_TIMEOUT"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture(scope="module")
-def inputs():
-    return lesson_reader_inputs()
 
 
 @pytest.fixture(scope="module")
@@ -147,16 +136,20 @@ def test_record_then_replay_is_identical(first_run, inputs, llama_url, tmp_path,
     out = capsys.readouterr().out
     assert "wrote 6 entries" in out and "llama-cpp-python" in out
     after = read_transcript(transcript)
-    model_id = "HuggingFaceTB/SmolLM2-135M-Instruct"
-    kept = [e for e in before if e.model_id != model_id]
-    assert kept and [e for e in after if e.model_id != model_id] == kept
-    entries = [e for e in after if e.model_id == model_id]
+    live_reader_key = load_reader(SMOL, mode="recorded").key  # same keys as a live run
+    keys = [live_reader_key(messages) for messages in inputs["messages"]]
+    # The six lesson prompts are replaced; every other entry (Qwen's, SmolLM2's constrained
+    # and extended-question replies) stays exactly as it was, in its order.
+    assert [e for e in after if e.key not in keys] == [e for e in before if e.key not in keys]
+    assert any(e.key not in keys for e in before)
+    by_key = {e.key: e for e in after if e.key in keys}
+    assert len([e for e in after if e.key in keys]) == len(keys) == len(by_key)
+    entries = [by_key[key] for key in keys]
     assert [e.question_id for e in entries] == list(inputs["question_id"])
     version = importlib.metadata.version("llama-cpp-python")
-    live_reader_key = load_reader(SMOL, mode="recorded").key  # same keys as a live run
     for entry, messages, row in zip(entries, inputs["messages"],
                                     first_run.itertuples(index=False)):
-        assert entry.key == live_reader_key(messages)
+        assert entry.model_id == "HuggingFaceTB/SmolLM2-135M-Instruct"
         assert entry.recorded_by == f"server llama-cpp-python {version}"
         assert entry.provenance.startswith(f"server llama-cpp-python {version}")
         assert entry.messages == messages and entry.settings == {

@@ -36,21 +36,11 @@ from helpers.reader.record import record_into  # noqa: E402
 from helpers.reader.report import mode_sentence, token_count_note  # noqa: E402
 from helpers.reader.server import check_reply, ENGINES  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("no_server_environment")
+
 SMOL = "smollm2_135m_instruct"
 QWEN = "qwen_1_5b_instruct"
 QWEN_REVISION = "989aa7980e4cf806f80c7fef2b1adb7bc71aa306"
-
-
-@pytest.fixture(autouse=True)
-def no_server_environment(monkeypatch):
-    for name in ("RIVERTON_READER_MODE", "RIVERTON_READER_URL", "RIVERTON_READER_API_KEY",
-                 "RIVERTON_READER_CONCURRENCY", "RIVERTON_READER_TIMEOUT"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture(scope="module")
-def inputs():
-    return lesson_reader_inputs()
 
 
 @pytest.fixture

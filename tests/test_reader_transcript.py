@@ -18,7 +18,7 @@ from helpers.reader import (
     transcript_key,
     weights_available,
 )
-from helpers.reader.lesson import lesson_reader_inputs
+
 from helpers.reader.transcript import (
     FIELDS,
     GENERATED_LIVE,
@@ -41,11 +41,6 @@ REFERENCE_RENDER = {
     "Q5": ("Answer: NOT IN HANDBOOK ⏎ Sources: H01", 15, True, False, 222),
     "Q6": ("Answer: NOT IN HANDBOOK ⏎ Sources: H11", 15, True, False, 272),
 }
-
-
-@pytest.fixture(scope="module")
-def inputs():
-    return lesson_reader_inputs()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from helpers.fixture import HANDBOOK_FILE, METADATA_FILE, update_metadata
 from helpers.paths import DATA_DIR
 from helpers.reader import ReplayError, load_reader, read_transcript, transcript_key
 from helpers.reader.__main__ import main as reader_main
-from helpers.reader.lesson import lesson_reader_inputs
+
 from helpers.reader.record import record_into
 from helpers.reader.registry import DEFAULT_SETTINGS
 from helpers.reader.transcript import (
@@ -31,11 +31,6 @@ from helpers.reader.transcript import (
 )
 
 SMOL = "smollm2_135m_instruct"
-
-
-@pytest.fixture(scope="module")
-def inputs():
-    return lesson_reader_inputs()
 
 
 def _smol_entry(question_id="Q1"):
