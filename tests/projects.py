@@ -6,11 +6,12 @@ from pathlib import Path
 
 from helpers.paths import PROJECT_ROOT
 
-COPIED = ["helpers", "data", "lessons", "_quarto.yml", "index.qmd", "book.scss"]
+COPIED = ["helpers", "data", "lessons", "_quarto.yml", "index.qmd", "book.scss", ".gitignore"]
 
 
 def copy_project(target: Path) -> Path:
-    """Copy what a build reads (helpers, data, lessons, `_quarto.yml`, the front page) to ``target``."""
+    """Copy what a build reads to ``target``: helpers, data, lessons, `_quarto.yml`, the
+    front page, the theme and `.gitignore` (a render must leave the last unchanged)."""
     for name in COPIED:
         source = PROJECT_ROOT / name
         if source.is_dir():
