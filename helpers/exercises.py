@@ -1097,3 +1097,537 @@ def digit_loophole(digit_answer, loophole):
     return correct("The answer rule's token limit ends the answer whether or not the "
                    "pattern is complete, so the digit is guaranteed only in answers shorter "
                    "than the limit.")
+
+
+# ===================================================================== lesson 4
+
+
+def _review_module():
+    # Imported on first use, like the lesson's other helpers.
+    from . import review
+
+    return review
+
+
+@functools.cache
+def _review_rows() -> pd.DataFrame:
+    """Lesson 4's review record with the screen's label, rebuilt as the lesson builds it.
+
+    One row per review row: the verdict, the question, its retrieved IDs, and whether the
+    screen holds the reply ("The screen against the review").
+    """
+    review = _review_module()
+    replies = review.recorded_replies()
+    parsed = parsing.parse_outputs(replies)
+    questions = pd.concat([_questions(), _extended_questions()], ignore_index=True)
+    retrieved = _tfidf().rank(questions, k=3)
+    screened = [screen.screen_table(group, retrieved, _handbook()).assign(key=group["key"].values)
+                for _, group in parsed.groupby(["reader", "decoding"], sort=False)]
+    checks = pd.concat(screened, ignore_index=True)
+    rows = review.load_review().merge(
+        replies[["key", "retrieved_ids"]], left_on="transcript_key", right_on="key",
+        validate="one_to_one",
+    ).merge(checks[["key", "failed_checks", "screen_label"]], on="key", validate="one_to_one")
+    rows["held"] = rows["screen_label"] == screen.HELD
+    rows["unsupported"] = rows["verdict"] == review.NOT_SUPPORTED
+    return rows
+
+
+def _judged() -> pd.DataFrame:
+    """The reviewed replies with a yes-or-no verdict, the ones the 2x2 tables count."""
+    review = _review_module()
+    rows = _review_rows()
+    return rows[rows["verdict"].isin([review.SUPPORTED, review.NOT_SUPPORTED])]
+
+
+def _screen_lists() -> tuple[list[bool], list[bool]]:
+    judged = _judged()
+    return judged["held"].tolist(), judged["unsupported"].tolist()
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or value is None:
+        raise TypeError(f"{name} must be a number")
+    number = float(value)
+    if math.isnan(number):
+        raise ValueError(f"{name} is NaN")
+    return number
+
+
+#: Lesson 4's bootstrap settings: the seed (the year of Cohen's paper) and resamples.
+LESSON4_SEED, LESSON4_RESAMPLES = 1960, 2000
+
+
+@exercise("4.1", "Kappa by hand", expects="a dict with keys 'p_o', 'p_e' and 'kappa'")
+def kappa_by_hand(screen_kappa):
+    """Lesson 4, exercise 4.1: Cohen's kappa of the screen, from its 2x2 counts, by hand.
+
+    Checks the observed agreement ``p_o``, the chance agreement ``p_e`` and kappa, each
+    within :data:`HAND_TOLERANCE` of :func:`helpers.agreement.cohen_kappa` on the replies
+    with a yes-or-no verdict ("The screen against the review").
+    """
+    from . import agreement
+
+    _require_keys(screen_kappa, "screen_kappa", ("p_o", "p_e", "kappa"))
+    held, unsupported = _screen_lists()
+    counts = agreement.confusion(held, unsupported)
+    kappa = agreement.cohen_kappa(held, unsupported)
+    n = counts.rows
+    flag_share = (counts.flagged_unsupported + counts.flagged_supported) / n
+    bad_share = (counts.flagged_unsupported + counts.passed_unsupported) / n
+    p_o = _number(screen_kappa["p_o"], "'p_o'")
+    p_e = _number(screen_kappa["p_e"], "'p_e'")
+    given = _number(screen_kappa["kappa"], "'kappa'")
+    if not _close(p_o, kappa.observed, HAND_TOLERANCE):
+        if _close(p_o, counts.flagged_unsupported / n, HAND_TOLERANCE):
+            return hint("'p_o' counts agreement in both directions: the replies the screen "
+                        "holds and the review rejects, *and* those it lets through and the "
+                        "review finds supported.")
+        return hint("'p_o' is the share of the table's replies on which the screen and the "
+                    "review say the same thing: the two agreeing cells over all the rows.")
+    if not _close(p_e, kappa.expected, HAND_TOLERANCE):
+        if _close(p_e, 0.5, HAND_TOLERANCE):
+            return hint("Chance agreement is not one half: it comes from how often each side "
+                        "uses each label.")
+        one_sided = (bad_share ** 2 + (1 - bad_share) ** 2, flag_share ** 2 + (1 - flag_share) ** 2)
+        if any(_close(p_e, value, HAND_TOLERANCE) for value in one_sided):
+            return hint("You used one side's shares twice. For each label, multiply the "
+                        "screen's share by the review's share, then add the two products.")
+        return hint("'p_e' adds, over the two labels, the screen's share of that label times "
+                    "the review's share of it (held with not supported, not flagged with "
+                    "supported).")
+    if not _close(given, kappa.value, HAND_TOLERANCE):
+        if _close(given, kappa.observed - kappa.expected, HAND_TOLERANCE):
+            return hint("p_o - p_e is only the numerator: kappa divides it by the most "
+                        "agreement beyond chance there could be, 1 - p_e.")
+        if _close(given, (kappa.observed - kappa.expected) / (1 - kappa.observed), HAND_TOLERANCE):
+            return hint("The denominator is 1 - p_e, not 1 - p_o.")
+        if p_e != 1 and _close(given, (p_o - p_e) / (1 - p_e), HAND_TOLERANCE):
+            return hint("Right formula, but your p_o and p_e are rounded: with p_e this close "
+                        "to 1, two decimals move kappa. Use the exact fractions and round "
+                        "only at the end.")
+        return hint("kappa = (p_o - p_e) / (1 - p_e).")
+    return correct(f"agreement.cohen_kappa gives {kappa.value:.4f}. The screen agrees with the "
+                   f"review on {kappa.observed:.0%} of the replies, but chance alone would "
+                   f"give {kappa.expected:.0%}, so little is left for kappa to credit.")
+
+
+@exercise("4.2", "A screen that holds everything", expects="a dict with keys 'recall', "
+          "'precision' and 'kappa'")
+def hold_everything(hold_all):
+    """Lesson 4, exercise 4.2: recall, precision and kappa of a screen that holds every reply.
+
+    Recomputed with :mod:`helpers.agreement` for a signal that flags all the replies with
+    a yes-or-no verdict; each figure within :data:`HAND_TOLERANCE` ("The screen against
+    the review").
+    """
+    from . import agreement
+
+    _require_keys(hold_all, "hold_all", ("recall", "precision", "kappa"))
+    _, unsupported = _screen_lists()
+    flagged = [True] * len(unsupported)
+    counts = agreement.confusion(flagged, unsupported)
+    kappa = agreement.cohen_kappa(flagged, unsupported)
+    expected_recall = agreement.recall(counts).value
+    expected_precision = agreement.precision(counts).value
+    if not _close(hold_all["recall"], expected_recall, HAND_TOLERANCE):
+        return hint("Recall is the share of unsupported replies the screen holds; this screen "
+                    "holds every reply.")
+    if not _close(hold_all["precision"], expected_precision, HAND_TOLERANCE):
+        if _close(hold_all["precision"], 1, HAND_TOLERANCE):
+            return hint("Precision is the share of held replies that the review rejects, and "
+                        "this screen holds the supported replies too.")
+        return hint("Precision is the share of held replies that the review rejects: "
+                    "unsupported replies over all the replies it holds.")
+    if hold_all["kappa"] is None or isinstance(hold_all["kappa"], str):
+        return hint("Kappa is defined here: only the screen gives a single label to "
+                    "everything, so chance agreement is not 1. Work out p_o and p_e.")
+    if not _close(hold_all["kappa"], kappa.value, HAND_TOLERANCE):
+        if _close(hold_all["kappa"], expected_precision, HAND_TOLERANCE):
+            return hint("That is the observed agreement p_o. Kappa subtracts the agreement "
+                        "chance would give, p_e, and divides by 1 - p_e.")
+        return hint("Work out p_o (how often the two agree) and p_e (the screen's share of "
+                    "each label times the review's), then kappa = (p_o - p_e) / (1 - p_e).")
+    return correct(f"Recall {expected_recall:.2f} and precision {expected_precision:.2f} look "
+                   "good, yet kappa is 0: a screen that holds everything agrees with the "
+                   "review exactly as often as chance would, and its precision is simply "
+                   "the share of unsupported replies.")
+
+
+def _is_none(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and value.strip().lower() == "none")
+
+
+@exercise("4.3", "What only reading finds", expects="a dict from review IDs to a passage ID "
+          "or None")
+def only_reading_finds(misses):
+    """Lesson 4, exercise 4.3: the unsupported replies the screen lets through, read.
+
+    The keys must be exactly the review IDs of replies with the verdict *not supported*
+    that the screen does not hold; each value is the retrieved passage that answers the
+    reply's question, or None when none of the retrieved passages does (the gold passage
+    of the question, if it was retrieved) ("The screen against the review").
+    """
+    if not isinstance(misses, Mapping):
+        return hint("misses must be a dict: {review ID: passage ID or None}.")
+    rows = _review_rows().set_index("review_id")
+    judged = _judged()
+    expected_ids = list(judged.loc[judged["unsupported"] & ~judged["held"], "review_id"])
+    unknown = [r for r in misses if r not in rows.index]
+    if unknown:
+        return hint(f"{unknown[0]!r} is not a review ID of the record (R001 to R{len(rows):03d}).")
+    for review_id in misses:
+        if review_id in expected_ids:
+            continue
+        if rows.at[review_id, "held"]:
+            return hint(f"The screen holds {review_id}; list only the replies it lets through.")
+        return hint(f"The review does not reject {review_id} (its verdict is "
+                    f"{rows.at[review_id, 'verdict']}); list only unsupported replies.")
+    missing = len(set(expected_ids) - set(misses))
+    if missing:
+        return hint(f"The screen lets {_plural(missing, 'more unsupported reply', 'more unsupported replies')} "
+                    "through than you list.")
+    questions = pd.concat([_questions(), _extended_questions()]).set_index("question_id")
+    for review_id in expected_ids:
+        question_id = rows.at[review_id, "question_id"]
+        retrieved = tuple(rows.at[review_id, "retrieved_ids"])
+        gold = questions.at[question_id, "gold_passage_id"]
+        answer = gold if isinstance(gold, str) and gold in retrieved else None
+        given = misses[review_id]
+        if _is_none(given):
+            if answer is not None:
+                return hint(f"One of the passages {review_id}'s reader was given does answer "
+                            f"{question_id}: read them again.")
+            continue
+        if given not in retrieved:
+            return hint(f"{given!r} was not among the passages retrieved for {question_id} "
+                        f"({', '.join(retrieved)}): the review reads only what the reader "
+                        "was given.")
+        if given != answer:
+            return hint(f"{given} was retrieved for {question_id}, but it does not answer "
+                        f"what {question_id} asks.")
+    return correct("Every one of them passes all six checks: an abstention cites nothing and "
+                   "states no figure, and a copy of a retrieved passage cites a real, "
+                   "retrieved passage and repeats only its figures. Whether a passage answers "
+                   "the question is something only reading finds.")
+
+
+@exercise("4.4", "Twice the rows", expects="a dict with keys 'kappa' and 'interval' "
+          "(low, high)")
+def twice_the_rows(doubled):
+    """Lesson 4, exercise 4.4: the screen's kappa and its interval on every row taken twice.
+
+    Recomputed with :func:`helpers.agreement.cohen_kappa` and
+    :func:`helpers.agreement.bootstrap_kappa` (the lesson's seed and resamples) on the
+    yes-or-no replies doubled, either as the list followed by itself or with each row
+    repeated in place; figures within :data:`TOLERANCE` ("The screen against the
+    review").
+    """
+    from . import agreement
+
+    _require_keys(doubled, "doubled", ("kappa", "interval"))
+    held, unsupported = _screen_lists()
+    kappa = agreement.cohen_kappa(held, unsupported).value
+    settings = {"resamples": LESSON4_RESAMPLES, "seed": LESSON4_SEED}
+    original = agreement.bootstrap_kappa(held, unsupported, **settings)
+    appended = agreement.bootstrap_kappa(held * 2, unsupported * 2, **settings)
+    repeated = agreement.bootstrap_kappa(list(np.repeat(held, 2)), list(np.repeat(unsupported, 2)),
+                                         **settings)
+    if not _close(doubled["kappa"], kappa, TOLERANCE):
+        return hint("Doubling every row changes none of the shares that p_o and p_e are "
+                    "made of.")
+    interval = doubled["interval"]
+    if not (isinstance(interval, (list, tuple)) and len(interval) == 2):
+        return hint("'interval' is a pair: (low, high).")
+
+    def matches(result) -> bool:
+        return _close(interval[0], result.low, TOLERANCE) and _close(interval[1], result.high, TOLERANCE)
+
+    if matches(original):
+        return hint("That is the interval on the original rows; resample the doubled lists.")
+    if not (matches(appended) or matches(repeated)):
+        other = [agreement.bootstrap_kappa(held * 2, unsupported * 2, resamples=r, seed=s)
+                 for r, s in ((2000, 0), (1000, 0))]
+        if any(matches(result) for result in other):
+            return hint("Use the lesson's seed and number of resamples (SEED, RESAMPLES), so "
+                        "the two intervals differ only in the rows.")
+        return hint("Pass the doubled held and unsupported lists to agreement.bootstrap_kappa "
+                    "with seed=SEED and resamples=RESAMPLES, and give its low and high.")
+    result = appended if matches(appended) else repeated
+    return correct(f"Kappa stays {kappa:.2f}, while the interval narrows from "
+                   f"{original.high - original.low:.2f} wide to {result.high - result.low:.2f}. "
+                   "More rows pin kappa down even when they say nothing new; with 45 rows "
+                   "the interval is most of what the review can tell.")
+
+
+# ===================================================================== lesson 5
+
+
+@functools.cache
+def _attack_fixture():
+    from .fixture import load_attack_fixture
+
+    riverton = _riverton()
+    return load_attack_fixture(handbook=riverton.handbook, metadata=riverton.metadata)
+
+
+@functools.cache
+def _attack_inputs() -> dict[tuple[str, str], Any]:
+    """Lesson 5's retrieval for every attack, without and under it, by (attack, condition)."""
+    from . import attacks
+
+    fixture = _attack_fixture()
+    frame = attacks.attack_reader_inputs(fixture.questions, _handbook(), fixture.passages)
+    return {(row.attack_id, row.condition): row for row in frame.itertuples(index=False)}
+
+
+@functools.cache
+def _handbook_index() -> pd.DataFrame:
+    """Lesson 5's index of lesson 1's questions: the handbook alone, every row trusted."""
+    from . import attacks
+
+    return attacks.attack_index(_handbook(), _attack_fixture().passages, ())
+
+
+def _routed(question: str, topics, terms=None, routed_topics=None) -> bool:
+    from . import defences
+
+    return defences.route_question(
+        question, topics, defences.QUESTION_TERMS if terms is None else terms,
+        defences.ROUTED_TOPICS if routed_topics is None else routed_topics).to_person
+
+
+def _route_cases() -> list[tuple[str, str, list]]:
+    """(name, question, trusted retrieved topics) for lesson 5's routed questions: lesson
+    1's six, then every attack question with and without its attack."""
+    from . import defences
+
+    retrieved = _retrieved_ids()
+    cases = [(qid, question, defences.trusted_topics(retrieved[qid], _handbook_index()))
+             for qid, question in _question_texts().items()]
+    for (attack_id, condition), row in _attack_inputs().items():
+        cases.append((f"{attack_id} ({condition})", row.question,
+                      defences.trusted_topics(row.retrieved_ids, row.index_passages)))
+    return cases
+
+
+def _child_care_topic() -> str:
+    return _handbook().set_index("passage_id").at["H13", "topic"]
+
+
+def _about_child_care(name: str) -> bool:
+    """Whether a routed question asks about child care (its gold or retrieved passage is H13)."""
+    if name in _question_texts():
+        return _questions().set_index("question_id").at[name, "gold_passage_id"] == "H13"
+    attack_id, _, condition = name.partition(" (")
+    row = _attack_inputs()[(attack_id, condition.rstrip(")"))]
+    return "H13" in row.retrieved_ids
+
+
+def _term_mapping(value: Any, name: str) -> dict[str, frozenset[str]]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a dict: {{category: a set of words}}")
+    out = {}
+    for category, words in value.items():
+        if isinstance(words, str) or not all(isinstance(w, str) for w in words):
+            raise TypeError(f"{name}[{category!r}] must be a set of words, not one string")
+        out[str(category)] = frozenset(words)
+    return out
+
+
+@exercise("5.1", "Route child care to a person", expects="my_topics (a dict from handbook "
+          "topic to category), my_terms (a dict from category to a set of words) and "
+          "also_routed (a list of lesson 1 question IDs)")
+def route_child_care(my_topics, my_terms, also_routed):
+    """Lesson 5, exercise 5.1: a routing rule extended so that A06 goes to a person.
+
+    The student's topics and words must keep every topic and word of the lesson's rule;
+    passed to :func:`helpers.defences.route_question`, they must send A06 to a person
+    with and without its attack and add no question that is not about child care, and
+    ``also_routed`` must list the lesson 1 questions the new rule adds ("Routing decided
+    before the reader runs").
+    """
+    if not isinstance(my_topics, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in my_topics.items()):
+        return hint("my_topics must be a dict from a handbook topic to a category name, like "
+                    "defences.ROUTED_TOPICS.")
+    terms = _term_mapping(my_terms, "my_terms")
+    spaced = sorted(w for words in terms.values() for w in words if len(text.tokenize(w)) != 1)
+    if spaced:
+        return hint(f"{spaced[0]!r} can never match: the rule compares single words of the "
+                    "question (text.tokenize splits it), so give one word at a time.")
+    from . import defences
+
+    dropped = sorted(topic for topic, category in defences.ROUTED_TOPICS.items()
+                     if my_topics.get(topic) != category)
+    dropped += sorted(f"{category}: {word}" for category, words in defences.QUESTION_TERMS.items()
+                      for word in words if word not in terms.get(category, ()))
+    if dropped:
+        return hint(f"Your rule leaves out {dropped[0]!r} of the lesson's rule: keep every "
+                    "topic and word (start from defences.ROUTED_TOPICS and "
+                    "defences.QUESTION_TERMS) and add to them.")
+    cases = _route_cases()
+    before = {name: _routed(question, topics) for name, question, topics in cases}
+    after = {name: _routed(question, topics, terms, my_topics) for name, question, topics in cases}
+    a06 = [name for name in after if name.startswith("A06") and not after[name]]
+    if a06:
+        return hint(f"{a06[0]} still goes to the reader. Which handbook passage does it "
+                    "retrieve, and which topic does that passage carry?")
+    added = [name for name in after if after[name] and not before[name]]
+    stray = [name for name in added if not _about_child_care(name)]
+    if stray:
+        return hint(f"Your rule also sends {stray[0]} to a person, and it is not about child "
+                    "care: route the new kind of question, not more.")
+    expected = sorted(q for q in _question_texts() if after[q] and not before[q])
+    given = sorted(set(_id_list(also_routed, "also_routed")))
+    unknown = [q for q in given if q not in _question_texts()]
+    if unknown:
+        return hint(f"{unknown[0]!r} is not one of lesson 1's six questions (Q1 to Q6).")
+    already = [q for q in given if before[q]]
+    if already:
+        return hint(f"{already[0]} went to a person already; list only the questions your "
+                    "rule adds.")
+    if given != expected:
+        if set(given) - set(expected):
+            extra = sorted(set(given) - set(expected))[0]
+            return hint(f"{extra} still goes to the reader under your rule: look at what it "
+                        "asks and what it retrieves.")
+        return hint("Your rule sends one more of the six lesson 1 questions to a person than "
+                    "you list.")
+    if expected:
+        return correct(f"A06 is routed, and so is {', '.join(expected)}, which asks about "
+                       "child care in other words: the author control A06-library, which got "
+                       "past every defence, is now held by routing.")
+    return correct("A06 is routed, and the control A06-library with it. But Q3 asks about "
+                   "child care in other words and retrieves nothing, so a rule on handbook "
+                   "topics never sees it: routing by topic is only as good as retrieval, "
+                   "and words in the question are the other half of the rule.")
+
+
+#: The passage ID exercise 5.2's planted passage gets.
+PLANTED_ID = "P05"
+
+
+@exercise("5.2", "A planted figure the screen passes", expects="planted_text (the text of "
+          "planted passage P05) and reply (a raw reply to A06's question)")
+def planted_figure(planted_text, reply):
+    """Lesson 5, exercise 5.2: a planted passage, and a reply citing it that the screen passes.
+
+    P05 joins the handbook in an index of its own; tf-idf is fitted on it and A06's
+    question retrieves its top three. The reply must parse, answer, cite P05, state a
+    figure that no handbook passage holds and pass all six checks, and provenance must
+    hold it (:func:`helpers.defences.defence_verdicts`) ("Every defence on every reply").
+    """
+    from . import attacks, defences
+
+    if not isinstance(planted_text, str) or not planted_text.strip():
+        return hint("planted_text must be the text of your planted passage, a string.")
+    if not isinstance(reply, str):
+        return hint("reply must be a string: a raw reply, two lines.")
+    mine = pd.DataFrame([{"passage_id": PLANTED_ID, "topic": _child_care_topic(),
+                          "text": planted_text, "source": "exercise 5.2",
+                          "provenance": "planted"}])
+    index = attacks.attack_index(_handbook(), mine)
+    question = _attack_fixture().questions.set_index("attack_id").at["A06", "question"]
+    ranked = retrieval.TfidfRetriever.fit(index).rank(
+        pd.DataFrame({"question_id": ["A06"], "question": [question]}), k=3)
+    retrieved = tuple(ranked.sort_values("rank")["passage_id"])
+    parsed = parsing.parse_reader_output(reply)
+    if not parsed.parse_ok:
+        return hint(f"The strict parser rejects reply: {parsed.problem}.")
+    if parsed.action != "answer":
+        return hint("reply must be an answer, not an abstention or a premise flag.")
+    if PLANTED_ID not in parsed.sources:
+        return hint(f"Cite your planted passage, {PLANTED_ID}: the exercise is about a reply "
+                    "that agrees with what it cites.")
+    if PLANTED_ID not in retrieved:
+        return hint(f"{PLANTED_ID} is not among the three passages retrieved for A06's "
+                    f"question ({', '.join(retrieved)}), so the reader would never see it. "
+                    "Write it with the question's own words.")
+    handbook_figures = set(screen.numbers_in(" ".join(_handbook()["text"])))
+    figures = screen.numbers_in(parsed.answer)
+    if not figures:
+        return hint("State a figure in the answer: the exercise is about what the check on "
+                    "figures can see.")
+    if set(figures) <= handbook_figures:
+        return hint("Every figure in your answer appears in the handbook; state one that no "
+                    "handbook passage holds, as an attacker would.")
+    route = defences.route_question(question, defences.trusted_topics(retrieved, index))
+    verdict = defences.defence_verdicts(reply, retrieved, route, index)
+    if verdict["held_by_screen"]:
+        return hint(f"The screen holds it ({verdict['screen_failed_checks']}): every figure "
+                    "in the answer must appear in a passage it cites, and it may cite only "
+                    "retrieved passages.")
+    assert verdict["held_by_provenance"]
+    routed = ("Routing holds it as well." if verdict["routed_to_person"] else
+              "Routing does not: child care is not a routed topic.")
+    return correct(f"The screen passes it: {PLANTED_ID} exists, was retrieved and holds the "
+                   f"figure. Provenance holds it, because {PLANTED_ID} did not come from the "
+                   f"fingerprinted handbook. {routed}")
+
+
+@functools.cache
+def _control_verdicts() -> dict[str, dict]:
+    """What each code defence does with each of lesson 5's author controls."""
+    from . import attacks, defences
+
+    verdicts = {}
+    for control in attacks.control_replies().itertuples(index=False):
+        row = _attack_inputs()[(control.attack_id, attacks.UNDER_ATTACK)]
+        route = defences.route_question(
+            row.question, defences.trusted_topics(row.retrieved_ids, row.index_passages))
+        verdicts[control.control_id] = defences.defence_verdicts(
+            control.raw_output, row.retrieved_ids, route, row.index_passages)
+    return verdicts
+
+
+@exercise("5.3", "The defence that stood alone", expects="reached_caller (a list of control "
+          "IDs) and sole_holder (a dict from control ID to defence name)")
+def sole_defence(reached_caller, sole_holder):
+    """Lesson 5, exercise 5.3: which author controls no defence holds, and which one holds.
+
+    Recomputed with :func:`helpers.defences.defence_verdicts` on every control:
+    ``reached_caller`` lists the controls no code defence holds; ``sole_holder`` maps
+    each control held by exactly one defence to that defence's name in
+    :data:`helpers.defences.DEFENCES` ("Attack by defence").
+    """
+    from . import defences
+
+    verdicts = _control_verdicts()
+    names = dict(defences.DEFENCES)
+    holders = {cid: [names[column] for column in names if v[column]] for cid, v in verdicts.items()}
+    given = _id_list(reached_caller, "reached_caller")
+    unknown = [c for c in given if c not in verdicts]
+    if unknown:
+        return hint(f"{unknown[0]!r} is not a control ID; they are in the controls table "
+                    "(attacks.control_replies()).")
+    held = [c for c in given if holders[c]]
+    if held:
+        return hint(f"At least one defence holds {held[0]}; look at its row in the table of "
+                    "every defence on every reply.")
+    if set(c for c, h in holders.items() if not h) - set(given):
+        return hint("Another control reaches the caller too.")
+    if not isinstance(sole_holder, Mapping):
+        return hint("sole_holder must be a dict: {control ID: defence name}.")
+    for cid, name in sole_holder.items():
+        if cid not in verdicts:
+            return hint(f"{cid!r} is not a control ID.")
+        if name not in names.values():
+            return hint(f"{name!r} is not a defence name; use one of "
+                        f"{', '.join(map(repr, names.values()))}.")
+        if not holders[cid]:
+            return hint(f"No defence holds {cid}, so none holds it alone.")
+        if len(holders[cid]) > 1:
+            return hint(f"More than one defence holds {cid}: list only the controls that "
+                        "exactly one defence holds.")
+        if holders[cid] != [name]:
+            return hint(f"{cid} is held by one defence, but not by {name}.")
+    alone = {c for c, h in holders.items() if len(h) == 1}
+    if alone - set(sole_holder):
+        return hint(f"{_plural(len(alone - set(sole_holder)), 'more control is', 'more controls are')} "
+                    "held by exactly one defence.")
+    routing_alone = sorted(c for c in alone if holders[c] == ["routing"])
+    return correct("Take away the defence named for a control and that reply reaches the "
+                   "caller. " + (f"Routing alone holds {', '.join(routing_alone)}: it was "
+                                 "decided before the reader ran, so no reply could argue "
+                                 "with it." if routing_alone else ""))

@@ -13,7 +13,8 @@ import pytest
 
 from helpers import exercises
 from helpers.exercises import CORRECT, HINT, NOT_ATTEMPTED, VERDICT_MIME, Verdict
-from helpers.paths import LESSONS_DIR
+from helpers.paths import LESSONS_DIR, PROJECT_ROOT
+from helpers.review import REVIEWS_ENV
 
 from exercise_cells import check_key, exercise_cells, section_index
 
@@ -22,6 +23,11 @@ LESSONS = {
     1: ("01-answering-from-retrieved-passages.ipynb", {"RIVERTON_READER_MODE": "recorded"}),
     2: ("02-when-words-dont-match.ipynb", {}),
     3: ("03-format-is-not-truth.ipynb", {}),
+    # Lesson 4 reads students' reviews from a folder; the exercises run with none (a
+    # missing folder), so a review of your own in data/reviews cannot change them.
+    4: ("04-human-support-review.ipynb",
+        {REVIEWS_ENV: str(PROJECT_ROOT / "tests" / "no-student-reviews")}),
+    5: ("05-evidence-not-instructions.ipynb", {}),
 }
 
 # A function body of an F1 that treats tokens as a set, one that does not normalise, one
@@ -133,6 +139,62 @@ WRONG_ANSWERS = [
     ("3.5", f"digit_answer, loophole = {_DIGITS}, 'Answer: 5\\nSources: none'", "holds a digit"),
     ("3.5", "digit_answer, loophole = constrained.ANSWER_PATTERN, 'Answer: Parking\\nSources: none'",
      "Finish exercise 3.4 first"),
+    ("4.1", 'screen_kappa = {"p_o": 0.91, "p_e": 0.80, "kappa": 0.55}', "your p_o and p_e are rounded"),
+    ("4.1", 'screen_kappa = {"p_o": screen_summary["kappa_result"].observed, "p_e": 0.5, "kappa": 0.8}',
+     "Chance agreement is not one half"),
+    ("4.1", "c = screen_summary['counts']; k = screen_summary['kappa_result']\n"
+            "screen_kappa = {'p_o': c.flagged_unsupported / c.rows, 'p_e': k.expected, 'kappa': k.value}",
+     "counts agreement in both directions"),
+    ("4.1", "k = screen_summary['kappa_result']\n"
+            "screen_kappa = {'p_o': k.observed, 'p_e': k.expected, 'kappa': k.observed - k.expected}",
+     "p_o - p_e is only the numerator"),
+    ("4.2", 'hold_all = {"recall": 1, "precision": 1, "kappa": 0}', "holds the supported replies too"),
+    ("4.2", 'hold_all = {"recall": 1, "precision": judged["unsupported"].mean(), "kappa": None}',
+     "Kappa is defined here"),
+    ("4.2", 'hold_all = {"recall": 0.9, "precision": 1, "kappa": 0}', "this screen holds every reply"),
+    ("4.3", 'misses = {"R070": "H05", "R073": "H10", "R079": "H07", "R081": None}',
+     "H07 was retrieved for X25, but it does not answer"),
+    ("4.3", 'misses = {"R070": None, "R073": "H10", "R079": None, "R081": None}',
+     "does answer X16: read them again"),
+    ("4.3", 'misses = {"R070": "H05", "R073": "H10", "R079": None}', "The screen lets 1 more"),
+    ("4.3", 'misses = {"R001": None}', "The review does not reject R001"),
+    ("4.4", 'doubled = {"kappa": screen_summary["kappa_result"].value, '
+            '"interval": (screen_summary["interval"].low, screen_summary["interval"].high)}',
+     "That is the interval on the original rows"),
+    ("4.4", 'doubled = {"kappa": 0.9, "interval": (0, 1)}', "changes none of the shares"),
+    ("4.4", "_twice = agreement.bootstrap_kappa(judged['held'].tolist() * 2, "
+            "judged['unsupported'].tolist() * 2)\n"
+            "doubled = {'kappa': screen_summary['kappa_result'].value, 'interval': (_twice.low, _twice.high)}",
+     "Use the lesson's seed and number of resamples"),
+    ("5.1", "my_topics, my_terms, also_routed = defences.ROUTED_TOPICS, defences.QUESTION_TERMS, []",
+     "A06 (without the attack) still goes to the reader"),
+    ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
+            "{**defences.QUESTION_TERMS, 'care': {'child care'}}, []", "'child care' can never match"),
+    ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care', "
+            "'location': 'care'}, defences.QUESTION_TERMS, []", "Your rule also sends Q5 to a person"),
+    ("5.1", "my_topics, my_terms, also_routed = {'child care': 'care'}, defences.QUESTION_TERMS, []",
+     "Your rule leaves out 'data eligibility'"),
+    ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
+            "defences.QUESTION_TERMS, ['Q3']", "Q3 still goes to the reader under your rule"),
+    ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
+            "{**defences.QUESTION_TERMS, 'care': {'kid'}}, []", "one more of the six lesson 1 questions"),
+    ("5.2", 'planted_text, reply = "Parking costs $7 a day.", "Answer: Room 7\\nSources: P05"',
+     "P05 is not among the three passages retrieved"),
+    ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 221.", '
+            '"Answer: Room 221\\nSources: H13"', "Cite your planted passage, P05"),
+    ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 104.", '
+            '"Answer: Room 104\\nSources: P05"', "Every figure in your answer appears in the handbook"),
+    ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 221.", '
+            '"Answer: Room 222\\nSources: P05"', "The screen holds it (numbers_supported)"),
+    ("5.3", 'reached_caller, sole_holder = ["A06-library"], {}', "Another control reaches the caller too"),
+    ("5.3", 'reached_caller, sole_holder = ["A03-breaks-format"], {}',
+     "At least one defence holds A03-breaks-format"),
+    ("5.3", 'reached_caller, sole_holder = ["A03-reveals-in-format", "A06-library"], '
+            '{"A01-cites-H08": "screen"}', "More than one defence holds A01-cites-H08"),
+    ("5.3", 'reached_caller, sole_holder = ["A03-reveals-in-format", "A06-library"], '
+            '{"A04-says-yes": "screen"}', "A04-says-yes is held by one defence, but not by screen"),
+    ("5.3", 'reached_caller, sole_holder = ["A03-reveals-in-format", "A06-library"], '
+            '{"A04-says-yes": "routing"}', "more controls are held by exactly one defence"),
 ]
 
 
