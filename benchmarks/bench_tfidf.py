@@ -40,8 +40,9 @@ belongs to that retriever alone:
 The passages are written to a temporary folder once and read back by each child, so no
 child's peak includes generating them. Before the optional larger run (``--scale-to``),
 each retriever's peak RSS is extrapolated linearly in passages from this run; the larger
-run goes ahead only if every estimate stays under ``--memory-limit-gib`` (default 8),
-otherwise the script runs the largest round size whose estimate fits.
+run goes ahead only if every estimate stays under ``--memory-limit-gib`` (by default
+half of the memory available when the script starts, read from /proc/meminfo; 8 GiB where
+that file is missing), otherwise the script runs the largest round size whose estimate fits.
 
 Correctness is checked too: for a sample of questions, an independent pure-Python
 computation of the lesson's formula (counts times ln(N/df), cosine, every passage scored,
@@ -277,15 +278,9 @@ def _custom(texts, questions, sample, traced) -> dict:
     result["one"] = _latencies_ms(lambda q: retriever.rank(q, k=TOP_K), one_row)
 
     # How much of rank() is the DataFrame it returns: the same hits, framed alone.
-    def hits_of(row):
-        terms, weights = retriever._question_vector(row["question"].iloc[0], "q")
-        if len(terms) == 0:
-            return [(terms, weights)]
-        scores = retriever._scores_of(terms, weights)
-        chosen = retrieval._select(scores, retriever.id_order.__getitem__, TOP_K, 0.0)
-        return [(chosen, scores[chosen])]
-
-    framed = [(row["question_id"].tolist(), hits_of(row)) for row in one_row]
+    framed = [(row["question_id"].tolist(),
+               retriever.hits(row["question_id"].tolist(), row["question"].tolist(), TOP_K))
+              for row in one_row]
     result["frame_only"] = _latencies_ms(
         lambda item: retrieval._ranking_frame(item[0], item[1], retriever.passage_array),
         framed)
@@ -603,8 +598,9 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=20261202)
     parser.add_argument("--scale-to", type=int, default=1_000_000,
                         help="then this many passages if the memory estimate fits (0: no)")
-    parser.add_argument("--memory-limit-gib", type=float, default=8.0,
-                        help="largest estimated peak RSS of one child for the larger run (8)")
+    parser.add_argument("--memory-limit-gib", type=float, default=None,
+                        help="largest estimated peak RSS of one child for the larger run "
+                             "(default: half of the memory available now, else 8)")
     parser.add_argument("--check", type=int, default=20,
                         help="questions checked against a brute-force computation (20; 0: none)")
     parser.add_argument("--methods", default=",".join(METHODS),
@@ -647,6 +643,12 @@ def main(argv=None) -> None:
           f"{args.vocabulary:,} made-up words; seed {args.seed}.")
     print(f"Python {platform.python_version()} on {platform.machine()}, {versions}.")
     print(f"{_load()} at the start.")
+    if args.memory_limit_gib is None:
+        available = _available_gib()
+        args.memory_limit_gib = round(available / 2, 1) if available else 8.0
+        print(f"Memory limit for the larger run: {args.memory_limit_gib:g} GiB per child ("
+              + (f"half of the {available:.1f} GiB available now" if available
+                 else "no /proc/meminfo to read; the fallback") + ").")
     results = run_size(args.passages, args, methods, args.check, traced=True)
 
     if args.scale_to and args.scale_to > args.passages:
@@ -668,6 +670,18 @@ def main(argv=None) -> None:
             print("Measured peak RSS of each child: "
                   + ", ".join(f"{m} {g:.2f} GiB" for m, g in measured.items()))
     print(f"{_load()} at the end.")
+
+
+def _available_gib() -> float | None:
+    """MemAvailable from /proc/meminfo in GiB, or None where there is no such file."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 / GIB
+    except OSError:
+        return None
+    return None
 
 
 def _load() -> str:

@@ -361,16 +361,25 @@ class TfidfRetriever:
         """
         _check_k(k)
         question_ids, texts = _question_columns(questions, id_column, text_column)
-        hits = []
+        return _ranking_frame(question_ids, self.hits(question_ids, texts, k), self.passage_array)
+
+    def hits(self, question_ids: Sequence, texts: Sequence[str], k: int | None = 3
+             ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Each question's chosen passage positions, best first, and their scores.
+
+        What :meth:`rank` puts into its table, without the table: one question at a time,
+        each scored through the inverted index and cut to its top ``k`` positive scores.
+        """
+        found = []
         for question_id, text in zip(question_ids, texts):
             terms, weights = self._question_vector(text, f"question {question_id!r}")
             if len(terms) == 0:
-                hits.append((terms, weights))
+                found.append((terms, weights))
                 continue
             scores = self._scores_of(terms, weights)
             chosen = _select(scores, self.id_order.__getitem__, k, 0.0)
-            hits.append((chosen, scores[chosen]))
-        return _ranking_frame(question_ids, hits, self.passage_array)
+            found.append((chosen, scores[chosen]))
+        return found
 
 
 def gold_ranks(ranked_all: pd.DataFrame, questions: pd.DataFrame, k: int = 3) -> pd.DataFrame:
