@@ -94,7 +94,11 @@ def write_gate_book(root: Path) -> Path:
 
 
 def render(quarto: str, root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    environment = dict(env or os.environ)
+    """`quarto render` in ``root``; by default without the reader settings of this shell."""
+    if env is None:
+        env = {name: value for name, value in os.environ.items()
+               if not name.startswith(("RIVERTON_READER_", "RIVERTON_REVIEWS_"))}
+    environment = dict(env)
     environment["QUARTO_PYTHON"] = sys.executable
     environment.pop("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", None)
     return subprocess.run([quarto, "render", *args], cwd=root, env=environment,

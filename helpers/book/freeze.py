@@ -11,7 +11,9 @@ and the first render of ``quarto preview`` alike), with the Python Quarto uses f
     recorded after the chapter's last successful render. Where they differ, the chapter's
     entry under ``_freeze/`` is deleted (and Quarto's own copy under ``.quarto/_freeze/``,
     which it thaws from when a render has freeze off), so Quarto executes it again; the
-    script prints why. The keys just computed are kept as *pending*.
+    script prints why. The keys just computed are kept as *pending*. While a reader
+    server is configured every lesson executes, whatever its key
+    (:func:`helpers.book.cache.server_reason`).
 ``post-render``
     runs only when the render succeeded; it records the pending keys of the chapters
     that were rendered. A failed render records nothing, so no key ever vouches for a
@@ -58,8 +60,10 @@ from helpers.book.cache import (  # noqa: E402
     files_under,
     has_code,
     helpers_folder,
+    input_folders,
     now_text,
     read_json,
+    server_reason,
     write_json_atomic,
 )
 from helpers.book.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
@@ -107,6 +111,8 @@ def _untouched_since(root: Path, moment: float) -> bool:
     give the same key for different output).
     """
     paths = [root / "_quarto.yml", *files_under(helpers_folder(root)), *files_under(root / "data")]
+    for folder in input_folders(root).values():
+        paths += files_under(folder)
     return all(p.stat().st_mtime < moment for p in paths if p.is_file())
 
 
@@ -196,13 +202,21 @@ def pre_render(root: Path, say=print) -> int:
     earlier_pending = read_json(keys / "pending.json") or {}
     pending = {}
     started = time.time()
+    server = server_reason()
     for chapter, nb in chapters:
         key = LessonKey.compute(nb, inputs)
         source = chapter.source
         result = frozen_result(root, source)
         old = recorded.get(source)
         waiting = earlier_pending.get(source)
-        if old and old.get("key") == key.key:
+        if server is not None:
+            reasons = [server]  # no key can vouch for a server's replies: always execute
+            state = f"will execute: {'; '.join(reasons)}"
+            if freeze_folder(root, source).exists():
+                state = f"frozen result removed, {state}"
+            for frozen in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
+                shutil.rmtree(frozen, ignore_errors=True)
+        elif old and old.get("key") == key.key:
             state = "frozen result kept: inputs unchanged" if result.is_file() else "no frozen result yet"
         elif (waiting and waiting.get("key") == key.key and result.is_file()
               and result.stat().st_mtime >= waiting.get("computed", float("inf"))
