@@ -591,6 +591,23 @@ def test_pre_render_notices_an_edit_in_a_reviews_folder_outside_data(tmp_path, m
     assert _pre(root) == "frozen result removed, will execute: $RIVERTON_REVIEWS_DIR/mine.csv changed"
 
 
+def test_pre_render_says_that_quarto_executes_a_lesson_whose_file_changed(tmp_path, monkeypatch):
+    """The key ignores prose; Quarto's freeze does not, and pre-render must not pretend otherwise."""
+    root = write_book(tmp_path / "book")
+    _pre(root)
+    result = _freeze_result(root)
+    _post(root, monkeypatch)
+    assert _pre(root) == "frozen result kept: inputs unchanged"
+    _post(root, monkeypatch)  # a render that thawed the lesson
+    write_lesson(root, default_cells(prose="Prose written after the render."))
+    assert _pre(root) == ("will execute: notebook text changed; Quarto's freeze re-executes a lesson "
+                          "on any edit of its file")
+    assert result.is_file()  # Quarto overwrites it when it executes the lesson
+    _freeze_result(root)  # Quarto froze the edited notebook
+    _post(root, monkeypatch)
+    assert _pre(root) == "frozen result kept: inputs unchanged"
+
+
 def test_input_folders_are_those_outside_data_resolved_from_the_project(tmp_path):
     from helpers.book.cache import INPUT_FOLDER_VARIABLES, input_folders
     from helpers.review import REVIEWS_ENV

@@ -13,7 +13,12 @@ and the first render of ``quarto preview`` alike), with the Python Quarto uses f
     which it thaws from when a render has freeze off), so Quarto executes it again; the
     script prints why. The keys just computed are kept as *pending*. While a reader
     server is configured every lesson executes, whatever its key
-    (:func:`helpers.book.cache.server_reason`).
+    (:func:`helpers.book.cache.server_reason`). Where the key holds, the script still
+    says what Quarto will do: Quarto thaws a frozen result only while the notebook file
+    is byte for byte the one it froze, so an edit of the file, prose included, executes
+    that lesson (and only it) under Quarto; the script says so rather than claim the
+    result is kept. (The build without Quarto re-uses the execution on a prose edit; a
+    frozen result cannot be re-used that way, because it holds the rendered prose too.)
 ``post-render``
     runs only when the render succeeded; it records the pending keys of the chapters
     that were rendered. A failed render records nothing, so no key ever vouches for a
@@ -134,6 +139,20 @@ def _quarto_hash(text: str) -> str:
     return hashlib.md5(text.replace("\r\n", "\n").replace("\r", "\n").encode("utf-8")).hexdigest()
 
 
+def _quarto_thaws(root: Path, source: str, result: Path) -> bool:
+    """Whether Quarto will use the frozen ``result`` of ``source`` rather than execute it.
+
+    Quarto's ``freeze: auto`` thaws a result only when the hash it stored (``"hash"`` in
+    ``html.json``) is that of the chapter's file as it is now (:func:`_quarto_hash`).
+    """
+    frozen = read_json(result)
+    try:
+        text = (root / source).read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(text)
+
+
 def _rehash_frozen(root: Path, source: str, executed: str, restored: str) -> None:
     """Point Quarto's frozen result of ``source`` at the restored notebook text."""
     for folder in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
@@ -209,28 +228,35 @@ def pre_render(root: Path, say=print) -> int:
         result = frozen_result(root, source)
         old = recorded.get(source)
         waiting = earlier_pending.get(source)
+        kept = "frozen result kept: inputs unchanged"
         if server is not None:
             reasons = [server]  # no key can vouch for a server's replies: always execute
-            state = f"will execute: {'; '.join(reasons)}"
-            if freeze_folder(root, source).exists():
-                state = f"frozen result removed, {state}"
-            for frozen in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
-                shutil.rmtree(frozen, ignore_errors=True)
         elif old and old.get("key") == key.key:
-            state = "frozen result kept: inputs unchanged" if result.is_file() else "no frozen result yet"
+            reasons = []
         elif (waiting and waiting.get("key") == key.key and result.is_file()
               and result.stat().st_mtime >= waiting.get("computed", float("inf"))
               and _untouched_since(root, waiting["computed"])):
             recorded[source] = waiting  # executed under this key in a render that failed later
-            state = "frozen result kept: it was made with these inputs"
+            reasons = []
+            kept = "frozen result kept: it was made with these inputs"
         else:
-            reasons = "; ".join(explain(old, key))
-            state = f"will execute: {reasons}"
+            reasons = explain(old, key)
+        if reasons:
+            state = f"will execute: {'; '.join(reasons)}"
             if freeze_folder(root, source).exists():
                 state = f"frozen result removed, {state}"
             # Quarto's hidden copy goes too: a render with freeze off thaws from it.
             for frozen in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
                 shutil.rmtree(frozen, ignore_errors=True)
+        elif not result.is_file():
+            state = "no frozen result yet"
+        elif not _quarto_thaws(root, source, result):
+            # The key holds, but Quarto's freeze compares the notebook file itself: any
+            # edit of it (prose included) makes Quarto execute the lesson, and only it.
+            state = ("will execute: notebook text changed; Quarto's freeze re-executes a lesson "
+                     "on any edit of its file")
+        else:
+            state = kept
         say(f"{PREFIX} {source}: {state}")
         pending[source] = {**key.record(), "computed": started, "computed_at": now_text()}
     write_json_atomic(keys / "recorded.json", recorded)
