@@ -633,3 +633,33 @@ def test_server_reason_names_the_server_without_its_password():
             == "replies come from the server at https://class.example:8443/v1")
     assert server_reason({"RIVERTON_READER_MODE": "server"}) == (
         "replies come from a reader server (RIVERTON_READER_MODE=server)")
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+def test_a_page_that_cannot_be_written_leaves_the_old_page_and_no_temporary_file(tmp_path):
+    from helpers.book.cache import PageCache
+
+    pages = PageCache(tmp_path)
+    pages.put(LESSON, "key-1", "<p>first</p>")
+    with pytest.raises(UnicodeEncodeError):
+        pages.put(LESSON, "key-2", "<p>half \ud800 written</p>")  # a lone surrogate: no UTF-8
+    assert pages.get(LESSON, "key-1") == "<p>first</p>"
+    assert pages.get(LESSON, "key-2") is None
+    assert sorted(p.name for p in pages.folder.iterdir()) == [f"{SLUG}.html", f"{SLUG}.json"]
+
+
+def test_rehashing_a_frozen_result_leaves_no_temporary_file(tmp_path):
+    from helpers.book.freeze import _quarto_hash, _rehash_frozen, frozen_result
+
+    root = tmp_path
+    result = frozen_result(root, LESSON)
+    result.parent.mkdir(parents=True)
+    result.write_text(json.dumps({"hash": _quarto_hash("executed"), "result": {"markdown": "m"}}))
+    stray = result.with_name(f".{result.name}.tmp")  # the name a fixed-name writer would take
+    stray.write_text("someone else's")
+    _rehash_frozen(root, LESSON, "executed", "restored")
+    assert json.loads(result.read_text()) == {"hash": _quarto_hash("restored"), "result": {"markdown": "m"}}
+    assert stray.read_text() == "someone else's"
+    assert sorted(p.name for p in result.parent.iterdir()) == sorted([result.name, stray.name])

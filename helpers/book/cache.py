@@ -511,19 +511,34 @@ def explain(old: dict | None, new: LessonKey) -> list[str]:
 # --------------------------------------------------------------------------- storage
 
 
-def write_json_atomic(path: Path, value) -> None:
-    """Write JSON to ``path`` through a temporary file in the same folder, then rename it."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` all at once, or not at all.
+
+    It goes to a temporary file of a unique name in the same folder, which is flushed to
+    disk and renamed over ``path``; on any error the temporary file is removed and the
+    error raised, so ``path`` keeps its old contents and nothing is left beside it.
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(value, stream, indent=1, sort_keys=True)
+            stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, value, **dump_options) -> None:
+    """Write ``value`` as JSON to ``path`` with :func:`write_text_atomic`.
+
+    ``dump_options`` go to :func:`json.dumps` (default: ``indent=1, sort_keys=True``).
+    """
+    options = {"indent": 1, "sort_keys": True, **dump_options}
+    write_text_atomic(path, json.dumps(value, **options))
 
 
 def read_json(path: Path):
@@ -655,11 +670,7 @@ class PageCache:
         return page if hashlib.sha256(page.encode("utf-8")).hexdigest() == record.get("sha256") else None
 
     def put(self, source: str, key: str, page: str) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        target = self.folder / f"{chapter_slug(source)}.html"
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=self.folder)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(page)
-        os.replace(temporary, target)
+        """Keep ``page`` under ``key``; on an error nothing is left half-written or behind."""
+        write_text_atomic(self.folder / f"{chapter_slug(source)}.html", page)
         write_json_atomic(self.folder / f"{chapter_slug(source)}.json",
                           {"key": key, "sha256": hashlib.sha256(page.encode("utf-8")).hexdigest()})

@@ -70,6 +70,7 @@ from helpers.book.cache import (  # noqa: E402
     read_json,
     server_reason,
     write_json_atomic,
+    write_text_atomic,
 )
 from helpers.book.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
 
@@ -160,9 +161,7 @@ def _rehash_frozen(root: Path, source: str, executed: str, restored: str) -> Non
         frozen = read_json(result)
         if isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(executed):
             frozen["hash"] = _quarto_hash(restored)
-            temporary = result.with_name(f".{result.name}.tmp")
-            temporary.write_text(json.dumps(frozen, indent=2), encoding="utf-8")
-            os.replace(temporary, result)
+            write_json_atomic(result, frozen, indent=2, sort_keys=False)
 
 
 def restore_notebooks(root: Path, say=print) -> list[str]:
@@ -181,9 +180,7 @@ def restore_notebooks(root: Path, say=print) -> list[str]:
         current = path.read_text(encoding="utf-8") if path.is_file() else None
         if current is not None and current != original:
             if _cell_sources(current) == _cell_sources(original):
-                temporary = path.with_name(f".{path.name}.restore-tmp")
-                temporary.write_text(original, encoding="utf-8")
-                os.replace(temporary, path)
+                write_text_atomic(path, original)
                 _rehash_frozen(root, source, current, original)
                 restored.append(source)
             else:
