@@ -256,6 +256,31 @@ def test_files_edited_while_a_lesson_executes_are_not_vouched_for(book):
     assert again.startswith("executed:") and "data/numbers.txt changed" in again, again
 
 
+def test_an_edit_to_quarto_yml_executes_again(book):
+    config = book / "_quarto.yml"
+    config.write_text(config.read_text() + "# an edit to the book's configuration\n")
+    result = build(book)
+    assert result.returncode == 0, result.stderr
+    assert decision(result) == "executed: _quarto.yml changed"
+    assert decision(build(book)).startswith("re-used:")
+
+
+def test_an_edit_to_the_front_matter_executes_again(book):
+    write_project(book, default_cells(), title="A new title for the lesson")
+    result = build(book)
+    assert result.returncode == 0, result.stderr
+    assert decision(result) == "executed: front matter changed"
+    assert "A new title for the lesson" in page(book)
+
+
+def test_an_executing_build_prints_no_kernel_tcp_warning(book):
+    result = build(book, "--fresh")
+    assert result.returncode == 0, result.stderr
+    assert decision(result) == "executed: --fresh"
+    assert "without encryption" not in result.stderr, result.stderr
+    assert "without encryption" not in result.stdout
+
+
 REVIEW_CELLS = [
     markdown("# Reviews\n\nThe students' reviews are counted."),
     code("from helpers.review import reviews_dir\n"
@@ -663,3 +688,38 @@ def test_rehashing_a_frozen_result_leaves_no_temporary_file(tmp_path):
     assert json.loads(result.read_text()) == {"hash": _quarto_hash("restored"), "result": {"markdown": "m"}}
     assert stray.read_text() == "someone else's"
     assert sorted(p.name for p in result.parent.iterdir()) == sorted([result.name, stray.name])
+
+
+# --------------------------------------------------------------------------- kernel configuration
+
+
+def test_kernel_config_writes_its_filter_and_refuses_a_file_it_did_not_write(tmp_path):
+    import logging
+
+    from helpers.book import kernel_config
+
+    path = kernel_config.install(tmp_path)
+    assert path == tmp_path / "etc" / "ipython" / "ipython_kernel_config.py"
+    text = path.read_text()
+    assert text.startswith(kernel_config.MARKER)
+    assert kernel_config.install(tmp_path) == path and path.read_text() == text  # its own: rewritten
+
+    # The file, run as ipykernel runs it, drops that one message and keeps every other.
+    logger = logging.getLogger("IPKernelApp")
+    before = list(logger.filters)
+    try:
+        exec(compile(text, str(path), "exec"), {})
+        (added,) = [f for f in logger.filters if f not in before]
+
+        def record(message):
+            return logging.LogRecord("IPKernelApp", logging.WARNING, __file__, 1, message, None, None)
+
+        assert not added.filter(record(kernel_config.MESSAGE + ". This is not recommended."))
+        assert added.filter(record("Kernel started"))
+    finally:
+        logger.filters[:] = before
+
+    path.write_text("c = get_config()  # a user's own settings\n")
+    with pytest.raises(FileExistsError, match="was not written by helpers.book.kernel_config"):
+        kernel_config.install(tmp_path)
+    assert path.read_text() == "c = get_config()  # a user's own settings\n"

@@ -266,8 +266,12 @@ def _get(url: str) -> str:
         return response.read().decode("utf-8")
 
 
-def test_preview_shows_a_data_edit_without_a_restart(quarto, tmp_path):
-    """`python -m helpers.book --preview` serves the book and re-renders when data/ changes."""
+def test_preview_restarts_on_a_data_edit_and_serves_the_new_result(quarto, tmp_path):
+    """`python -m helpers.book --preview` serves the book, and restarts Quarto when data/ changes.
+
+    Quarto's own preview does not watch data/; the wrapper does, restarts the preview on
+    the same port, and the new first render executes the lesson with the new data.
+    """
     root = write_gate_book(tmp_path / "book")
     port = _free_port()
     log = tmp_path / "preview.log"
