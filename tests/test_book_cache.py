@@ -58,10 +58,29 @@ def write_lesson(root: Path, cells) -> None:
     write_project(root, cells, title="Cached lesson")
 
 
+#: Reader settings a developer's shell may hold; a server URL among them executes every lesson.
+READER_VARIABLES = ("RIVERTON_READER_MODE", "RIVERTON_READER_URL", "RIVERTON_READER_API_KEY",
+                    "RIVERTON_READER_CONCURRENCY", "RIVERTON_READER_TIMEOUT", "RIVERTON_REVIEWS_DIR")
+
+
+def base_env(**extra: str) -> dict:
+    """This process's environment without reader settings, plus ``extra``."""
+    env = {name: value for name, value in os.environ.items() if name not in READER_VARIABLES}
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(autouse=True)
+def clean_reader_env(monkeypatch):
+    """The in-process twin of :func:`base_env`, for the pre-render steps run here."""
+    for name in READER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+
 def build(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "helpers.book", "--project", str(root), "--engine", "nbclient", *args],
-        cwd=PROJECT_ROOT, env=env or os.environ.copy(), capture_output=True, text=True, timeout=600,
+        cwd=PROJECT_ROOT, env=env or base_env(), capture_output=True, text=True, timeout=600,
     )
 
 
@@ -160,8 +179,7 @@ def test_a_code_edit_executes_again_and_undoing_it_re_uses_the_first_run(book):
 
 
 def test_reader_environment_variables_invalidate_and_their_values_are_not_stored(book):
-    env = dict(os.environ, RIVERTON_READER_MODE="recorded", RIVERTON_READER_API_KEY="s3cret-value")
-    env.pop("RIVERTON_READER_URL", None)
+    env = base_env(RIVERTON_READER_MODE="recorded", RIVERTON_READER_API_KEY="s3cret-value")
     result = build(book, env=env)
     assert result.returncode == 0, result.stderr
     assert "RIVERTON_READER_API_KEY set" in decision(result)
@@ -184,7 +202,7 @@ def test_a_package_version_change_invalidates(book, tmp_path):
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: riverton-probe\nVersion: {version}\n")
 
     install("1.0")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    env = base_env(PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     assert decision(build(book, env=env)) == "executed: package versions changed (riverton-probe 1.0 installed)"
     install("1.1")
     assert decision(build(book, env=env)) == "executed: package versions changed (riverton-probe 1.0 -> 1.1)"
@@ -200,7 +218,7 @@ def test_weights_appearing_on_the_machine_invalidate(book, tmp_path):
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").write_text("{}")
     (snapshot / "model.safetensors").write_bytes(b"")
-    env = dict(os.environ, HF_HUB_CACHE=str(hub))
+    env = base_env(HF_HUB_CACHE=str(hub))
     assert decision(build(book, env=env)) == "executed: weights of reader qwen_1_5b_instruct now present"
 
 
@@ -236,6 +254,130 @@ def test_files_edited_while_a_lesson_executes_are_not_vouched_for(book):
     # The next build executes again: the entry it could have used was never written.
     again = decision(build(book))
     assert again.startswith("executed:") and "data/numbers.txt changed" in again, again
+
+
+def test_an_edit_to_quarto_yml_executes_again(book):
+    config = book / "_quarto.yml"
+    config.write_text(config.read_text() + "# an edit to the book's configuration\n")
+    result = build(book)
+    assert result.returncode == 0, result.stderr
+    assert decision(result) == "executed: _quarto.yml changed"
+    assert decision(build(book)).startswith("re-used:")
+
+
+def test_an_edit_to_the_front_matter_executes_again(book):
+    write_project(book, default_cells(), title="A new title for the lesson")
+    result = build(book)
+    assert result.returncode == 0, result.stderr
+    assert decision(result) == "executed: front matter changed"
+    assert "A new title for the lesson" in page(book)
+
+
+def test_an_executing_build_prints_no_kernel_tcp_warning(book):
+    result = build(book, "--fresh")
+    assert result.returncode == 0, result.stderr
+    assert decision(result) == "executed: --fresh"
+    assert "without encryption" not in result.stderr, result.stderr
+    assert "without encryption" not in result.stdout
+
+
+REVIEW_CELLS = [
+    markdown("# Reviews\n\nThe students' reviews are counted."),
+    code("from helpers.review import reviews_dir\n"
+         "rows = sum(len(p.read_text().splitlines()) - 1 for p in sorted(reviews_dir().glob('*.csv')))"),
+    code("#| output: asis\nprint(f'There are **{rows}** review rows.')"),
+]
+
+
+def test_an_edit_in_a_reviews_folder_outside_data_executes_again(book, tmp_path):
+    """Lesson 4 reads $RIVERTON_REVIEWS_DIR; its files are inputs even outside data/."""
+    reviews = tmp_path / "my-reviews"
+    reviews.mkdir()
+    (reviews / "mine.csv").write_text("review_id,verdict\nR1,supported\n", encoding="utf-8")
+    write_lesson(book, REVIEW_CELLS)
+    env = base_env(RIVERTON_REVIEWS_DIR=str(reviews))
+    first = build(book, env=env)
+    assert first.returncode == 0, first.stderr
+    assert "There are <strong>1</strong> review rows." in page(book)
+    assert decision(build(book, env=env)).startswith("re-used:")
+
+    (reviews / "mine.csv").write_text("review_id,verdict\nR1,supported\nR2,unsupported\n", encoding="utf-8")
+    result = build(book, env=env)
+    assert result.returncode == 0, result.stderr
+    assert decision(result) == "executed: $RIVERTON_REVIEWS_DIR/mine.csv changed"
+    assert "There are <strong>2</strong> review rows." in page(book)
+    (reviews / "yours.csv").write_text("review_id,verdict\nR3,supported\n", encoding="utf-8")
+    assert decision(build(book, env=env)) == "executed: $RIVERTON_REVIEWS_DIR/yours.csv added"
+    assert "There are <strong>3</strong> review rows." in page(book)
+
+
+class _Server:
+    """A real HTTP server on 127.0.0.1 whose reply can change behind the same URL."""
+
+    def __init__(self, reply: str):
+        import http.server
+        import threading
+
+        self.reply = reply
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = owner.reply.encode("utf-8")
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+SERVER_CELLS = [
+    markdown("# A reply from the server"),
+    code("import os, urllib.request\n"
+         "reply = urllib.request.urlopen(os.environ['RIVERTON_READER_URL'], timeout=30).read().decode()"),
+    code("#| output: asis\nprint(f'The server said **{reply}**.')"),
+]
+
+
+def test_a_lesson_always_executes_while_a_reader_server_is_set(book):
+    """The server may change its engine or weights behind one URL: nothing is re-used or kept."""
+    write_lesson(book, SERVER_CELLS)
+    server = _Server("engine one")
+    try:
+        env = base_env(RIVERTON_READER_URL=server.url)
+        kept = {e["key"] for e in entries(book)}
+        first = build(book, env=env)
+        assert first.returncode == 0, first.stderr
+        assert decision(first) == f"executed: replies come from the server at {server.url}"
+        assert "The server said <strong>engine one</strong>." in page(book)
+        server.reply = "engine two"  # same URL, same inputs on this machine
+        second = build(book, env=env)
+        assert decision(second) == f"executed: replies come from the server at {server.url}"
+        assert "The server said <strong>engine two</strong>." in page(book)
+        assert {e["key"] for e in entries(book)} == kept, "a server's run was cached"
+    finally:
+        server.close()
+
+    # A password in the URL is not printed; RIVERTON_READER_MODE=server alone does the same.
+    url = "http://student:pa55word@127.0.0.1:9/v1"
+    write_lesson(book, default_cells())
+    result = build(book, env=base_env(RIVERTON_READER_URL=url))
+    assert decision(result) == "executed: replies come from the server at http://127.0.0.1:9/v1"
+    assert "pa55word" not in result.stdout + result.stderr
+    result = build(book, env=base_env(RIVERTON_READER_MODE="server"))
+    assert decision(result) == "executed: replies come from a reader server (RIVERTON_READER_MODE=server)"
+    # Without a server the lesson's last execution here stands again.
+    assert decision(build(book)).startswith("re-used:")
 
 
 # --------------------------------------------------------------------------- the key itself
@@ -297,11 +439,13 @@ def test_key_components_come_from_the_machine():
 
 
 def _freeze_result(root: Path) -> Path:
-    from helpers.book.freeze import frozen_result
+    """A frozen result as Quarto writes it: "hash" is that of the notebook file it executed."""
+    from helpers.book.freeze import _quarto_hash, frozen_result
 
     result = frozen_result(root, LESSON)
     result.parent.mkdir(parents=True, exist_ok=True)
-    result.write_text('{"hash": "x", "result": {}}')
+    notebook = (root / LESSON).read_text(encoding="utf-8")
+    result.write_text(json.dumps({"hash": _quarto_hash(notebook), "result": {}}))
     return result
 
 
@@ -434,3 +578,148 @@ def test_display_only_variables_stay_out_of_the_key():
     digests = environment_digests({"RIVERTON_BOOK_BUILD": "quarto", "RIVERTON_PROGRESS": "0",
                                    "RIVERTON_READER_MODE": "recorded"})
     assert sorted(digests) == ["RIVERTON_READER_MODE"]
+
+
+def test_pre_render_executes_every_lesson_while_a_reader_server_is_set(tmp_path, monkeypatch):
+    root = write_book(tmp_path / "book")
+    _pre(root)
+    _freeze_result(root)
+    _post(root, monkeypatch)
+    assert _pre(root) == "frozen result kept: inputs unchanged"
+
+    monkeypatch.setenv("RIVERTON_READER_URL", "http://127.0.0.1:8000/v1")
+    said = "frozen result removed, will execute: replies come from the server at http://127.0.0.1:8000/v1"
+    assert _pre(root) == said
+    _freeze_result(root)  # the render asked the server...
+    _post(root, monkeypatch)  # ...and succeeded: the same key, with the server set, still executes
+    assert _pre(root) == said
+    monkeypatch.delenv("RIVERTON_READER_URL")
+    _freeze_result(root)
+    _post(root, monkeypatch)
+    # Back without a server: the frozen result holds the server's replies, so it goes too.
+    assert _pre(root) == "frozen result removed, will execute: RIVERTON_READER_URL unset"
+    monkeypatch.setenv("RIVERTON_READER_MODE", "server")
+    assert _pre(root) == "will execute: replies come from a reader server (RIVERTON_READER_MODE=server)"
+
+
+def test_pre_render_notices_an_edit_in_a_reviews_folder_outside_data(tmp_path, monkeypatch):
+    root = write_book(tmp_path / "book")
+    reviews = tmp_path / "reviews"
+    reviews.mkdir()
+    (reviews / "mine.csv").write_text("review_id,verdict\nR1,supported\n", encoding="utf-8")
+    monkeypatch.setenv("RIVERTON_REVIEWS_DIR", str(reviews))
+    _pre(root)
+    _freeze_result(root)
+    _post(root, monkeypatch)
+    assert _pre(root) == "frozen result kept: inputs unchanged"
+    (reviews / "mine.csv").write_text("review_id,verdict\nR1,unsupported\n", encoding="utf-8")
+    assert _pre(root) == "frozen result removed, will execute: $RIVERTON_REVIEWS_DIR/mine.csv changed"
+
+
+def test_pre_render_says_that_quarto_executes_a_lesson_whose_file_changed(tmp_path, monkeypatch):
+    """The key ignores prose; Quarto's freeze does not, and pre-render must not pretend otherwise."""
+    root = write_book(tmp_path / "book")
+    _pre(root)
+    result = _freeze_result(root)
+    _post(root, monkeypatch)
+    assert _pre(root) == "frozen result kept: inputs unchanged"
+    _post(root, monkeypatch)  # a render that thawed the lesson
+    write_lesson(root, default_cells(prose="Prose written after the render."))
+    assert _pre(root) == ("will execute: notebook text changed; Quarto's freeze re-executes a lesson "
+                          "on any edit of its file")
+    assert result.is_file()  # Quarto overwrites it when it executes the lesson
+    _freeze_result(root)  # Quarto froze the edited notebook
+    _post(root, monkeypatch)
+    assert _pre(root) == "frozen result kept: inputs unchanged"
+
+
+def test_input_folders_are_those_outside_data_resolved_from_the_project(tmp_path):
+    from helpers.book.cache import INPUT_FOLDER_VARIABLES, input_folders
+    from helpers.review import REVIEWS_ENV
+
+    assert REVIEWS_ENV in INPUT_FOLDER_VARIABLES
+    root = tmp_path / "book"
+    (root / "data" / "reviews").mkdir(parents=True)
+    assert input_folders(root, {}) == {}
+    assert input_folders(root, {REVIEWS_ENV: "data/reviews"}) == {}  # hashed with data/ already
+    assert input_folders(root, {REVIEWS_ENV: str(root / "data" / "reviews")}) == {}
+    assert input_folders(root, {REVIEWS_ENV: "mine"}) == {REVIEWS_ENV: (root / "mine").resolve()}
+    outside = tmp_path / "elsewhere"
+    assert input_folders(root, {REVIEWS_ENV: str(outside)}) == {REVIEWS_ENV: outside.resolve()}
+
+
+def test_server_reason_names_the_server_without_its_password():
+    from helpers.book.cache import server_reason
+
+    assert server_reason({}) is None
+    assert server_reason({"RIVERTON_READER_MODE": "recorded"}) is None
+    assert server_reason({"RIVERTON_READER_URL": "  "}) is None
+    assert (server_reason({"RIVERTON_READER_URL": "https://me:secret@class.example:8443/v1"})
+            == "replies come from the server at https://class.example:8443/v1")
+    assert server_reason({"RIVERTON_READER_MODE": "server"}) == (
+        "replies come from a reader server (RIVERTON_READER_MODE=server)")
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+def test_a_page_that_cannot_be_written_leaves_the_old_page_and_no_temporary_file(tmp_path):
+    from helpers.book.cache import PageCache
+
+    pages = PageCache(tmp_path)
+    pages.put(LESSON, "key-1", "<p>first</p>")
+    with pytest.raises(UnicodeEncodeError):
+        pages.put(LESSON, "key-2", "<p>half \ud800 written</p>")  # a lone surrogate: no UTF-8
+    assert pages.get(LESSON, "key-1") == "<p>first</p>"
+    assert pages.get(LESSON, "key-2") is None
+    assert sorted(p.name for p in pages.folder.iterdir()) == [f"{SLUG}.html", f"{SLUG}.json"]
+
+
+def test_rehashing_a_frozen_result_leaves_no_temporary_file(tmp_path):
+    from helpers.book.freeze import _quarto_hash, _rehash_frozen, frozen_result
+
+    root = tmp_path
+    result = frozen_result(root, LESSON)
+    result.parent.mkdir(parents=True)
+    result.write_text(json.dumps({"hash": _quarto_hash("executed"), "result": {"markdown": "m"}}))
+    stray = result.with_name(f".{result.name}.tmp")  # the name a fixed-name writer would take
+    stray.write_text("someone else's")
+    _rehash_frozen(root, LESSON, "executed", "restored")
+    assert json.loads(result.read_text()) == {"hash": _quarto_hash("restored"), "result": {"markdown": "m"}}
+    assert stray.read_text() == "someone else's"
+    assert sorted(p.name for p in result.parent.iterdir()) == sorted([result.name, stray.name])
+
+
+# --------------------------------------------------------------------------- kernel configuration
+
+
+def test_kernel_config_writes_its_filter_and_refuses_a_file_it_did_not_write(tmp_path):
+    import logging
+
+    from helpers.book import kernel_config
+
+    path = kernel_config.install(tmp_path)
+    assert path == tmp_path / "etc" / "ipython" / "ipython_kernel_config.py"
+    text = path.read_text()
+    assert text.startswith(kernel_config.MARKER)
+    assert kernel_config.install(tmp_path) == path and path.read_text() == text  # its own: rewritten
+
+    # The file, run as ipykernel runs it, drops that one message and keeps every other.
+    logger = logging.getLogger("IPKernelApp")
+    before = list(logger.filters)
+    try:
+        exec(compile(text, str(path), "exec"), {})
+        (added,) = [f for f in logger.filters if f not in before]
+
+        def record(message):
+            return logging.LogRecord("IPKernelApp", logging.WARNING, __file__, 1, message, None, None)
+
+        assert not added.filter(record(kernel_config.MESSAGE + ". This is not recommended."))
+        assert added.filter(record("Kernel started"))
+    finally:
+        logger.filters[:] = before
+
+    path.write_text("c = get_config()  # a user's own settings\n")
+    with pytest.raises(FileExistsError, match="was not written by helpers.book.kernel_config"):
+        kernel_config.install(tmp_path)
+    assert path.read_text() == "c = get_config()  # a user's own settings\n"

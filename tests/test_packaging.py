@@ -215,6 +215,80 @@ def test_benchmark_extras_stay_out_of_the_book():
             assert not match, f"{path.name} imports {match.group(1)}, a benchmark-only package"
 
 
+# Distributions that helpers/ imports without pinning them, each installed as a requirement
+# of a pinned package (checked below through the installed packages' metadata). Anything
+# else that helpers/ imports must be pinned in pyproject.toml.
+UNPINNED_IMPORTS = {
+    "ipython": "comes with ipykernel",
+    "httpx": "comes with jupyter (through jupyterlab)",
+    "huggingface-hub": "comes with transformers",
+    "jinja2": "comes with nbconvert",
+    "jupyter-core": "comes with nbclient",
+    "traitlets": "comes with nbclient",
+    "pyzmq": "comes with ipykernel",
+}
+# Import names whose distribution may not be installed here (an extra built from source).
+IMPORT_TO_DISTRIBUTION = {"llama_cpp": "llama-cpp-python"}
+
+
+def _imported_distributions() -> dict[str, str]:
+    """Every third-party distribution that a module of helpers/ imports, with one importer."""
+    import ast
+    import importlib.metadata
+    import sys
+
+    owners = importlib.metadata.packages_distributions()
+    found = {}
+    for path in sorted((PROJECT_ROOT / "helpers").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top in sys.stdlib_module_names or top == "helpers":
+                    continue
+                dists = owners.get(top) or [IMPORT_TO_DISTRIBUTION.get(top, top)]
+                found.setdefault(_name(dists[0]), path.relative_to(PROJECT_ROOT).as_posix())
+    return found
+
+
+def _requirement_closure(roots: set[str]) -> set[str]:
+    """``roots`` and everything they require, as installed here (extras' requirements aside)."""
+    import importlib.metadata
+
+    seen, todo = set(), list(roots)
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for requirement in requires:
+            if "extra ==" not in requirement:
+                todo.append(_name(re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0]))
+    return seen
+
+
+def test_every_package_the_helpers_import_is_pinned():
+    """A module the helpers import directly (safetensors, say) is pinned, not left to chance."""
+    pins = _pyproject_pins("all")
+    imported = _imported_distributions()
+    unpinned = {name: where for name, where in imported.items()
+                if name not in pins and name not in UNPINNED_IMPORTS}
+    assert not unpinned, "imported by helpers/ but not pinned in pyproject.toml: " + ", ".join(
+        f"{name} ({where})" for name, where in sorted(unpinned.items()))
+    reachable = _requirement_closure(set(pins))
+    for name, why in UNPINNED_IMPORTS.items():
+        assert name in reachable, f"{name} is said to be installed because it {why}, but no pinned package requires it"
+
+
 # --- notebooks ------------------------------------------------------------------------
 
 NOTEBOOKS = sorted((PROJECT_ROOT / "lessons").glob("*.ipynb"))

@@ -94,7 +94,11 @@ def write_gate_book(root: Path) -> Path:
 
 
 def render(quarto: str, root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    environment = dict(env or os.environ)
+    """`quarto render` in ``root``; by default without the reader settings of this shell."""
+    if env is None:
+        env = {name: value for name, value in os.environ.items()
+               if not name.startswith(("RIVERTON_READER_", "RIVERTON_REVIEWS_"))}
+    environment = dict(env)
     environment["QUARTO_PYTHON"] = sys.executable
     environment.pop("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", None)
     return subprocess.run([quarto, "render", *args], cwd=root, env=environment,
@@ -189,6 +193,68 @@ def test_helper_edit_and_reader_setting_execute_again_and_one_file_renders(quart
     assert executions(root) == 4  # the single-file render executes; the whole-book one re-uses
 
 
+def add_second_lesson(root: Path) -> str:
+    """A second lesson that logs its executions to `second.log` beside the book."""
+    second = "lessons/02-second.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    log = root.parent / "second.log"
+    nb.cells = [
+        nbformat.v4.new_raw_cell("---\ntitle: The second lesson\n---"),
+        nbformat.v4.new_markdown_cell("Nothing changes here."),
+        nbformat.v4.new_code_cell(f"with open({str(log)!r}, 'a') as handle:\n    handle.write('executed\\n')"),
+    ]
+    nbformat.write(nb, root / second)
+    config = yaml.safe_load((root / "_quarto.yml").read_text())
+    config["book"]["chapters"].append(second)
+    (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return second
+
+
+def second_executions(root: Path) -> int:
+    log = root.parent / "second.log"
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def test_a_prose_edit_executes_that_lesson_alone_and_pre_render_says_so(quarto, tmp_path):
+    """Quarto thaws a frozen result only for the very file it froze; pre-render tells the truth."""
+    root = write_gate_book(tmp_path / "book")
+    second = add_second_lesson(root)
+    cold = render(quarto, root)
+    assert cold.returncode == 0, (cold.stdout + cold.stderr)[-4000:]
+    assert (executions(root), second_executions(root)) == (1, 1)
+
+    nb = nbformat.read(root / LESSON, as_version=4)
+    nb.cells[1].source += " A sentence written after the first render."
+    nbformat.write(nb, root / LESSON)
+    edited = render(quarto, root)
+    report = edited.stdout + edited.stderr
+    assert edited.returncode == 0, report[-4000:]
+    assert (f"[freeze] {LESSON}: will execute: notebook text changed; Quarto's freeze re-executes "
+            "a lesson on any edit of its file") in report
+    assert f"[freeze] {second}: frozen result kept: inputs unchanged" in report
+    # What pre-render said is what Quarto did: the edited lesson executed, the other did not.
+    assert (executions(root), second_executions(root)) == (2, 1)
+    assert "A sentence written after the first render." in page_text(root)
+
+    again = render(quarto, root)
+    report = again.stdout + again.stderr
+    assert again.returncode == 0, report[-4000:]
+    assert f"[freeze] {LESSON}: frozen result kept: inputs unchanged" in report
+    assert (executions(root), second_executions(root)) == (2, 1)
+
+    # A reader server answers behind its URL: every lesson executes on every render.
+    env = dict(os.environ, RIVERTON_READER_URL="http://127.0.0.1:9/v1")
+    for render_number in (1, 2):
+        served = render(quarto, root, env=env)
+        report = served.stdout + served.stderr
+        assert served.returncode == 0, report[-4000:]
+        for lesson in (LESSON, second):
+            assert (f"[freeze] {lesson}: frozen result removed, will execute: replies come from "
+                    "the server at http://127.0.0.1:9/v1") in report
+        assert (executions(root), second_executions(root)) == (2 + render_number, 1 + render_number)
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -200,8 +266,12 @@ def _get(url: str) -> str:
         return response.read().decode("utf-8")
 
 
-def test_preview_shows_a_data_edit_without_a_restart(quarto, tmp_path):
-    """`python -m helpers.book --preview` serves the book and re-renders when data/ changes."""
+def test_preview_restarts_on_a_data_edit_and_serves_the_new_result(quarto, tmp_path):
+    """`python -m helpers.book --preview` serves the book, and restarts Quarto when data/ changes.
+
+    Quarto's own preview does not watch data/; the wrapper does, restarts the preview on
+    the same port, and the new first render executes the lesson with the new data.
+    """
     root = write_gate_book(tmp_path / "book")
     port = _free_port()
     log = tmp_path / "preview.log"

@@ -45,6 +45,7 @@ from helpers.book.cache import (
     explain,
     has_code,
     installed_distributions,
+    server_reason,
 )
 from helpers.book.cellopts import (
     CellOptionError,
@@ -721,13 +722,15 @@ def _prepare_chapters(config: BookConfig, only: Chapter | None) -> tuple[list[Ch
 
 def _execute_or_reuse(nb, chapter: Chapter, options: list[dict], config: BookConfig, timeout: int,
                       cache: ExecutionCache, key: LessonKey, inputs: ProjectInputs,
-                      fresh: bool) -> tuple[str, float, dict | None]:
+                      fresh: bool, always: str | None = None) -> tuple[str, float, dict | None]:
     """Execute ``nb`` in place, or fill it from the cache.
 
+    ``always`` is a reason to execute whatever the cache holds, and to keep nothing of the
+    execution (replies from a reader server, :func:`helpers.book.cache.server_reason`).
     Returns what was done (as the build prints it), the seconds it took and the cache
-    entry that now holds the execution (None when none could be stored).
+    entry that now holds the execution (None when none could be or was stored).
     """
-    hit = None if fresh else cache.lookup(chapter.source, key.key)
+    hit = None if fresh or always else cache.lookup(chapter.source, key.key)
     if hit is not None:
         try:
             splice_outputs(nb, hit.notebook)
@@ -738,11 +741,13 @@ def _execute_or_reuse(nb, chapter: Chapter, options: list[dict], config: BookCon
         decision = f"re-used: executed {hit.entry.get('executed_at', '?')}, inputs unchanged"
         print(f"[build] {chapter.source}: {decision}", flush=True)
         return decision, 0.0, hit.entry
-    why = "--fresh" if fresh else "; ".join(explain(cache.latest(chapter.source), key))
+    why = always or ("--fresh" if fresh else "; ".join(explain(cache.latest(chapter.source), key)))
     print(f"[build] {chapter.source}: executing ({why}) ...", flush=True)
     started = time.perf_counter()
     execute_chapter(nb, chapter, options, config, timeout)
     seconds = time.perf_counter() - started
+    if always:
+        return f"executed: {why}", seconds, None  # no key vouches for it: nothing is kept
     # The kernel read helpers/ and data/ from disk while it ran; an entry is written only
     # if they are still what the key says, so an edit made meanwhile is never vouched for.
     entry = None
@@ -797,6 +802,7 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
     cache = ExecutionCache(root)
     pages = PageCache(root)
     machinery = _machinery_digest()
+    server = server_reason()  # replies from a server: execute every lesson, keep nothing
     inputs = None
     report = []
     written: dict[str, str] = {}  # page -> HTML
@@ -813,7 +819,7 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
                 except KeyInputError as error:
                     raise BuildError(f"{chapter.source}: {error}", EXIT_CHAPTER_FAILED) from None
             key = LessonKey.compute(nb, inputs)
-            entry = None if fresh else cache.entry(chapter.source, key.key)
+            entry = None if fresh or server else cache.entry(chapter.source, key.key)
         # An unchanged page of an unchanged execution is copied, not written again.
         page_html = None
         if not fresh and (entry is not None or not executes):
@@ -830,7 +836,7 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
         seconds = 0.0
         if executes:
             decision, seconds, entry = _execute_or_reuse(nb, chapter, options, config, timeout, cache, key,
-                                                         inputs, fresh)
+                                                         inputs, fresh, always=server)
         else:
             decision = "no code to execute"
         report.append((chapter, decision, seconds))

@@ -6,7 +6,9 @@ successful execution. What it depends on is hashed into its *key*:
 - the lesson's code cells (source, `#|` options included, and cell tags), in order; its
   front matter; and any markdown cell holding inline `{python}` code;
 - every file of the `helpers` package (`__pycache__` and compiled files aside);
-- every file under `data/`, read from disk (an untracked file counts too);
+- every file under `data/`, read from disk (an untracked file counts too), and every file
+  of a folder that a ``RIVERTON_*`` variable points a lesson at outside `data/`
+  (:data:`INPUT_FOLDER_VARIABLES`: lesson 4's ``RIVERTON_REVIEWS_DIR``);
 - `_quarto.yml`;
 - the distributions installed in the kernel's Python, with their versions;
 - every environment variable whose name starts with `RIVERTON_` (a hash of each value is
@@ -14,6 +16,11 @@ successful execution. What it depends on is hashed into its *key*:
 - whether each registered reader's weights are on this machine (``auto`` mode runs a
   reader live when they are);
 - the kernel's name and the Python version.
+
+A lesson whose replies come from a reader server (``RIVERTON_READER_URL`` set, or
+``RIVERTON_READER_MODE=server``) is never re-used: the server's engine, version or weights
+can change behind the same URL, and nothing on this machine can see it
+(:func:`server_reason`).
 
 Prose is deliberately left out: markdown is never executed, so a cached execution stays
 valid when only prose changes, and the build splices the current markdown cells into the
@@ -107,6 +114,71 @@ def helpers_folder(root: Path) -> Path:
 #: out of the key keeps `make book` and a plain `quarto render` from executing each
 #: other's lessons again. See :mod:`helpers.progress`.
 DISPLAY_ONLY_VARIABLES = frozenset({BUILD_ENV, SWITCH_ENV})
+
+
+#: ``RIVERTON_*`` variables that name a folder whose files a lesson reads: lesson 4 reads
+#: students' reviews from ``$RIVERTON_REVIEWS_DIR`` (``helpers.review.reviews_dir``, taught
+#: in lesson 4, "Your own review"). The variable's value is in the key like any other; when
+#: the folder lies outside `data/` (which is hashed anyway) its files are hashed too, so an
+#: edit there executes the lesson again. A relative value is read from the project folder,
+#: where lessons run.
+INPUT_FOLDER_VARIABLES = ("RIVERTON_REVIEWS_DIR",)
+
+
+def input_folders(root: Path, environ=None) -> dict[str, Path]:
+    """The folders named by :data:`INPUT_FOLDER_VARIABLES` that lie outside ``root/data``."""
+    environ = os.environ if environ is None else environ
+    root = Path(root)
+    data = (root / "data").resolve()
+    found = {}
+    for name in INPUT_FOLDER_VARIABLES:
+        value = environ.get(name)
+        if not value:
+            continue
+        folder = Path(value)
+        folder = (folder if folder.is_absolute() else root / folder).resolve()
+        if folder != data and data not in folder.parents:
+            found[name] = folder
+    return found
+
+
+#: What a lesson's replies come from when a reader server is configured (see
+#: :func:`server_reason`); the names match :mod:`helpers.reader.server` and
+#: :mod:`helpers.reader.generation`.
+SERVER_URL_VARIABLE = "RIVERTON_READER_URL"
+READER_MODE_VARIABLE = "RIVERTON_READER_MODE"
+
+
+def _shown_url(url: str) -> str:
+    """A URL as messages print it: without a user name or password in it."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
+
+
+def server_reason(environ=None) -> str | None:
+    """Why no lesson can be re-used while a reader server is configured, or None.
+
+    A server answers behind a URL; its engine, version or weights can change without
+    anything on this machine changing, so no key can vouch for its replies. Every lesson
+    with code therefore executes while ``RIVERTON_READER_URL`` is set or
+    ``RIVERTON_READER_MODE`` is ``server``: any of them may ask the reader (a lesson, or a
+    helper it calls, chooses its mode itself), and the cost of a needless execution is
+    time, where the cost of a wrong re-use would be a stale page.
+    """
+    environ = os.environ if environ is None else environ
+    url = (environ.get(SERVER_URL_VARIABLE) or "").strip()
+    if url:
+        return f"replies come from the server at {_shown_url(url)}"
+    if (environ.get(READER_MODE_VARIABLE) or "").strip().lower() == "server":
+        return f"replies come from a reader server ({READER_MODE_VARIABLE}=server)"
+    return None
 
 
 def environment_digests(environ=None) -> dict[str, str]:
@@ -266,12 +338,19 @@ class ProjectInputs:
     runtime: dict[str, str]
 
     @staticmethod
-    def collect_files(root: Path) -> dict[str, str]:
-        """Digests of the helpers, the data and `_quarto.yml` (the files an author edits)."""
+    def collect_files(root: Path, environ=None) -> dict[str, str]:
+        """Digests of the helpers, the data and `_quarto.yml` (the files an author edits).
+
+        Files of a folder named by an :data:`INPUT_FOLDER_VARIABLES` variable outside
+        `data/` are included as ``$NAME/relative/path`` (``environ``: the kernel's
+        environment, default this process's).
+        """
         root = Path(root)
         files = {}
         files.update(file_digests(root, helpers_folder(root), "helpers"))
         files.update(file_digests(root, root / "data", "data"))
+        for name, folder in input_folders(root, environ).items():
+            files.update(file_digests(root, folder, f"${name}"))
         quarto_yml = root / "_quarto.yml"
         if quarto_yml.is_file():
             files["_quarto.yml"] = _sha256(quarto_yml.read_bytes())
@@ -286,7 +365,7 @@ class ProjectInputs:
         examined.
         """
         root = Path(root)
-        files = cls.collect_files(root)
+        files = cls.collect_files(root, environ)
         facts = kernel_facts(root, kernel)
         return cls(
             files=files,
@@ -432,19 +511,34 @@ def explain(old: dict | None, new: LessonKey) -> list[str]:
 # --------------------------------------------------------------------------- storage
 
 
-def write_json_atomic(path: Path, value) -> None:
-    """Write JSON to ``path`` through a temporary file in the same folder, then rename it."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` all at once, or not at all.
+
+    It goes to a temporary file of a unique name in the same folder, which is flushed to
+    disk and renamed over ``path``; on any error the temporary file is removed and the
+    error raised, so ``path`` keeps its old contents and nothing is left beside it.
+    """
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(value, stream, indent=1, sort_keys=True)
+            stream.write(text)
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, value, **dump_options) -> None:
+    """Write ``value`` as JSON to ``path`` with :func:`write_text_atomic`.
+
+    ``dump_options`` go to :func:`json.dumps` (default: ``indent=1, sort_keys=True``).
+    """
+    options = {"indent": 1, "sort_keys": True, **dump_options}
+    write_text_atomic(path, json.dumps(value, **options))
 
 
 def read_json(path: Path):
@@ -576,11 +670,7 @@ class PageCache:
         return page if hashlib.sha256(page.encode("utf-8")).hexdigest() == record.get("sha256") else None
 
     def put(self, source: str, key: str, page: str) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        target = self.folder / f"{chapter_slug(source)}.html"
-        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=self.folder)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(page)
-        os.replace(temporary, target)
+        """Keep ``page`` under ``key``; on an error nothing is left half-written or behind."""
+        write_text_atomic(self.folder / f"{chapter_slug(source)}.html", page)
         write_json_atomic(self.folder / f"{chapter_slug(source)}.json",
                           {"key": key, "sha256": hashlib.sha256(page.encode("utf-8")).hexdigest()})

@@ -11,7 +11,14 @@ and the first render of ``quarto preview`` alike), with the Python Quarto uses f
     recorded after the chapter's last successful render. Where they differ, the chapter's
     entry under ``_freeze/`` is deleted (and Quarto's own copy under ``.quarto/_freeze/``,
     which it thaws from when a render has freeze off), so Quarto executes it again; the
-    script prints why. The keys just computed are kept as *pending*.
+    script prints why. The keys just computed are kept as *pending*. While a reader
+    server is configured every lesson executes, whatever its key
+    (:func:`helpers.book.cache.server_reason`). Where the key holds, the script still
+    says what Quarto will do: Quarto thaws a frozen result only while the notebook file
+    is byte for byte the one it froze, so an edit of the file, prose included, executes
+    that lesson (and only it) under Quarto; the script says so rather than claim the
+    result is kept. (The build without Quarto re-uses the execution on a prose edit; a
+    frozen result cannot be re-used that way, because it holds the rendered prose too.)
 ``post-render``
     runs only when the render succeeded; it records the pending keys of the chapters
     that were rendered. A failed render records nothing, so no key ever vouches for a
@@ -58,9 +65,12 @@ from helpers.book.cache import (  # noqa: E402
     files_under,
     has_code,
     helpers_folder,
+    input_folders,
     now_text,
     read_json,
+    server_reason,
     write_json_atomic,
+    write_text_atomic,
 )
 from helpers.book.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
 
@@ -107,6 +117,8 @@ def _untouched_since(root: Path, moment: float) -> bool:
     give the same key for different output).
     """
     paths = [root / "_quarto.yml", *files_under(helpers_folder(root)), *files_under(root / "data")]
+    for folder in input_folders(root).values():
+        paths += files_under(folder)
     return all(p.stat().st_mtime < moment for p in paths if p.is_file())
 
 
@@ -128,6 +140,20 @@ def _quarto_hash(text: str) -> str:
     return hashlib.md5(text.replace("\r\n", "\n").replace("\r", "\n").encode("utf-8")).hexdigest()
 
 
+def _quarto_thaws(root: Path, source: str, result: Path) -> bool:
+    """Whether Quarto will use the frozen ``result`` of ``source`` rather than execute it.
+
+    Quarto's ``freeze: auto`` thaws a result only when the hash it stored (``"hash"`` in
+    ``html.json``) is that of the chapter's file as it is now (:func:`_quarto_hash`).
+    """
+    frozen = read_json(result)
+    try:
+        text = (root / source).read_text(encoding="utf-8")
+    except OSError:
+        return False
+    return isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(text)
+
+
 def _rehash_frozen(root: Path, source: str, executed: str, restored: str) -> None:
     """Point Quarto's frozen result of ``source`` at the restored notebook text."""
     for folder in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
@@ -135,9 +161,7 @@ def _rehash_frozen(root: Path, source: str, executed: str, restored: str) -> Non
         frozen = read_json(result)
         if isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(executed):
             frozen["hash"] = _quarto_hash(restored)
-            temporary = result.with_name(f".{result.name}.tmp")
-            temporary.write_text(json.dumps(frozen, indent=2), encoding="utf-8")
-            os.replace(temporary, result)
+            write_json_atomic(result, frozen, indent=2, sort_keys=False)
 
 
 def restore_notebooks(root: Path, say=print) -> list[str]:
@@ -156,9 +180,7 @@ def restore_notebooks(root: Path, say=print) -> list[str]:
         current = path.read_text(encoding="utf-8") if path.is_file() else None
         if current is not None and current != original:
             if _cell_sources(current) == _cell_sources(original):
-                temporary = path.with_name(f".{path.name}.restore-tmp")
-                temporary.write_text(original, encoding="utf-8")
-                os.replace(temporary, path)
+                write_text_atomic(path, original)
                 _rehash_frozen(root, source, current, original)
                 restored.append(source)
             else:
@@ -196,27 +218,42 @@ def pre_render(root: Path, say=print) -> int:
     earlier_pending = read_json(keys / "pending.json") or {}
     pending = {}
     started = time.time()
+    server = server_reason()
     for chapter, nb in chapters:
         key = LessonKey.compute(nb, inputs)
         source = chapter.source
         result = frozen_result(root, source)
         old = recorded.get(source)
         waiting = earlier_pending.get(source)
-        if old and old.get("key") == key.key:
-            state = "frozen result kept: inputs unchanged" if result.is_file() else "no frozen result yet"
+        kept = "frozen result kept: inputs unchanged"
+        if server is not None:
+            reasons = [server]  # no key can vouch for a server's replies: always execute
+        elif old and old.get("key") == key.key:
+            reasons = []
         elif (waiting and waiting.get("key") == key.key and result.is_file()
               and result.stat().st_mtime >= waiting.get("computed", float("inf"))
               and _untouched_since(root, waiting["computed"])):
             recorded[source] = waiting  # executed under this key in a render that failed later
-            state = "frozen result kept: it was made with these inputs"
+            reasons = []
+            kept = "frozen result kept: it was made with these inputs"
         else:
-            reasons = "; ".join(explain(old, key))
-            state = f"will execute: {reasons}"
+            reasons = explain(old, key)
+        if reasons:
+            state = f"will execute: {'; '.join(reasons)}"
             if freeze_folder(root, source).exists():
                 state = f"frozen result removed, {state}"
             # Quarto's hidden copy goes too: a render with freeze off thaws from it.
             for frozen in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
                 shutil.rmtree(frozen, ignore_errors=True)
+        elif not result.is_file():
+            state = "no frozen result yet"
+        elif not _quarto_thaws(root, source, result):
+            # The key holds, but Quarto's freeze compares the notebook file itself: any
+            # edit of it (prose included) makes Quarto execute the lesson, and only it.
+            state = ("will execute: notebook text changed; Quarto's freeze re-executes a lesson "
+                     "on any edit of its file")
+        else:
+            state = kept
         say(f"{PREFIX} {source}: {state}")
         pending[source] = {**key.record(), "computed": started, "computed_at": now_text()}
     write_json_atomic(keys / "recorded.json", recorded)

@@ -19,9 +19,10 @@ and the render fails naming the file and the address.
 """
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
+
+from helpers.book.cache import write_text_atomic
 
 _REMOTE_ASSET_PATTERNS = [
     re.compile(r"<script\b[^>]*\bsrc\s*=\s*[\"']?\s*((?:https?:)?//[^\"'\s>]+)", re.I),
@@ -61,12 +62,6 @@ def strip_widget_loaders(page_html: str) -> tuple[str, int]:
     return page_html, removed
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(f".{path.name}.offline-tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-
-
 def make_pages_offline(pages: list[Path]) -> int:
     """Strip the widget loaders from every page in ``pages``; return how many changed."""
     changed = 0
@@ -74,7 +69,7 @@ def make_pages_offline(pages: list[Path]) -> int:
         text = page.read_text(encoding="utf-8")
         stripped, removed = strip_widget_loaders(text)
         if removed:
-            _write_atomic(page, stripped)
+            write_text_atomic(page, stripped)
             changed += 1
     return changed
 

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.book.cache import now_text
+from helpers.book.cache import input_folders, now_text
 
 #: The Quarto release the book is checked with; its PyPI package.
 QUARTO_VERSION = "1.10.18"
@@ -123,14 +123,21 @@ def quarto_environment() -> dict:
 
 
 def _input_stamps(root: Path) -> dict[str, tuple[int, int]]:
-    """(size, mtime) of every file under helpers/ and data/: cheap enough to poll."""
+    """(size, mtime) of every file under helpers/ and data/: cheap enough to poll.
+
+    A folder of inputs named outside data/ by a variable such as ``RIVERTON_REVIEWS_DIR``
+    (:func:`helpers.book.cache.input_folders`) is watched too, its files named
+    ``$NAME/relative/path``.
+    """
+    folders = {folder: root / folder for folder in ("helpers", "data")}
+    folders.update({f"${name}": folder for name, folder in input_folders(root).items()})
     stamps = {}
-    for folder in ("helpers", "data"):
-        for path in (root / folder).rglob("*"):
+    for label, folder in folders.items():
+        for path in folder.rglob("*"):
             if "__pycache__" in path.parts or path.suffix == ".pyc" or not path.is_file():
                 continue
             stat = path.stat()
-            stamps[path.relative_to(root).as_posix()] = (stat.st_size, stat.st_mtime_ns)
+            stamps[f"{label}/{path.relative_to(folder).as_posix()}"] = (stat.st_size, stat.st_mtime_ns)
     return stamps
 
 

@@ -12,6 +12,13 @@ into a temporary folder and renamed into place, so it is either complete or abse
 folder that is damaged anyway (a missing or truncated file, unreadable JSON, weights that
 will not load) counts as absent: a :class:`ModelCacheWarning` says so, and it is rebuilt
 from the GGUF file.
+
+What is not caught: weights damaged in place with their size unchanged (bytes flipped on
+disk inside the tensors, say) load without a complaint, since the file's header still
+says where every tensor lies. Catching that would mean hashing the 540 MB weights file on
+every load, which would add a good part of the load's own time to every load; so the
+cache checks sizes, the JSON files and that the weights load, not their bytes. If
+generations from a cached load look wrong, delete the folder: the next load rebuilds it.
 """
 from __future__ import annotations
 
