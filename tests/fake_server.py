@@ -3,24 +3,19 @@
 No real engine can be made to stall, drop ``choices`` or hide a cap on demand, so the
 bad-server tests talk to this one over a real socket. It lists one model, can claim to
 be an engine (``/version`` for vLLM, ``/openapi.json`` for llama-cpp-python), records
-every request body, and answers chat completions as its ``behaviour`` says.
+every request body, and answers chat completions as its ``behaviour`` says. A port with
+nothing listening (connection refused) is :func:`helpers.reader.llama_server.free_port`.
 """
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from helpers.reader.generation import _question_of
+
 SMOL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def closed_port() -> int:
-    """A port on 127.0.0.1 with nothing listening (connections are refused)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def good_reply(text="Answer: NOT IN HANDBOOK\nSources: none", finish="stop",
@@ -118,14 +113,6 @@ class FakeServer:
         self.thread.join(timeout=5)
 
 
-def _question(body) -> str:
-    for message in body.get("messages", []):
-        for line in str(message.get("content", "")).splitlines():
-            if line.startswith("QUESTION ID: "):
-                return line.removeprefix("QUESTION ID: ")
-    return "?"
-
-
 BEHAVIOURS = {
     "ok": lambda body: (200, good_reply(), 0.0),
     "http_500": lambda body: (500, {"error": {"message": "model crashed"}}, 0.0),
@@ -160,7 +147,7 @@ def echo_question(delays: dict[str, float] | None = None, fail: set[str] | None 
     fail = fail or set()
 
     def behaviour(body):
-        qid = _question(body)
+        qid = _question_of(body.get("messages", [])) or "?"
         if qid in fail:
             return 500, {"error": {"message": f"failed on {qid}"}}, delays.get(qid, 0.0)
         return 200, good_reply(text=f"Answer: {qid}\nSources: none"), delays.get(qid, 0.0)

@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from fake_server import SMOL_FILE, FakeServer, closed_port, echo_question, good_reply  # noqa: E402
+from fake_server import SMOL_FILE, FakeServer, echo_question, good_reply  # noqa: E402
 
 from helpers import reader  # noqa: E402
 from helpers.paths import PROJECT_ROOT  # noqa: E402
@@ -32,6 +32,7 @@ from helpers.reader import (  # noqa: E402
 )
 from helpers.reader.__main__ import main as reader_cli  # noqa: E402
 from helpers.reader.lesson import lesson_reader_inputs  # noqa: E402
+from helpers.reader.llama_server import free_port  # noqa: E402
 from helpers.reader.record import record_into  # noqa: E402
 from helpers.reader.report import mode_sentence, token_count_note  # noqa: E402
 from helpers.reader.server import check_reply, ENGINES  # noqa: E402
@@ -58,7 +59,7 @@ def first_question(inputs):
 
 
 def test_connection_refused_at_load_names_the_url():
-    url = f"http://127.0.0.1:{closed_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(ServerError) as caught:
         load_reader(SMOL, mode="server", url=url)
     message = str(caught.value)
@@ -284,7 +285,7 @@ def test_auto_mode_uses_the_server_when_a_url_is_set(monkeypatch):
 
 
 def test_auto_mode_with_a_dead_server_fails_rather_than_replaying(monkeypatch):
-    monkeypatch.setenv("RIVERTON_READER_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    monkeypatch.setenv("RIVERTON_READER_URL", f"http://127.0.0.1:{free_port()}/v1")
     with pytest.raises(ServerError):
         load_reader(QWEN)
 
@@ -344,7 +345,7 @@ def test_server_mode_sentence_and_count_note_name_engine_model_and_replies(input
 
 def test_record_against_a_refusing_server_exits_with_the_error(transcript_copy, capsys):
     before = transcript_copy.read_bytes()
-    url = f"http://127.0.0.1:{closed_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     assert reader_cli(["record", "--reader", SMOL, "--server", url,
                        "--transcript", str(transcript_copy)]) == 1
     err = capsys.readouterr().err
