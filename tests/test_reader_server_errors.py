@@ -3,7 +3,9 @@
 Each bad server is a small HTTP server on 127.0.0.1 (``tests/fake_server.py``), because a
 real engine cannot be made to misbehave on demand; the good paths run against the real
 llama.cpp server in ``test_reader_server.py``. Every error must name the URL, the
-question and what was wrong, and nothing may reach a transcript.
+question and what was wrong, and nothing may reach a transcript. The same small server
+also stands in for what no engine on this machine can be: vLLM (no GPU here) and
+llama.cpp's own ``llama-server``, which report the path of the model they serve.
 """
 from __future__ import annotations
 
@@ -262,6 +264,73 @@ def test_a_reported_snapshot_revision_is_checked_against_the_pin():
     assert server_reader.server.served_model == "Qwen/Qwen2.5-1.5B-Instruct"
     assert server_reader.server.revision_checked is True
     assert server_reader.server.engine_label == "vLLM 0.0-test"
+
+
+SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+QWEN_ID = "Qwen/Qwen2.5-1.5B-Instruct"
+QWEN_GGUF = "/srv/models/qwen2.5-1.5b-instruct-q4_k_m.gguf"
+
+
+@pytest.mark.parametrize("engine, key, listed, path, served, pinned", [
+    # vLLM loads GGUF files too; it reports the file as the model's root.
+    ("vLLM", QWEN, QWEN_ID, QWEN_GGUF, "qwen2.5-1.5b-instruct-q4_k_m.gguf", QWEN_REVISION),
+    # llama.cpp's llama-server reports the file in /props.
+    ("llama.cpp", QWEN, QWEN_ID, QWEN_GGUF, "qwen2.5-1.5b-instruct-q4_k_m.gguf",
+     QWEN_REVISION),
+    ("llama.cpp", SMOL, SMOL_ID, "/srv/models/SmolLM2-135M-Instruct.Q8_0.gguf",
+     "SmolLM2-135M-Instruct.Q8_0.gguf", SMOL_FILE),
+    ("vLLM", SMOL, SMOL_ID, "/srv/models/SmolLM2-135M-Instruct.Q8_0.gguf",
+     "SmolLM2-135M-Instruct.Q8_0.gguf", SMOL_FILE),
+])
+def test_another_gguf_file_under_the_pinned_models_name_is_refused(engine, key, listed, path,
+                                                                   served, pinned):
+    """A model listed under the reader's own name is refused when the server reports that
+    it serves a GGUF file other than the pinned one, naming both."""
+    with FakeServer("ok", engine=engine, model_id=listed, model_root=path,
+                    model_path=path) as fake:
+        with pytest.raises(WrongModelError) as caught:
+            load_reader(key, mode="server", url=fake.url)
+        assert fake.requests == []
+    message = str(caught.value)
+    assert f"the server lists {listed} but serves the GGUF file" in message
+    assert served in message and pinned in message and fake.url in message
+
+
+def test_a_gguf_reader_served_from_a_snapshot_folder_is_refused():
+    """SmolLM2 is pinned to its Q4_1 GGUF file; vLLM serving the Hub snapshot of the same
+    model (unquantised weights) serves another checkpoint."""
+    snapshot = f"/hf/hub/models--HuggingFaceTB--SmolLM2-135M-Instruct/snapshots/{'1' * 40}"
+    with FakeServer("ok", engine="vLLM", model_id=SMOL_ID, model_root=snapshot) as fake:
+        with pytest.raises(WrongModelError) as caught:
+            load_reader(SMOL, mode="server", url=fake.url)
+    assert f"serves {snapshot}, not a GGUF file" in str(caught.value)
+    assert SMOL_FILE in str(caught.value)
+
+
+def test_the_pinned_file_named_by_llama_server_is_accepted_by_name():
+    """llama.cpp's llama-server on another machine: the file name is the pinned one, its
+    bytes cannot be read from here, and the note says so."""
+    with FakeServer("ok", engine="llama.cpp", model_id=SMOL_ID,
+                    model_path=f"/srv/models/{SMOL_FILE}") as fake:
+        server_reader = load_reader(SMOL, mode="server", url=fake.url)
+    info = server_reader.server
+    assert info.engine_label == "llama.cpp b0000-test"
+    assert info.revision_checked is None and info.label == SMOL_FILE
+    assert "reports the file name SmolLM2-135M-Instruct.Q4_1.gguf but not its SHA-256" in (
+        info.revision_note)
+
+
+def test_a_snapshot_path_is_kept_from_its_cache_folder_on_in_the_provenance():
+    """``vllm serve PATH`` without ``--served-model-name`` lists the local path as the
+    model id; the transcript keeps no folder of the server's machine."""
+    folder = "/home/teacher/.cache/huggingface/hub"
+    cached = f"models--Qwen--Qwen2.5-1.5B-Instruct/snapshots/{QWEN_REVISION}"
+    with FakeServer("ok", engine="vLLM", model_id=f"{folder}/{cached}") as fake:
+        server_reader = load_reader(QWEN, mode="server", url=fake.url)
+    info = server_reader.server
+    assert info.served_model == f"{folder}/{cached}"  # requests name it as listed
+    assert info.revision_checked is True and info.label == cached
+    assert f"serving {cached};" in info.provenance and "/home/teacher" not in info.provenance
 
 
 def test_a_server_that_reports_no_revision_is_accepted_and_says_so():

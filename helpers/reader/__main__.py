@@ -82,7 +82,7 @@ def _run(args) -> int:
         reader = load_reader(args.reader, mode="server", url=args.server,
                              concurrency=args.concurrency, timeout=args.timeout)
         print(f"server {reader.url}: {reader.server.engine_label} serving "
-              f"{reader.server.served_model}; {reader.server.revision_note}")
+              f"{reader.server.label}; {reader.server.revision_note}")
     else:
         reader = load_reader(args.reader, mode="live", allow_download=args.allow_download)
     inputs = lesson_reader_inputs(questions.name, data_dir, retriever=args.retriever)

@@ -470,12 +470,12 @@ class ServerReader(Reader):
             engine, version, props = server.identify_engine(server._root_url(self.url), http)
         if props.get("model_path") and len(listed) == 1:
             listed = [(listed[0][0], str(props["model_path"]))]
-        model, checked, note = server.match_served_model(self.spec, self.revision, self.url,
-                                                         listed)
+        match = server.match_served_model(self.spec, self.revision, self.url, listed, engine)
         return server.ServerInfo(
-            url=self.url, engine=engine, engine_version=version, served_model=model,
-            listed_models=tuple(m for m, _ in listed), revision_checked=checked,
-            revision_note=note,
+            url=self.url, engine=engine, engine_version=version,
+            served_model=match.served_model, listed_models=tuple(m for m, _ in listed),
+            revision_checked=match.revision_checked, revision_note=match.revision_note,
+            served_label=match.served_label,
         )
 
     @property
