@@ -27,12 +27,14 @@ from helpers.reader import (
     load_reader,
     read_transcript,
     resolve_revision,
+    transcript_key,
 )
 from helpers.reader.__main__ import main as reader_cli
 from helpers.reader.lesson import lesson_reader_inputs
 from helpers.reader.llama_server import llama_server_installed, local_llama_server, smollm2_gguf
 from helpers.reader.registry import file_sha256
 from helpers.reader.report import mode_sentence, token_count_note
+from helpers.reader.transcript import CONSTRAINED_GBNF
 
 pytestmark = [pytest.mark.slow, pytest.mark.llama_server,
               pytest.mark.usefixtures("no_server_environment")]
@@ -286,13 +288,40 @@ def test_the_grammar_through_the_server(llama_url, inputs):
     forced = constrained.generate_constrained_many(
         server_reader, inputs["messages"], inputs["retrieved_ids"], inputs["question_id"])
     assert [g.question_id for g in forced] == list(inputs["question_id"])
-    for generation, retrieved in zip(forced, inputs["retrieved_ids"]):
+    for generation, retrieved, messages in zip(forced, inputs["retrieved_ids"],
+                                               inputs["messages"]):
         parsed = parsing.parse_reader_output(generation.raw_output)
         assert parsed.parse_ok, generation.raw_output
         assert set(parsed.sources) <= set(retrieved), (generation.raw_output, retrieved)
         assert generation.grammar_complete and generation.ended_by_eos
         assert not generation.hit_token_cap
         assert constrained.reply_matches_gbnf(retrieved, generation.raw_output)
+        # Keyed by the GBNF grammar the server ran: never the unconstrained reply's key,
+        # and never a live constrained reply's (that grammar bounds the answer in tokens).
+        gbnf_settings = {**server_reader.settings, "decoding": CONSTRAINED_GBNF,
+                         "grammar": constrained.build_gbnf(retrieved)}
+        assert generation.settings == gbnf_settings
+        assert generation.key == transcript_key(SMOL_ID, server_reader.revision, messages,
+                                                gbnf_settings)
+        live_settings = constrained.constrained_settings(
+            server_reader.settings, constrained.build_grammar(retrieved))
+        assert generation.key not in {server_reader.key(messages),
+                                      server_reader.key(messages, live_settings)}
+
+
+def test_recording_constrained_replies_from_llama_cpp_is_refused_up_front(llama_url,
+                                                                          tmp_path, capsys):
+    """``record --constrained`` keys replies by lesson 3's llguidance grammar; llama.cpp
+    runs the GBNF form, so the command refuses before sending a prompt."""
+    transcript = tmp_path / "reader-transcript.jsonl"
+    shutil.copyfile(TRANSCRIPT_PATH, transcript)
+    before = transcript.read_bytes()
+    assert reader_cli(["record", "--reader", SMOL, "--server", llama_url, "--constrained",
+                       "--transcript", str(transcript)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: reader server {llama_url}, before any question was sent")
+    assert "enforces the GBNF form of the grammar" in err and "vLLM" in err
+    assert transcript.read_bytes() == before
 
 
 def test_the_penalty_reaches_the_reply_but_not_the_prompt(llama_url, inputs):

@@ -38,6 +38,7 @@ from helpers.reader.llama_server import free_port  # noqa: E402
 from helpers.reader.record import record_into  # noqa: E402
 from helpers.reader.report import mode_sentence, token_count_note  # noqa: E402
 from helpers.reader.server import check_reply, ENGINES  # noqa: E402
+from helpers.reader.transcript import CONSTRAINED  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_server_environment")
 
@@ -465,3 +466,53 @@ def test_record_takes_a_question_file(tmp_path):
     assert [e.question_id for e in entries] == expected
     assert [e.raw_output for e in entries] == [f"Answer: {q}\nSources: none" for q in expected]
     assert all(e.provenance.startswith("server llama-cpp-python 0.0-test") for e in entries)
+
+
+def test_constrained_replies_from_a_server_running_the_llguidance_grammar_replay_as_live(
+        inputs, transcript_copy, capsys):
+    """vLLM's guidance backend runs lesson 3's own Lark grammar, so ``record --server
+    --constrained`` keys its replies exactly as a live constrained run does, and lesson 3's
+    replay finds them. (A stand-in for vLLM: no GPU here.)"""
+    from helpers import constrained
+
+    before = read_transcript(transcript_copy)
+    with FakeServer(echo_question(), engine="vLLM", model_id=SMOL_ID) as fake:
+        assert reader_cli(["record", "--reader", SMOL, "--server", fake.url, "--constrained",
+                           "--transcript", str(transcript_copy)]) == 0
+    assert "wrote 6 entries of smollm2_135m_instruct (constrained)" in capsys.readouterr().out
+    grammars = [constrained.build_grammar(ids) for ids in inputs["retrieved_ids"]]
+    # Four requests in flight: they reach the server in any order.
+    assert sorted(body["structured_outputs"]["grammar"] for body in fake.requests) == sorted(
+        grammars)
+    recorded = load_reader(SMOL, mode="recorded", transcript=transcript_copy)
+    after = read_transcript(transcript_copy)
+    new = [e for e in after if e not in before]
+    assert [e.question_id for e in new] == list(inputs["question_id"])
+    for entry, messages, grammar in zip(new, inputs["messages"], grammars):
+        live_settings = constrained.constrained_settings(recorded.settings, grammar)
+        assert entry.key == recorded.key(messages, live_settings)  # a live run's key
+        assert entry.decoding == CONSTRAINED
+        assert entry.recorded_by == "server vLLM 0.0-test, greedy under the reply grammar"
+    for row in inputs.itertuples(index=False):
+        replayed = constrained.replay_constrained(recorded, row.messages, row.retrieved_ids,
+                                                  row.question_id)
+        assert replayed.raw_output == f"Answer: {row.question_id}\nSources: none"
+    # The unconstrained replies to the same prompts are still there, untouched.
+    assert [e for e in after if e.decoding != CONSTRAINED] == [
+        e for e in before if e.decoding != CONSTRAINED]
+
+
+def test_a_constrained_server_reply_is_keyed_by_the_grammar_the_server_ran(inputs):
+    from helpers import constrained
+
+    messages, qid = first_question(inputs)
+    ids = inputs["retrieved_ids"].iloc[0]
+    with FakeServer("ok", engine="vLLM", model_id=SMOL_ID) as fake:
+        server_reader = load_reader(SMOL, mode="server", url=fake.url)
+        forced = constrained.generate_constrained(server_reader, messages, ids, qid)
+        plain = server_reader.generate(messages, qid)
+    live_settings = constrained.constrained_settings(server_reader.settings,
+                                                     constrained.build_grammar(ids))
+    assert forced.settings == live_settings
+    assert forced.key == server_reader.key(messages, live_settings) != plain.key
+    assert len(fake.requests) == 2  # the plain reply was not served from the grammar's

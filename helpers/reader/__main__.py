@@ -52,7 +52,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="seconds one server request may take (default 60)")
     record.add_argument("--constrained", action="store_true",
                         help="decode under lesson 3's two-line reply grammar (llguidance); "
-                             "kept beside, not in place of, the unconstrained replies")
+                             "kept beside, not in place of, the unconstrained replies. With "
+                             "--server, the server must run that grammar itself (vLLM with "
+                             "the guidance backend); llama.cpp's GBNF form is refused")
     show = commands.add_parser("show", help="list the entries of a transcript")
     show.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
     return parser

@@ -482,16 +482,24 @@ class ServerReader(Reader):
     def provenance(self) -> str:
         return self.server.provenance
 
-    def recorder_label(self) -> str:
+    def recorder_label(self, constrained: bool = False) -> str:
         """``recorded_by`` for entries recorded from this server."""
-        return f"server {self.server.engine_label}"
+        grammar = ", greedy under the reply grammar" if constrained else ""
+        return f"server {self.server.engine_label}{grammar}"
+
+    def grammar_settings(self, retrieved_ids, question_id: str | None = None) -> dict:
+        """The settings a reply under the reply grammar for ``retrieved_ids`` is keyed by
+        (see :func:`server.grammar_request`): a live constrained reply's on vLLM, the GBNF
+        grammar's on llama.cpp."""
+        return server.grammar_request(self.server, tuple(retrieved_ids), question_id,
+                                      self.settings)[1]
 
     def _one(self, job) -> Generation:
         messages, question_id, grammar = job
         settings = self.settings
-        extra = {}
+        extra, keyed = {}, settings
         if grammar is not None:
-            extra = server.grammar_request(self.server, grammar, question_id)
+            extra, keyed = server.grammar_request(self.server, grammar, question_id, settings)
         try:
             data = server.send(self.client, self.server.served_model, messages, settings,
                                self.server.engine, extra)
@@ -516,7 +524,7 @@ class ServerReader(Reader):
             mode=self.mode,
             model_id=self.model_id,
             revision=self.revision,
-            key=self.key(messages),
+            key=self.key(messages, keyed),
             provenance=self.provenance,
             finish_reason=reply.finish_reason,
         )

@@ -618,19 +618,30 @@ def run_bounded(jobs: Sequence, work, concurrency: int) -> list:
     return results
 
 def grammar_request(info: ServerInfo, retrieved_ids: Sequence[str],
-                    question_id: str | None) -> dict:
-    """The request fields that make ``info``'s engine enforce lesson 3's reply grammar.
+                    question_id: str | None, settings: dict) -> tuple[dict, dict]:
+    """The request fields that make ``info``'s engine enforce lesson 3's reply grammar, and
+    the settings the reply is keyed by.
 
-    llama.cpp (and llama-cpp-python) take GBNF in ``grammar``; vLLM takes the Lark grammar
-    in ``structured_outputs`` when it runs the guidance backend. Any other engine is
-    refused with an error saying so: a grammar it ignored would look enforced and not be.
+    vLLM takes the Lark grammar in ``structured_outputs`` when it runs the guidance
+    backend (llguidance, as live mode does), so its reply is keyed exactly as a live
+    constrained reply (:func:`helpers.constrained.constrained_settings`). llama.cpp (and
+    llama-cpp-python) take GBNF in ``grammar``, whose answer is bounded in characters;
+    that reply is keyed by the GBNF grammar under its own decoding name
+    (:data:`~helpers.reader.transcript.CONSTRAINED_GBNF`), so it never shares a key with a
+    live reply. Any other engine is refused with an error saying so: a grammar it ignored
+    would look enforced and not be.
     """
     from .. import constrained
+    from .transcript import CONSTRAINED_GBNF, DECODING_FIELD
 
     if info.engine.grammar == "gbnf":
-        return {"grammar": constrained.build_gbnf(retrieved_ids)}
+        gbnf = constrained.build_gbnf(retrieved_ids)
+        return {"grammar": gbnf}, {**settings, DECODING_FIELD: CONSTRAINED_GBNF,
+                                   "grammar": gbnf}
     if info.engine.grammar == "lark":
-        return {"structured_outputs": {"grammar": constrained.build_grammar(retrieved_ids)}}
+        grammar = constrained.build_grammar(retrieved_ids)
+        return ({"structured_outputs": {"grammar": grammar}},
+                constrained.constrained_settings(settings, grammar))
     raise ServerError(
         info.url, question_id,
         f"the server runs {info.engine_label}; {info.engine.grammar_note}. Constrained "
