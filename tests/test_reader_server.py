@@ -14,7 +14,9 @@ import importlib.metadata
 import json
 import os
 import shutil
+import time
 import urllib.request
+import uuid
 
 import pytest
 
@@ -353,12 +355,34 @@ def test_a_prompt_longer_than_the_context_gets_the_servers_4xx(server_reader, in
     assert "HTTP 400" in str(caught.value) and caught.value.question_id == "Q1-long"
 
 
+def _uncached(messages: list[dict]) -> list[dict]:
+    """``messages`` with a fresh nonce at the very start of the system prompt."""
+    changed = [dict(m) for m in messages]
+    changed[0]["content"] = f"[{uuid.uuid4().hex}] " + changed[0]["content"]
+    return changed
+
+
 def test_a_real_request_past_its_timeout_is_an_error(llama_url, inputs):
-    impatient = load_reader(SMOL, mode="server", url=llama_url, timeout=0.2)
-    messages = [dict(m) for m in inputs["messages"].iloc[1]]
-    messages[1]["content"] += " (asked again)"  # not in the server's prompt cache
-    with pytest.raises(ServerError, match=r"no reply within 0\.2 s"):
-        impatient.generate(messages, "Q2")
+    """The engine must really still be working when the timeout fires. llama-cpp-python
+    keeps the tokens of the prompt it evaluated last and evaluates only what follows the
+    longest prefix a new prompt shares with it, so a prompt changed at its end is answered
+    nearly as fast as a repeat. A nonce at the start of the system prompt leaves nothing
+    to share: the whole prompt is evaluated and the reply generated again. One such
+    request is timed on this machine first, and the timeout is a quarter of that time,
+    so the stall is real however fast or busy the machine is."""
+    messages = inputs["messages"].iloc[1]
+    patient = load_reader(SMOL, mode="server", url=llama_url)
+    started = time.monotonic()
+    patient.generate(_uncached(messages), "Q2")
+    uncached_seconds = time.monotonic() - started
+    timeout = round(max(0.1, uncached_seconds / 4), 2)
+    assert uncached_seconds >= 2 * timeout, (
+        f"an uncached prompt took only {uncached_seconds:.2f} s here, too little for the "
+        "0.1 s floor of the timeout to fall well inside it")
+    impatient = load_reader(SMOL, mode="server", url=llama_url, timeout=timeout)
+    with pytest.raises(ServerError, match=rf"no reply within {timeout:g} s") as caught:
+        impatient.generate(_uncached(messages), "Q2")
+    assert caught.value.question_id == "Q2" and llama_url in str(caught.value)
 
 
 def test_the_grammar_through_the_server(llama_url, inputs):
