@@ -27,7 +27,8 @@ from .transcript import TRANSCRIPT_PATH, read_transcript
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m helpers.reader")
     commands = parser.add_subparsers(dest="command", required=True)
-    record = commands.add_parser("record", help="generate a reader's entries live")
+    record = commands.add_parser(
+        "record", help="generate a reader's entries, live or on an OpenAI-compatible server")
     record.add_argument("--reader", required=True, choices=sorted(REGISTRY))
     record.add_argument(
         "--questions", default=QUESTIONS_FILE,

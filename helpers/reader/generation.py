@@ -66,7 +66,10 @@ class Generation:
 
     question_id: str
     raw_output: str
-    output_tokens: int  # generated tokens, the end-of-sequence token included
+    # Generated tokens. Live and recorded replies count the end-of-sequence token; a
+    # server's count is its own usage.completion_tokens, which llama-cpp-python makes
+    # without it (see server.EngineFacts.counts_eos and report.token_count_note).
+    output_tokens: int
     ended_by_eos: bool
     hit_token_cap: bool
     prompt_tokens: int
