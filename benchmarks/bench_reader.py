@@ -64,6 +64,25 @@ def run_server(url: str, reader_key: str, inputs, concurrency: int):
     return reader, seconds, tokens, [g.raw_output for g in generations]
 
 
+#: Within this fraction of each other, two timings count as the same.
+SAME_WITHIN = 0.10
+
+
+def bound_sentence(sequential_spq: float, batched_spq: float, in_flight: int) -> str:
+    """What the measured timings say about sending ``in_flight`` requests at once."""
+    speedup = sequential_spq / batched_spq
+    said = (f"With {in_flight} requests in flight the server took {batched_spq:.2f} s per "
+            f"question against {sequential_spq:.2f} s one at a time ({speedup:.2f}x the "
+            "speed)")
+    if speedup >= 1 + SAME_WITHIN:
+        return f"{said}: the bound paid on this server."
+    if speedup > 1 - SAME_WITHIN:
+        return (f"{said}, within {SAME_WITHIN:.0%} of each other, so the bound bought "
+                "nothing on this server; an engine that batches requests (vLLM) is where "
+                "it could pay.")
+    return f"{said}: the bound cost time on this server."
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--reader", default="smollm2_135m_instruct")
@@ -148,9 +167,8 @@ def main(argv=None) -> int:
         f"took {server_spq:.2f} s per question against {live_spq:.2f} s in-process with "
         f"transformers, a ratio of {server_spq / live_spq:.2f} (server / in-process; "
         f"{live_spq / server_spq:.1f}x the speed), and {server_tps / live_tps:.2f} times the "
-        f"generated tokens per second. Four requests in flight gave {batched_spq:.2f} s per "
-        f"question: llama-cpp-python's server answers one request at a time, so the bound "
-        f"only pays on a batching engine such as vLLM. {same} of {questions} replies were "
+        f"generated tokens per second. {bound_sentence(server_spq, batched_spq, 4)} "
+        f"{same} of {questions} replies were "
         f"identical between the two (llama.cpp computes on the quantised GGUF weights and "
         f"penalises repeats within the reply only; transformers de-quantises the weights "
         f"and penalises the prompt's tokens too). The server reuses the shared prompt "

@@ -501,7 +501,9 @@ def generate_constrained_many(
     vLLM; an engine that cannot is refused with an error). ``grammar_complete`` is
     checked here on the returned text: the reply ended with end of sequence and lies in
     the grammar's language. ``seconds`` is the wall time of the whole batch divided by
-    the number of prompts. Lesson 3, "The grammar on a serving engine".
+    the number of prompts; ``settings`` are the ones the reply's key hashes (on vLLM a
+    live constrained reply's, on llama.cpp the GBNF grammar's). Lesson 3, "The grammar on
+    a serving engine".
     """
     ids_list = [_check_ids(ids) for ids in retrieved_ids_list]
     started = time.perf_counter()
@@ -518,6 +520,7 @@ def generate_constrained_many(
             grammar_complete=g.ended_by_eos and reply_matches_gbnf(ids, g.raw_output,
                                                                    answer_max_chars=bound),
             seconds=seconds,
+            settings=server_reader.grammar_settings(ids, g.question_id),
         )
         for g, ids in zip(generations, ids_list)
     ]

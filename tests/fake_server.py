@@ -2,25 +2,21 @@
 
 No real engine can be made to stall, drop ``choices`` or hide a cap on demand, so the
 bad-server tests talk to this one over a real socket. It lists one model, can claim to
-be an engine (``/version`` for vLLM, ``/openapi.json`` for llama-cpp-python), records
-every request body, and answers chat completions as its ``behaviour`` says.
+be an engine (``/version`` for vLLM, ``/props`` for llama.cpp's ``llama-server``,
+``/openapi.json`` for llama-cpp-python), records every request body, and answers chat
+completions as its ``behaviour`` says. A port with nothing listening (connection
+refused) is :func:`helpers.reader.llama_server.free_port`.
 """
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+from helpers.reader.generation import _question_of
+
 SMOL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def closed_port() -> int:
-    """A port on 127.0.0.1 with nothing listening (connections are refused)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def good_reply(text="Answer: NOT IN HANDBOOK\nSources: none", finish="stop",
@@ -38,18 +34,20 @@ class FakeServer:
     """``with FakeServer(behaviour) as fake: fake.url`` -> ``http://127.0.0.1:N/v1``.
 
     ``behaviour`` is a function ``(request_body) -> (status, body or bytes, delay_s)`` or
-    one of the names in :data:`BEHAVIOURS`. ``engine`` is "llama-cpp-python", "vLLM" or
-    None (says nothing about itself).
+    one of the names in :data:`BEHAVIOURS`. ``engine`` is "llama-cpp-python", "vLLM",
+    "llama.cpp" or None (says nothing about itself). ``model_root`` is the path vLLM
+    reports as the model's ``root``; ``model_path`` the one llama.cpp's ``/props`` reports.
     """
 
     def __init__(self, behaviour, engine: str | None = "llama-cpp-python",
-                 model_id: str = f"/models/{SMOL_FILE}", model_root: str | None = None):
+                 model_id: str = f"/models/{SMOL_FILE}", model_root: str | None = None,
+                 model_path: str | None = None):
         self.behaviour = BEHAVIOURS[behaviour] if isinstance(behaviour, str) else behaviour
         self.engine = engine
         self.model_id = model_id
         self.model_root = model_root  # vLLM's "root": the path it loaded the model from
+        self.model_path = model_path  # llama-server's /props "model_path"
         self.requests: list[dict] = []
-        self.authorizations: list[str | None] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
@@ -78,6 +76,9 @@ class FakeServer:
                     self._send(200, {"object": "list", "data": [model]})
                 elif self.path == "/version" and fake.engine == "vLLM":
                     self._send(200, {"version": "0.0-test"})
+                elif self.path == "/props" and fake.engine == "llama.cpp":
+                    self._send(200, {"build_info": "b0000-test",
+                                     "model_path": fake.model_path or fake.model_id})
                 elif self.path == "/openapi.json" and fake.engine == "llama-cpp-python":
                     self._send(200, {"info": {"title": "🦙 llama.cpp Python API",
                                               "version": "0.0-test"}})
@@ -89,7 +90,6 @@ class FakeServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with fake._lock:
                     fake.requests.append(body)
-                    fake.authorizations.append(self.headers.get("Authorization"))
                     fake.in_flight += 1
                     fake.max_in_flight = max(fake.max_in_flight, fake.in_flight)
                 try:
@@ -116,14 +116,6 @@ class FakeServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
-
-
-def _question(body) -> str:
-    for message in body.get("messages", []):
-        for line in str(message.get("content", "")).splitlines():
-            if line.startswith("QUESTION ID: "):
-                return line.removeprefix("QUESTION ID: ")
-    return "?"
 
 
 BEHAVIOURS = {
@@ -160,7 +152,7 @@ def echo_question(delays: dict[str, float] | None = None, fail: set[str] | None 
     fail = fail or set()
 
     def behaviour(body):
-        qid = _question(body)
+        qid = _question_of(body.get("messages", [])) or "?"
         if qid in fail:
             return 500, {"error": {"message": f"failed on {qid}"}}, delays.get(qid, 0.0)
         return 200, good_reply(text=f"Answer: {qid}\nSources: none"), delays.get(qid, 0.0)

@@ -5,19 +5,29 @@ HTTP server on 127.0.0.1 that answers each prompt with the pinned model's record
 and describes itself as vLLM serving the pinned snapshot. It is a stand-in for the
 engine only: the notebook, the client, the checks and the page are the real ones. The
 engine half runs for real in ``test_reader_server.py`` against llama.cpp's server.
+
+The same stand-in also fails on Q4, to show that a bad server stops the lesson, in a
+kernel and in a book build, and that the build publishes nothing.
 """
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
+import nbformat
 import pytest
 
 pytest.importorskip("openai")
 
-from fake_server import FakeServer, good_reply  # noqa: E402
+from fake_server import FakeServer, echo_question, good_reply  # noqa: E402
 from lesson_outputs import execute, markdown_outputs, table_rows  # noqa: E402
+from nbclient import NotebookClient  # noqa: E402
+from nbclient.exceptions import CellExecutionError  # noqa: E402
+from projects import copy_project  # noqa: E402
 
-from helpers.paths import LESSONS_DIR  # noqa: E402
+from helpers.paths import LESSONS_DIR, PROJECT_ROOT  # noqa: E402
+from helpers.progress import build_environment  # noqa: E402
 from helpers.reader import load_reader, read_transcript  # noqa: E402
 
 LESSON = LESSONS_DIR / "01-answering-from-retrieved-passages.ipynb"
@@ -25,6 +35,8 @@ REVISION = "989aa7980e4cf806f80c7fef2b1adb7bc71aa306"
 SNAPSHOT = f"/srv/hf/hub/models--Qwen--Qwen2.5-1.5B-Instruct/snapshots/{REVISION}"
 
 pytestmark = pytest.mark.slow
+
+QWEN_ID = "Qwen/Qwen2.5-1.5B-Instruct"
 
 
 def replay_qwen(body):
@@ -85,3 +97,65 @@ def test_the_server_render_shows_the_pinned_readers_replies(served_lesson):
     assert budget == {q: e.prompt_tokens for q, e in entries.items()}
     # Counting the prompts and generating asked the server once per prompt.
     assert len(fake.requests) == 6
+
+
+# ------------------------------------------------------------- a server that fails
+
+
+def failing_on_q4():
+    """The stand-in vLLM server of the pinned snapshot, answering HTTP 500 on Q4."""
+    return FakeServer(echo_question(fail={"Q4"}), engine="vLLM", model_id=QWEN_ID,
+                      model_root=SNAPSHOT)
+
+
+def server_environment(url: str) -> dict[str, str]:
+    environment = {name: value for name, value in os.environ.items()
+                   if not name.startswith("RIVERTON_READER_")}
+    environment["RIVERTON_READER_URL"] = url  # auto mode: the URL decides
+    return environment
+
+
+def test_a_server_failing_on_q4_stops_the_lesson_naming_url_question_and_problem():
+    """The first cell that needs the replies asks the server for all six prompts (the
+    budget table shows the server's prompt counts); Q4's HTTP 500 stops the lesson there,
+    before any reply is shown, parsed or scored."""
+    nb = nbformat.read(LESSON, as_version=4)
+    client = NotebookClient(nb, kernel_name="python3", timeout=1200,
+                            resources={"metadata": {"path": str(PROJECT_ROOT)}})
+    with failing_on_q4() as fake:
+        with pytest.raises(CellExecutionError) as caught:
+            client.execute(env=build_environment("tests", server_environment(fake.url)))
+    message = str(caught.value)
+    assert "ServerError" in message
+    assert f"reader server {fake.url}, question Q4: HTTP 500" in message
+    assert "failed on Q4" in message  # the server's own words
+    assert "qa_reader.prompt_token_counts(" in message  # the cell that stopped
+    failed = next(i for i, cell in enumerate(nb.cells) if cell.cell_type == "code"
+                  and any(o.get("output_type") == "error" for o in cell.get("outputs", [])))
+    assert "prompt_token_counts" in nb.cells[failed].source
+    later = [cell for cell in nb.cells[failed + 1:] if cell.cell_type == "code"]
+    assert later and not any(cell.get("outputs") for cell in later)  # nothing ran after it
+
+
+def test_a_server_failing_on_q4_stops_the_book_build_and_publishes_nothing(tmp_path):
+    project = copy_project(tmp_path / "book")
+    output = tmp_path / "site"
+    with failing_on_q4() as fake:
+        environment = server_environment(fake.url)
+        environment["PYTHONPATH"] = str(project)
+        result = subprocess.run(
+            [sys.executable, "-m", "helpers.book", "--project", str(project), "--engine",
+             "nbclient", "--only", "01", "--output", str(output)],
+            cwd=project, env=environment, capture_output=True, text=True, timeout=900,
+        )
+    report = result.stdout + result.stderr
+    assert result.returncode != 0, report
+    # The same cell as in a kernel: the one that counts the prompt tokens.
+    cells = nbformat.read(LESSON, as_version=4).cells
+    budget = next(i for i, cell in enumerate(cells) if "prompt_token_counts" in cell.source)
+    assert (f"FAILED: lessons/01-answering-from-retrieved-passages.ipynb: cell {budget + 1} "
+            f"of {len(cells)} failed with ServerError") in report
+    assert f"reader server {fake.url}, question Q4: HTTP 500" in report
+    assert not output.exists(), "nothing may be published when a lesson fails"
+    cache = project / ".book-cache" / "executed" / "lessons--01-answering-from-retrieved-passages"
+    assert not cache.exists() or not any(cache.iterdir()), "a failed run left a cache entry"

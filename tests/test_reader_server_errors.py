@@ -3,7 +3,9 @@
 Each bad server is a small HTTP server on 127.0.0.1 (``tests/fake_server.py``), because a
 real engine cannot be made to misbehave on demand; the good paths run against the real
 llama.cpp server in ``test_reader_server.py``. Every error must name the URL, the
-question and what was wrong, and nothing may reach a transcript.
+question and what was wrong, and nothing may reach a transcript. The same small server
+also stands in for what no engine on this machine can be: vLLM (no GPU here) and
+llama.cpp's own ``llama-server``, which report the path of the model they serve.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from fake_server import SMOL_FILE, FakeServer, closed_port, echo_question, good_reply  # noqa: E402
+from fake_server import SMOL_FILE, FakeServer, echo_question, good_reply  # noqa: E402
 
 from helpers import reader  # noqa: E402
 from helpers.paths import PROJECT_ROOT  # noqa: E402
@@ -31,10 +33,11 @@ from helpers.reader import (  # noqa: E402
     read_transcript,
 )
 from helpers.reader.__main__ import main as reader_cli  # noqa: E402
-from helpers.reader.lesson import lesson_reader_inputs  # noqa: E402
+from helpers.reader.llama_server import free_port  # noqa: E402
 from helpers.reader.record import record_into  # noqa: E402
 from helpers.reader.report import mode_sentence, token_count_note  # noqa: E402
 from helpers.reader.server import check_reply, ENGINES  # noqa: E402
+from helpers.reader.transcript import CONSTRAINED  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_server_environment")
 
@@ -58,7 +61,7 @@ def first_question(inputs):
 
 
 def test_connection_refused_at_load_names_the_url():
-    url = f"http://127.0.0.1:{closed_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(ServerError) as caught:
         load_reader(SMOL, mode="server", url=url)
     message = str(caught.value)
@@ -229,13 +232,6 @@ def test_an_engine_that_cannot_enforce_the_grammar_is_refused(inputs):
     assert caught.value.question_id == qid
 
 
-def test_the_api_key_is_sent_as_a_bearer_token(inputs, monkeypatch):
-    monkeypatch.setenv("RIVERTON_READER_API_KEY", "class-key-123")
-    with FakeServer("ok") as fake:
-        load_reader(SMOL, mode="server", url=fake.url).generate(*first_question(inputs))
-    assert fake.authorizations == ["Bearer class-key-123"]
-
-
 # ------------------------------------------------------------ model and revision
 
 
@@ -263,6 +259,73 @@ def test_a_reported_snapshot_revision_is_checked_against_the_pin():
     assert server_reader.server.engine_label == "vLLM 0.0-test"
 
 
+SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+QWEN_ID = "Qwen/Qwen2.5-1.5B-Instruct"
+QWEN_GGUF = "/srv/models/qwen2.5-1.5b-instruct-q4_k_m.gguf"
+
+
+@pytest.mark.parametrize("engine, key, listed, path, served, pinned", [
+    # vLLM loads GGUF files too; it reports the file as the model's root.
+    ("vLLM", QWEN, QWEN_ID, QWEN_GGUF, "qwen2.5-1.5b-instruct-q4_k_m.gguf", QWEN_REVISION),
+    # llama.cpp's llama-server reports the file in /props.
+    ("llama.cpp", QWEN, QWEN_ID, QWEN_GGUF, "qwen2.5-1.5b-instruct-q4_k_m.gguf",
+     QWEN_REVISION),
+    ("llama.cpp", SMOL, SMOL_ID, "/srv/models/SmolLM2-135M-Instruct.Q8_0.gguf",
+     "SmolLM2-135M-Instruct.Q8_0.gguf", SMOL_FILE),
+    ("vLLM", SMOL, SMOL_ID, "/srv/models/SmolLM2-135M-Instruct.Q8_0.gguf",
+     "SmolLM2-135M-Instruct.Q8_0.gguf", SMOL_FILE),
+])
+def test_another_gguf_file_under_the_pinned_models_name_is_refused(engine, key, listed, path,
+                                                                   served, pinned):
+    """A model listed under the reader's own name is refused when the server reports that
+    it serves a GGUF file other than the pinned one, naming both."""
+    with FakeServer("ok", engine=engine, model_id=listed, model_root=path,
+                    model_path=path) as fake:
+        with pytest.raises(WrongModelError) as caught:
+            load_reader(key, mode="server", url=fake.url)
+        assert fake.requests == []
+    message = str(caught.value)
+    assert f"the server lists {listed} but serves the GGUF file" in message
+    assert served in message and pinned in message and fake.url in message
+
+
+def test_a_gguf_reader_served_from_a_snapshot_folder_is_refused():
+    """SmolLM2 is pinned to its Q4_1 GGUF file; vLLM serving the Hub snapshot of the same
+    model (unquantised weights) serves another checkpoint."""
+    snapshot = f"/hf/hub/models--HuggingFaceTB--SmolLM2-135M-Instruct/snapshots/{'1' * 40}"
+    with FakeServer("ok", engine="vLLM", model_id=SMOL_ID, model_root=snapshot) as fake:
+        with pytest.raises(WrongModelError) as caught:
+            load_reader(SMOL, mode="server", url=fake.url)
+    assert f"serves {snapshot}, not a GGUF file" in str(caught.value)
+    assert SMOL_FILE in str(caught.value)
+
+
+def test_the_pinned_file_named_by_llama_server_is_accepted_by_name():
+    """llama.cpp's llama-server on another machine: the file name is the pinned one, its
+    bytes cannot be read from here, and the note says so."""
+    with FakeServer("ok", engine="llama.cpp", model_id=SMOL_ID,
+                    model_path=f"/srv/models/{SMOL_FILE}") as fake:
+        server_reader = load_reader(SMOL, mode="server", url=fake.url)
+    info = server_reader.server
+    assert info.engine_label == "llama.cpp b0000-test"
+    assert info.revision_checked is None and info.label == SMOL_FILE
+    assert "reports the file name SmolLM2-135M-Instruct.Q4_1.gguf but not its SHA-256" in (
+        info.revision_note)
+
+
+def test_a_snapshot_path_is_kept_from_its_cache_folder_on_in_the_provenance():
+    """``vllm serve PATH`` without ``--served-model-name`` lists the local path as the
+    model id; the transcript keeps no folder of the server's machine."""
+    folder = "/home/teacher/.cache/huggingface/hub"
+    cached = f"models--Qwen--Qwen2.5-1.5B-Instruct/snapshots/{QWEN_REVISION}"
+    with FakeServer("ok", engine="vLLM", model_id=f"{folder}/{cached}") as fake:
+        server_reader = load_reader(QWEN, mode="server", url=fake.url)
+    info = server_reader.server
+    assert info.served_model == f"{folder}/{cached}"  # requests name it as listed
+    assert info.revision_checked is True and info.label == cached
+    assert f"serving {cached};" in info.provenance and "/home/teacher" not in info.provenance
+
+
 def test_a_server_that_reports_no_revision_is_accepted_and_says_so():
     with FakeServer("ok", engine="vLLM", model_id="Qwen/Qwen2.5-1.5B-Instruct") as fake:
         server_reader = load_reader(QWEN, mode="server", url=fake.url)
@@ -284,7 +347,7 @@ def test_auto_mode_uses_the_server_when_a_url_is_set(monkeypatch):
 
 
 def test_auto_mode_with_a_dead_server_fails_rather_than_replaying(monkeypatch):
-    monkeypatch.setenv("RIVERTON_READER_URL", f"http://127.0.0.1:{closed_port()}/v1")
+    monkeypatch.setenv("RIVERTON_READER_URL", f"http://127.0.0.1:{free_port()}/v1")
     with pytest.raises(ServerError):
         load_reader(QWEN)
 
@@ -325,26 +388,12 @@ def test_recorded_and_live_mode_sentences_are_unchanged(inputs):
     )
 
 
-def test_server_mode_sentence_and_count_note_name_engine_model_and_replies(inputs):
-    qids = list(inputs["question_id"])
-    with FakeServer(echo_question()) as fake:
-        server_reader = load_reader(SMOL, mode="server", url=fake.url)
-        results = generate_all(server_reader, inputs)
-    sentence = mode_sentence(server_reader, results)
-    assert sentence.startswith("**Reader mode for this render:** server.")
-    assert "llama-cpp-python 0.0-test" in sentence and fake.model_id in sentence
-    assert fake.url in sentence and "not checked" in sentence
-    note = token_count_note(results)
-    assert "llama-cpp-python leaves the end-of-sequence token out" in note
-    assert ", ".join(qids) in note  # every echo reply ended with "stop"
-
-
 # --------------------------------------------------------- the record command
 
 
 def test_record_against_a_refusing_server_exits_with_the_error(transcript_copy, capsys):
     before = transcript_copy.read_bytes()
-    url = f"http://127.0.0.1:{closed_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     assert reader_cli(["record", "--reader", SMOL, "--server", url,
                        "--transcript", str(transcript_copy)]) == 1
     err = capsys.readouterr().err
@@ -379,19 +428,51 @@ def test_an_interrupted_record_leaves_the_transcript_as_it_was(transcript_copy):
     assert read_transcript(transcript_copy)
 
 
-def test_record_takes_a_question_file(tmp_path):
-    """``--questions``: the extended questions are recorded in file order (the real engine
-    records the lesson's six in ``test_reader_server.py``; here the echo server keeps the
-    forty-odd prompts fast)."""
-    from helpers.paths import DATA_DIR
+def test_constrained_replies_from_a_server_running_the_llguidance_grammar_replay_as_live(
+        inputs, transcript_copy, capsys):
+    """vLLM's guidance backend runs lesson 3's own Lark grammar, so ``record --server
+    --constrained`` keys its replies exactly as a live constrained run does, and lesson 3's
+    replay finds them. (A stand-in for vLLM: no GPU here.)"""
+    from helpers import constrained
 
-    transcript = tmp_path / "reader-transcript.jsonl"
-    expected = list(lesson_reader_inputs("riverton-extended-questions.csv")["question_id"])
-    with FakeServer(echo_question()) as fake:
-        assert reader_cli(["record", "--reader", SMOL, "--server", fake.url, "--questions",
-                           str(DATA_DIR / "riverton-extended-questions.csv"),
-                           "--transcript", str(transcript)]) == 0
-    entries = read_transcript(transcript)
-    assert [e.question_id for e in entries] == expected
-    assert [e.raw_output for e in entries] == [f"Answer: {q}\nSources: none" for q in expected]
-    assert all(e.provenance.startswith("server llama-cpp-python 0.0-test") for e in entries)
+    before = read_transcript(transcript_copy)
+    with FakeServer(echo_question(), engine="vLLM", model_id=SMOL_ID) as fake:
+        assert reader_cli(["record", "--reader", SMOL, "--server", fake.url, "--constrained",
+                           "--transcript", str(transcript_copy)]) == 0
+    assert "wrote 6 entries of smollm2_135m_instruct (constrained)" in capsys.readouterr().out
+    grammars = [constrained.build_grammar(ids) for ids in inputs["retrieved_ids"]]
+    # Four requests in flight: they reach the server in any order.
+    assert sorted(body["structured_outputs"]["grammar"] for body in fake.requests) == sorted(
+        grammars)
+    recorded = load_reader(SMOL, mode="recorded", transcript=transcript_copy)
+    after = read_transcript(transcript_copy)
+    new = [e for e in after if e not in before]
+    assert [e.question_id for e in new] == list(inputs["question_id"])
+    for entry, messages, grammar in zip(new, inputs["messages"], grammars):
+        live_settings = constrained.constrained_settings(recorded.settings, grammar)
+        assert entry.key == recorded.key(messages, live_settings)  # a live run's key
+        assert entry.decoding == CONSTRAINED
+        assert entry.recorded_by == "server vLLM 0.0-test, greedy under the reply grammar"
+    for row in inputs.itertuples(index=False):
+        replayed = constrained.replay_constrained(recorded, row.messages, row.retrieved_ids,
+                                                  row.question_id)
+        assert replayed.raw_output == f"Answer: {row.question_id}\nSources: none"
+    # The unconstrained replies to the same prompts are still there, untouched.
+    assert [e for e in after if e.decoding != CONSTRAINED] == [
+        e for e in before if e.decoding != CONSTRAINED]
+
+
+def test_a_constrained_server_reply_is_keyed_by_the_grammar_the_server_ran(inputs):
+    from helpers import constrained
+
+    messages, qid = first_question(inputs)
+    ids = inputs["retrieved_ids"].iloc[0]
+    with FakeServer("ok", engine="vLLM", model_id=SMOL_ID) as fake:
+        server_reader = load_reader(SMOL, mode="server", url=fake.url)
+        forced = constrained.generate_constrained(server_reader, messages, ids, qid)
+        plain = server_reader.generate(messages, qid)
+    live_settings = constrained.constrained_settings(server_reader.settings,
+                                                     constrained.build_grammar(ids))
+    assert forced.settings == live_settings
+    assert forced.key == server_reader.key(messages, live_settings) != plain.key
+    assert len(fake.requests) == 2  # the plain reply was not served from the grammar's

@@ -27,7 +27,8 @@ from .transcript import TRANSCRIPT_PATH, read_transcript
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m helpers.reader")
     commands = parser.add_subparsers(dest="command", required=True)
-    record = commands.add_parser("record", help="generate a reader's entries live")
+    record = commands.add_parser(
+        "record", help="generate a reader's entries, live or on an OpenAI-compatible server")
     record.add_argument("--reader", required=True, choices=sorted(REGISTRY))
     record.add_argument(
         "--questions", default=QUESTIONS_FILE,
@@ -52,7 +53,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="seconds one server request may take (default 60)")
     record.add_argument("--constrained", action="store_true",
                         help="decode under lesson 3's two-line reply grammar (llguidance); "
-                             "kept beside, not in place of, the unconstrained replies")
+                             "kept beside, not in place of, the unconstrained replies. With "
+                             "--server, the server must run that grammar itself (vLLM with "
+                             "the guidance backend); llama.cpp's GBNF form is refused")
     show = commands.add_parser("show", help="list the entries of a transcript")
     show.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
     return parser
@@ -82,7 +85,7 @@ def _run(args) -> int:
         reader = load_reader(args.reader, mode="server", url=args.server,
                              concurrency=args.concurrency, timeout=args.timeout)
         print(f"server {reader.url}: {reader.server.engine_label} serving "
-              f"{reader.server.served_model}; {reader.server.revision_note}")
+              f"{reader.server.label}; {reader.server.revision_note}")
     else:
         reader = load_reader(args.reader, mode="live", allow_download=args.allow_download)
     inputs = lesson_reader_inputs(questions.name, data_dir, retriever=args.retriever)

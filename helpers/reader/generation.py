@@ -66,7 +66,10 @@ class Generation:
 
     question_id: str
     raw_output: str
-    output_tokens: int  # generated tokens, the end-of-sequence token included
+    # Generated tokens. Live and recorded replies count the end-of-sequence token; a
+    # server's count is its own usage.completion_tokens, which llama-cpp-python makes
+    # without it (see server.EngineFacts.counts_eos and report.token_count_note).
+    output_tokens: int
     ended_by_eos: bool
     hit_token_cap: bool
     prompt_tokens: int
@@ -470,28 +473,36 @@ class ServerReader(Reader):
             engine, version, props = server.identify_engine(server._root_url(self.url), http)
         if props.get("model_path") and len(listed) == 1:
             listed = [(listed[0][0], str(props["model_path"]))]
-        model, checked, note = server.match_served_model(self.spec, self.revision, self.url,
-                                                         listed)
+        match = server.match_served_model(self.spec, self.revision, self.url, listed, engine)
         return server.ServerInfo(
-            url=self.url, engine=engine, engine_version=version, served_model=model,
-            listed_models=tuple(m for m, _ in listed), revision_checked=checked,
-            revision_note=note,
+            url=self.url, engine=engine, engine_version=version,
+            served_model=match.served_model, listed_models=tuple(m for m, _ in listed),
+            revision_checked=match.revision_checked, revision_note=match.revision_note,
+            served_label=match.served_label,
         )
 
     @property
     def provenance(self) -> str:
         return self.server.provenance
 
-    def recorder_label(self) -> str:
+    def recorder_label(self, constrained: bool = False) -> str:
         """``recorded_by`` for entries recorded from this server."""
-        return f"server {self.server.engine_label}"
+        grammar = ", greedy under the reply grammar" if constrained else ""
+        return f"server {self.server.engine_label}{grammar}"
+
+    def grammar_settings(self, retrieved_ids, question_id: str | None = None) -> dict:
+        """The settings a reply under the reply grammar for ``retrieved_ids`` is keyed by
+        (see :func:`server.grammar_request`): a live constrained reply's on vLLM, the GBNF
+        grammar's on llama.cpp."""
+        return server.grammar_request(self.server, tuple(retrieved_ids), question_id,
+                                      self.settings)[1]
 
     def _one(self, job) -> Generation:
         messages, question_id, grammar = job
         settings = self.settings
-        extra = {}
+        extra, keyed = {}, settings
         if grammar is not None:
-            extra = server.grammar_request(self.server, grammar, question_id)
+            extra, keyed = server.grammar_request(self.server, grammar, question_id, settings)
         try:
             data = server.send(self.client, self.server.served_model, messages, settings,
                                self.server.engine, extra)
@@ -516,7 +527,7 @@ class ServerReader(Reader):
             mode=self.mode,
             model_id=self.model_id,
             revision=self.revision,
-            key=self.key(messages),
+            key=self.key(messages, keyed),
             provenance=self.provenance,
             finish_reason=reply.finish_reason,
         )

@@ -46,9 +46,11 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _answers(url: str) -> bool:
+def _answers(url: str, api_key: str | None = None) -> bool:
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
-        with urllib.request.urlopen(url + "/models", timeout=2) as response:
+        request = urllib.request.Request(url + "/models", headers=headers)
+        with urllib.request.urlopen(request, timeout=2) as response:
             return response.status == 200
     except (urllib.error.URLError, OSError):
         return False
@@ -56,12 +58,14 @@ def _answers(url: str) -> bool:
 
 @contextlib.contextmanager
 def local_llama_server(model: str | os.PathLike, *, threads: int = 1, n_ctx: int = 2048,
-                       extra_args: tuple[str, ...] = (), start_timeout: float = START_TIMEOUT):
+                       extra_args: tuple[str, ...] = (), start_timeout: float = START_TIMEOUT,
+                       api_key: str | None = None):
     """Run ``python -m llama_cpp.server`` on 127.0.0.1 and a free port; yield its ``/v1`` URL.
 
     Waits until ``GET /v1/models`` answers, and stops the server (terminate, then kill)
     when the block ends, however it ends. ``threads`` is llama.cpp's thread count (one
-    by default: the book's SmolLM2 reader also generates on one thread). A server that
+    by default: the book's SmolLM2 reader also generates on one thread). ``api_key``
+    starts it with ``--api_key`` (every request must then carry that key). A server that
     exits or does not answer in time raises :class:`LlamaServerError` with the end of
     its log.
     """
@@ -75,6 +79,8 @@ def local_llama_server(model: str | os.PathLike, *, threads: int = 1, n_ctx: int
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model),
                "--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads),
                "--n_threads_batch", str(threads), "--n_ctx", str(n_ctx), *extra_args]
+    if api_key:
+        command += ["--api_key", api_key]
     with tempfile.TemporaryFile(mode="w+", prefix="llama-server-") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL)
@@ -86,7 +92,7 @@ def local_llama_server(model: str | os.PathLike, *, threads: int = 1, n_ctx: int
 
         try:
             deadline = time.monotonic() + start_timeout
-            while not _answers(url):
+            while not _answers(url, api_key):
                 if process.poll() is not None:
                     raise LlamaServerError(
                         f"llama.cpp's server exited with status {process.returncode} while "

@@ -56,6 +56,39 @@ def _constrained_generations(reader: Reader, inputs_df: pd.DataFrame) -> list:
     return generations
 
 
+def _server_constrained_generations(reader, inputs_df: pd.DataFrame) -> list:
+    """Lesson 3's grammar-constrained reply for every row, from a server that runs the
+    llguidance grammar itself (vLLM's guidance backend), after the input budget check."""
+    from ..constrained import ConstrainedDecodingError, generate_constrained_many
+    from .server import ServerError
+
+    info = reader.server
+    if info.engine.grammar != "lark":
+        enforced = ("the GBNF form of the grammar, whose answer is bounded in characters "
+                    "rather than tokens" if info.engine.grammar == "gbnf"
+                    else "no grammar that the book knows how to send")
+        raise ServerError(
+            info.url, None,
+            f"`record --constrained` keys each reply by lesson 3's llguidance grammar, so "
+            f"that it replays where a live constrained reply would; {info.engine_label} "
+            f"enforces {enforced}, so its replies would be keyed by a grammar they were not "
+            f"decoded under. Record constrained replies live (`python -m helpers.reader "
+            f"record --reader {reader.spec.key} --constrained`) or from vLLM with the "
+            "guidance backend; unconstrained replies record from any server.",
+        )
+    generations = generate_constrained_many(
+        reader, list(inputs_df["messages"]), list(inputs_df["retrieved_ids"]),
+        list(inputs_df["question_id"]))
+    check_input_budget({g.question_id: g.prompt_tokens for g in generations})
+    for generation in generations:
+        if not generation.grammar_complete:
+            raise ConstrainedDecodingError(
+                f"{generation.question_id}: the constrained reply {generation.raw_output!r} "
+                f"from {info.url} did not complete the grammar; nothing was recorded"
+            )
+    return generations
+
+
 def record_entries(reader: Reader, inputs_df: pd.DataFrame,
                    recorded_by: str | None = None,
                    recorded_on: str | None = None,
@@ -65,18 +98,19 @@ def record_entries(reader: Reader, inputs_df: pd.DataFrame,
     A server's entries have the same keys as a live run's (model, revision, messages,
     settings), so they replay wherever a live run's would; their ``recorded_by`` and
     ``provenance`` say "server" and the engine and version the server reported.
-    With ``constrained``, each reply is decoded live under lesson 3's two-line grammar for
-    the row's ``retrieved_ids`` and keyed by the reader's settings plus the grammar
-    (:func:`helpers.constrained.constrained_settings`).
+    With ``constrained``, each reply is decoded under lesson 3's two-line grammar for the
+    row's ``retrieved_ids`` and keyed by the reader's settings plus the grammar
+    (:func:`helpers.constrained.constrained_settings`): live, or on a server that runs that
+    same llguidance grammar (vLLM's guidance backend). A server that enforces another form
+    of it (GBNF on llama.cpp) is refused before any prompt is sent, since its replies
+    would carry a key they were not decoded under.
     """
     if reader.mode not in ("live", "server"):
         raise ValueError(f"recording needs a live or server reader, not a {reader.mode} one")
-    if constrained and reader.mode != "live":
-        # A server enforces its own form of the grammar (GBNF on llama.cpp), which is not
-        # the llguidance grammar that the constrained entries are keyed by.
-        raise ValueError("constrained replies are recorded live only: the transcript keys "
-                         "them by lesson 3's llguidance grammar, which a server does not run")
-    if constrained:
+    if constrained and reader.mode == "server":
+        generations = _server_constrained_generations(reader, inputs_df)
+        settings = [g.settings for g in generations]
+    elif constrained:
         generations = _constrained_generations(reader, inputs_df)
         settings = [g.settings for g in generations]
     else:
@@ -84,7 +118,7 @@ def record_entries(reader: Reader, inputs_df: pd.DataFrame,
         generations = list(table.itertuples(index=False))
         settings = [reader.settings] * len(generations)
     if reader.mode == "server":
-        recorded_by = recorded_by or reader.recorder_label()
+        recorded_by = recorded_by or reader.recorder_label(constrained)
         provenance = reader.provenance
     else:
         recorded_by = recorded_by or recorder_label(constrained)

@@ -49,6 +49,11 @@ UNCONSTRAINED = "unconstrained"
 #: Lesson 3's decoding: greedy, under an llguidance grammar that the settings also hold.
 CONSTRAINED = "grammar-constrained (llguidance)"
 DECODINGS = (UNCONSTRAINED, CONSTRAINED)
+#: A reply that llama.cpp's server decoded under the GBNF form of lesson 3's grammar. Its
+#: answer is bounded in characters, not tokens, so it is another decoding than
+#: :data:`CONSTRAINED` and its key never equals a live constrained reply's; the record
+#: command does not write such replies (see :mod:`helpers.reader.record`).
+CONSTRAINED_GBNF = "grammar-constrained (GBNF)"
 
 
 def decoding_of(settings: dict) -> str:
