@@ -1124,7 +1124,7 @@ def _review_rows() -> pd.DataFrame:
     screened = [screen.screen_table(group, retrieved, _handbook()).assign(key=group["key"].values)
                 for _, group in parsed.groupby(["reader", "decoding"], sort=False)]
     checks = pd.concat(screened, ignore_index=True)
-    rows = review.load_review().merge(
+    rows = review.load_review(replies=replies).merge(
         replies[["key", "retrieved_ids"]], left_on="transcript_key", right_on="key",
         validate="one_to_one",
     ).merge(checks[["key", "failed_checks", "screen_label"]], on="key", validate="one_to_one")
