@@ -9,12 +9,21 @@ says so, and kappa says why when it is undefined.
 """
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 import pandas as pd
+
+#: The bootstrap settings of every interval on lesson 4's page and in its exercises: the
+#: seed is the year of Cohen's paper, so the intervals come out the same on every render.
+#: The functions below take the resamples and level as defaults; the seed is passed
+#: explicitly, as lesson 4's exercise 4.4 asks. Lesson 4, "The screen against the review".
+BOOTSTRAP_SEED = 1960
+BOOTSTRAP_RESAMPLES = 2000
+#: The share of resampled kappas the interval holds.
+BOOTSTRAP_LEVEL = 0.95
 
 
 @dataclass(frozen=True)
@@ -157,7 +166,8 @@ class Interval:
 
 
 def bootstrap_kappa(first: Sequence[Hashable], second: Sequence[Hashable], *,
-                    resamples: int = 2000, seed: int = 0, level: float = 0.95) -> Interval:
+                    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
+                    level: float = BOOTSTRAP_LEVEL) -> Interval:
     """Percentile bootstrap interval for Cohen's kappa: resample items with replacement,
     recompute kappa, take the central ``level`` share of the values.
 
@@ -206,7 +216,7 @@ def confusion_table(counts: Confusion, flagged_label: str, passed_label: str) ->
 
 
 def agreement_summary(signal: str, flagged: Sequence[bool], unsupported: Sequence[bool], *,
-                      resamples: int = 2000, seed: int = 0) -> dict:
+                      resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> dict:
     """One row of the agreement table: the counts, recall, precision, kappa, interval."""
     counts = confusion(flagged, unsupported)
     kappa = cohen_kappa(list(flagged), list(unsupported))
@@ -249,6 +259,29 @@ def misses_by_reason(reasons: Sequence[str], flagged: Sequence[bool],
     if unknown:
         raise ValueError(f"reasons not in the order given: {unknown}")
     return pd.DataFrame(rows, columns=["reason", "unsupported", "flagged", "missed"])
+
+
+def misses_table(reasons: Sequence[str], unsupported: Sequence[bool],
+                 signals: Mapping[str, Sequence[bool]], order: Sequence[str]) -> pd.DataFrame:
+    """:func:`misses_by_reason` for several signals at once, side by side: one row per
+    reason of an unsupported reply (in ``order``), its count, and one column per signal
+    (named as in ``signals``) with how many of those replies that signal missed.
+
+    Every signal must describe the same replies as ``reasons`` and ``unsupported``.
+    Lesson 4, "Three signals, one review".
+    """
+    if not signals:
+        raise ValueError("misses_table needs at least one signal")
+    table = None
+    for name, flagged in signals.items():
+        if len(flagged) != len(reasons) or len(unsupported) != len(reasons):
+            raise ValueError(f"{len(reasons)} reasons, {len(unsupported)} verdicts, but "
+                             f"{len(flagged)} values of signal {name!r}")
+        one = misses_by_reason(reasons, flagged, unsupported, order)
+        one = one[["reason", "unsupported", "missed"]].rename(columns={"missed": name})
+        table = one if table is None else table.merge(
+            one, on=["reason", "unsupported"], validate="one_to_one")
+    return table.reset_index(drop=True)
 
 
 def cross_table(first: Sequence[Hashable], second: Sequence[Hashable],

@@ -1124,7 +1124,7 @@ def _review_rows() -> pd.DataFrame:
     screened = [screen.screen_table(group, retrieved, _handbook()).assign(key=group["key"].values)
                 for _, group in parsed.groupby(["reader", "decoding"], sort=False)]
     checks = pd.concat(screened, ignore_index=True)
-    rows = review.load_review().merge(
+    rows = review.load_review(replies=replies).merge(
         replies[["key", "retrieved_ids"]], left_on="transcript_key", right_on="key",
         validate="one_to_one",
     ).merge(checks[["key", "failed_checks", "screen_label"]], on="key", validate="one_to_one")
@@ -1152,10 +1152,6 @@ def _number(value: Any, name: str) -> float:
     if math.isnan(number):
         raise ValueError(f"{name} is NaN")
     return number
-
-
-#: Lesson 4's bootstrap settings: the seed (the year of Cohen's paper) and resamples.
-LESSON4_SEED, LESSON4_RESAMPLES = 1960, 2000
 
 
 @exercise("4.1", "Kappa by hand", expects="a dict with keys 'p_o', 'p_e' and 'kappa'")
@@ -1203,9 +1199,9 @@ def kappa_by_hand(screen_kappa):
         if _close(given, (kappa.observed - kappa.expected) / (1 - kappa.observed), HAND_TOLERANCE):
             return hint("The denominator is 1 - p_e, not 1 - p_o.")
         if p_e != 1 and _close(given, (p_o - p_e) / (1 - p_e), HAND_TOLERANCE):
-            return hint("Right formula, but your p_o and p_e are rounded: with p_e this close "
-                        "to 1, two decimals move kappa. Use the exact fractions and round "
-                        "only at the end.")
+            return hint("Right formula, but your p_o and p_e are rounded: kappa divides by "
+                        "1 - p_e, which is small when p_e is high, so two decimals move it. "
+                        "Use the exact fractions and round only at the end.")
         return hint("kappa = (p_o - p_e) / (1 - p_e).")
     return correct(f"agreement.cohen_kappa gives {kappa.value:.4f}. The screen agrees with the "
                    f"review on {kappa.observed:.0%} of the replies, but chance alone would "
@@ -1318,7 +1314,8 @@ def twice_the_rows(doubled):
     """Lesson 4, exercise 4.4: the screen's kappa and its interval on every row taken twice.
 
     Recomputed with :func:`helpers.agreement.cohen_kappa` and
-    :func:`helpers.agreement.bootstrap_kappa` (the lesson's seed and resamples) on the
+    :func:`helpers.agreement.bootstrap_kappa` (the lesson's seed and resamples,
+    :data:`helpers.agreement.BOOTSTRAP_SEED` and ``BOOTSTRAP_RESAMPLES``) on the
     yes-or-no replies doubled, either as the list followed by itself or with each row
     repeated in place; figures within :data:`TOLERANCE` ("The screen against the
     review").
@@ -1328,7 +1325,7 @@ def twice_the_rows(doubled):
     _require_keys(doubled, "doubled", ("kappa", "interval"))
     held, unsupported = _screen_lists()
     kappa = agreement.cohen_kappa(held, unsupported).value
-    settings = {"resamples": LESSON4_RESAMPLES, "seed": LESSON4_SEED}
+    settings = {"resamples": agreement.BOOTSTRAP_RESAMPLES, "seed": agreement.BOOTSTRAP_SEED}
     original = agreement.bootstrap_kappa(held, unsupported, **settings)
     appended = agreement.bootstrap_kappa(held * 2, unsupported * 2, **settings)
     repeated = agreement.bootstrap_kappa(list(np.repeat(held, 2)), list(np.repeat(unsupported, 2)),
@@ -1347,7 +1344,7 @@ def twice_the_rows(doubled):
         return hint("That is the interval on the original rows; resample the doubled lists.")
     if not (matches(appended) or matches(repeated)):
         other = [agreement.bootstrap_kappa(held * 2, unsupported * 2, resamples=r, seed=s)
-                 for r, s in ((2000, 0), (1000, 0))]
+                 for r, s in ((agreement.BOOTSTRAP_RESAMPLES, 0), (1000, 0))]
         if any(matches(result) for result in other):
             return hint("Use the lesson's seed and number of resamples (SEED, RESAMPLES), so "
                         "the two intervals differ only in the rows.")
@@ -1356,8 +1353,8 @@ def twice_the_rows(doubled):
     result = appended if matches(appended) else repeated
     return correct(f"Kappa stays {kappa:.2f}, while the interval narrows from "
                    f"{original.high - original.low:.2f} wide to {result.high - result.low:.2f}. "
-                   "More rows pin kappa down even when they say nothing new; with 45 rows "
-                   "the interval is most of what the review can tell.")
+                   "More rows pin kappa down even when they say nothing new; with "
+                   f"{len(held)} rows the interval is most of what the review can tell.")
 
 
 # ===================================================================== lesson 5

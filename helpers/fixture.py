@@ -545,7 +545,8 @@ def _artifact_rows(path: Path) -> int:
     if path.name == REVIEW_FILE:
         from .review import _review_rows  # the review module imports this one
 
-        return len(_review_rows(path, TRANSCRIPT_PATH, allow_blank=False)[0])
+        return len(_review_rows(path, TRANSCRIPT_PATH, allow_blank=False,
+                                data_dir=path.parent)[0])
     if path.suffix == ".csv" and path.name != METADATA_FILE:
         with path.open(encoding="utf-8", newline="") as handle:
             header = next(csv.reader(handle), [])

@@ -27,7 +27,8 @@ from .reader.transcript import (
     read_transcript,
     write_transcript,
 )
-from .review import NOT_SUPPORTED, SUPPORTED
+from .progress import QuestionProgress
+from .review import NOT_SUPPORTED, SUPPORTED, sources_of
 
 JUDGE_READER = "smollm2_135m_instruct"
 
@@ -40,6 +41,11 @@ NO_CITED_PASSAGE = "(no passage was cited)"
 
 #: The only two replies the grammar admits (and the parser accepts).
 JUDGE_GRAMMAR = 'start: "yes" | "no"\n'
+
+#: The command that records the judge's replies, and the grammar it decodes under, as the
+#: transcript's ``recorded_by`` names them.
+JUDGE_COMMAND = "python -m helpers.judge record"
+JUDGE_GRAMMAR_NAME = "the yes-or-no grammar"
 
 #: Greedy, a couple of tokens, and no repetition penalty: the prompt says both words, and
 #: a passage containing "no" would otherwise tilt the choice against that word.
@@ -59,6 +65,14 @@ def judge_messages(question: str, answer: str,
     )
     return [{"role": "system", "content": JUDGE_SYSTEM_PROMPT},
             {"role": "user", "content": user}]
+
+
+def judge_recorder_label() -> str:
+    """``recorded_by`` of a judge reply: :data:`JUDGE_COMMAND`, the library versions and
+    :data:`JUDGE_GRAMMAR_NAME`. Lesson 4, "A model as judge"."""
+    from .reader.record import recorder_label
+
+    return recorder_label(constrained=True, command=JUDGE_COMMAND, grammar=JUDGE_GRAMMAR_NAME)
 
 
 def judge_settings() -> dict:
@@ -122,7 +136,7 @@ def judge_requests(review: pd.DataFrame, questions: Mapping[str, str],
     binary = review[review["verdict"].isin((SUPPORTED, NOT_SUPPORTED))]
     rows = []
     for row in binary.itertuples(index=False):
-        sources = [] if row.reviewed_sources == "none" else row.reviewed_sources.split(", ")
+        sources = sources_of(row.reviewed_sources)
         missing = [s for s in sources if s not in passages]
         cited = [(s, passages[s]) for s in sources if s in passages]
         if missing:
@@ -151,18 +165,22 @@ def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
     ``judge_parse_ok``, ``judge_supported`` and ``judge_problem``.
     """
     settings = judge_settings()
+    distinct = requests.drop_duplicates("request_id")
     answers: dict[str, object] = {}
-    for request_id, messages in zip(requests["request_id"], requests["messages"]):
-        if request_id in answers:
-            continue
-        if judge.mode == "live":
-            from .constrained import generate_under_grammar
+    # A bar naming the review row while a person waits for a live judge; replay is instant.
+    label = f"{judge.model_id.rsplit('/', 1)[-1]} judge ({judge.mode})"
+    with QuestionProgress(len(distinct), label, show=judge.mode != "recorded",
+                          unit="reply") as bar:
+        for request_id, messages in bar.track(zip(distinct["request_id"],
+                                                  distinct["messages"])):
+            if judge.mode == "live":
+                from .constrained import generate_under_grammar
 
-            reply = generate_under_grammar(judge, messages, JUDGE_GRAMMAR, request_id,
-                                           settings=JUDGE_SETTINGS)
-        else:
-            reply = judge.generate(messages, request_id, settings=settings)
-        answers[request_id] = reply
+                reply = generate_under_grammar(judge, messages, JUDGE_GRAMMAR, request_id,
+                                               settings=JUDGE_SETTINGS)
+            else:
+                reply = judge.generate(messages, request_id, settings=settings)
+            answers[request_id] = reply
     frame = requests.copy()
     frame["judge_generation"] = pd.Series([answers[r] for r in frame["request_id"]],
                                           index=frame.index, dtype=object)
@@ -184,8 +202,6 @@ def record_judge(judge, requests: pd.DataFrame,
 
     Nothing is written unless every reply parses.
     """
-    from .reader.record import recorder_label
-
     if judge.mode != "live":
         raise ValueError(f"recording needs a live judge, not a {judge.mode} one")
     existing = read_transcript(transcript)
@@ -193,9 +209,7 @@ def record_judge(judge, requests: pd.DataFrame,
     replies = judge_replies(judge, unique)
     assert_judge_parsed(replies)
     settings = judge_settings()
-    label = recorder_label(constrained=True).replace(
-        "python -m helpers.reader record --constrained", "python -m helpers.judge record"
-    ).replace("under the reply grammar", "under the yes-or-no grammar")
+    label = judge_recorder_label()
     recorded_on = recorded_on or datetime.date.today().isoformat()
     entries = []
     for row in replies.itertuples(index=False):

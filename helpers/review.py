@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
-import io
 import os
 import sys
+import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -182,6 +182,24 @@ def sources_text(sources: Iterable[str]) -> str:
     return ", ".join(sources) if sources else "none"
 
 
+def sources_of(text: str) -> tuple[str, ...]:
+    """The source IDs of a ``reviewed_sources`` value, the inverse of :func:`sources_text`:
+    ``"none"`` gives ``()``, ``"H08, H11"`` gives ``("H08", "H11")``.
+
+    An empty value (a reply that did not parse has no sources to split) or an empty ID
+    between the separators is a ``ValueError``. Lesson 4, "The review record".
+    """
+    if text == "none":
+        return ()
+    if not text:
+        raise ValueError("an empty reviewed_sources value has no sources: the reply did "
+                         "not parse")
+    sources = tuple(text.split(", "))
+    if any(not source or source != source.strip() or "," in source for source in sources):
+        raise ValueError(f"{text!r} is not a list of source IDs separated by ', '")
+    return sources
+
+
 def reply_columns(entry: TranscriptEntry, reader_key: str) -> dict[str, str]:
     """The reply-identifying columns of a review row for one transcript entry."""
     parsed = parse_reader_output(entry.raw_output)
@@ -219,8 +237,19 @@ def _require(path: Path, row: _Row, column: str, pattern=None, choices=None) -> 
     return _as_review_error(_require_value, path, row, column, pattern, choices)
 
 
-def _check_reply(path: Path, row: _Row, by_key: Mapping[str, TranscriptEntry]) -> None:
-    """The row's reply columns must describe a transcript entry exactly."""
+@dataclass(frozen=True)
+class _Coverage:
+    """The replies a review file may judge: their keys, the review ID each must carry
+    (None: any), and what the set is, for the error message."""
+
+    review_ids: Mapping[str, str | None]
+    described_as: str
+
+
+def _check_reply(path: Path, row: _Row, by_key: Mapping[str, TranscriptEntry],
+                 coverage: _Coverage) -> None:
+    """The row's reply columns must describe, exactly, a transcript entry that the review
+    covers."""
     values = row.values
     key = _require(path, row, "transcript_key", _KEY)
     entry = by_key.get(key)
@@ -228,6 +257,16 @@ def _check_reply(path: Path, row: _Row, by_key: Mapping[str, TranscriptEntry]) -
         raise _fail(path, row, "transcript_key",
                     f"no reply with key {key[:12]}... in the transcript; the row reviews a "
                     "reply that was never recorded, or one whose prompt has changed since")
+    if key not in coverage.review_ids:
+        raise _fail(path, row, "transcript_key",
+                    f"the transcript entry {key[:12]}... (recorded for {entry.question_id}, "
+                    f"{entry.model_id}, {entry.decoding}) is not one of "
+                    f"{coverage.described_as}")
+    expected_id = coverage.review_ids[key]
+    if expected_id is not None and values["review_id"] != expected_id:
+        raise _fail(path, row, "review_id",
+                    f"{values['review_id']!r} is not the ID of this reply, which the book's "
+                    f"review calls {expected_id!r}")
     reader = _require(path, row, "reader", choices=tuple(sorted(REGISTRY)))
     if REGISTRY[reader].model_id != entry.model_id:
         raise _fail(path, row, "reader",
@@ -270,15 +309,65 @@ def _check_judgment(path: Path, row: _Row, allow_blank: bool) -> bool:
     return True
 
 
-def _review_rows(path: Path, transcript: str | os.PathLike, allow_blank: bool
+#: What the book's review may judge, named in errors.
+_REVIEWABLE = ("the replies the review covers: lesson 1's Qwen replies and SmolLM2's "
+               "replies to the lesson and extended questions, unconstrained and under "
+               "the reply grammar, with the reader's own generation settings")
+
+
+def reviewable_keys(transcript: str | os.PathLike = TRANSCRIPT_PATH,
+                    data_dir: str | os.PathLike = DATA_DIR,
+                    plan=None) -> frozenset[str]:
+    """The transcript keys of every reply a review may judge.
+
+    An entry qualifies when a reader and decoding of ``plan`` (default
+    :data:`REVIEWED_REPLIES`) wrote it, for a question of that plan's question files in ``data_dir``, with the
+    reader's own generation settings (plus the reply grammar for a constrained reply).
+    Other entries, such as the judge's one-word replies, do not. Lesson 4, "The review
+    record".
+    """
+    from .fixture import load_riverton
+    from .reader.transcript import DECODING_FIELD
+
+    question_ids: dict[str, frozenset[str]] = {}
+    slots: dict[tuple[str, str, str], dict] = {}
+    for reader_key, decoding, files in REVIEWED_REPLIES if plan is None else plan:
+        spec = REGISTRY[reader_key]
+        for name in files:
+            if name not in question_ids:
+                frame = load_riverton(Path(data_dir), name).questions
+                question_ids[name] = frozenset(frame["question_id"])
+            for question_id in question_ids[name]:
+                slots[(spec.model_id, decoding, question_id)] = dict(spec.settings)
+    keys = set()
+    for entry in read_transcript(transcript):
+        settings = slots.get((entry.model_id, entry.decoding, entry.question_id))
+        if settings is None:
+            continue
+        own = {k: v for k, v in entry.settings.items() if k not in (DECODING_FIELD, "grammar")}
+        if own == settings and (entry.decoding == UNCONSTRAINED) == ("grammar" not in
+                                                                     entry.settings):
+            keys.add(entry.key)
+    return frozenset(keys)
+
+
+def _review_rows(path: Path, transcript: str | os.PathLike, allow_blank: bool,
+                 coverage: _Coverage | None = None, data_dir: str | os.PathLike = DATA_DIR
                  ) -> tuple[list[_Row], list[_Row]]:
-    """All rows of a review file, validated, and the subset that carries a judgment."""
+    """All rows of a review file, validated, and the subset that carries a judgment.
+
+    ``coverage`` says which replies the file may judge; by default, the replies of
+    :func:`reviewable_keys` (``transcript`` and ``data_dir``'s question files).
+    """
     rows = _as_review_error(_read_rows, path, REVIEW_COLUMNS)
     by_key = {entry.key: entry for entry in read_transcript(transcript)}
+    if coverage is None:
+        coverage = _Coverage(dict.fromkeys(reviewable_keys(transcript, data_dir)),
+                             _REVIEWABLE)
     judged = []
     for row in rows:
         _require(path, row, "review_id", regex.compile(r"[A-Za-z][A-Za-z0-9_-]*"))
-        _check_reply(path, row, by_key)
+        _check_reply(path, row, by_key, coverage)
         if _check_judgment(path, row, allow_blank):
             judged.append(row)
     _as_review_error(_require_unique, path, rows, "review_id")
@@ -302,16 +391,22 @@ def _frame(rows: list[_Row], path: Path) -> pd.DataFrame:
 
 def load_review(data_dir: str | os.PathLike = DATA_DIR,
                 transcript: str | os.PathLike = TRANSCRIPT_PATH,
-                metadata: pd.DataFrame | None = None) -> pd.DataFrame:
+                metadata: pd.DataFrame | None = None,
+                replies: pd.DataFrame | None = None) -> pd.DataFrame:
     """The book's review record, validated row by row and against the metadata file.
 
-    Every row must judge a reply in ``transcript`` (same key, same raw text, same parsed
-    answer and sources), with a verdict and a reason from the fixed vocabulary.
-    Lesson 4, "The review record".
+    Every row must judge one of the replies the review covers (:func:`reviewable_keys`,
+    or the keys of ``replies``, the frame of :func:`recorded_replies`, when given): same
+    key, same raw text, same parsed answer and sources, with a verdict and a reason from
+    the fixed vocabulary. Another transcript entry, a judge's reply for instance, is an
+    error naming the row. Lesson 4, "The review record".
     """
     data_dir = Path(data_dir)
     path = data_dir / REVIEW_FILE
-    rows, _ = _review_rows(path, transcript, allow_blank=False)
+    coverage = None if replies is None else _Coverage(dict.fromkeys(replies["key"]),
+                                                      _REVIEWABLE)
+    rows, _ = _review_rows(path, transcript, allow_blank=False, coverage=coverage,
+                           data_dir=data_dir)
     if metadata is None:
         metadata = read_metadata(data_dir)
     _check_against_metadata(path, len(rows), metadata)
@@ -324,30 +419,46 @@ def reviews_dir() -> Path:
     return Path(chosen) if chosen else REVIEWS_DIR
 
 
+def _book_coverage(book: pd.DataFrame) -> _Coverage:
+    where = book.attrs.get("path", REVIEW_FILE)
+    return _Coverage(dict(zip(book["transcript_key"], book["review_id"])),
+                     f"the replies the book's review ({where}) judges; start from "
+                     "`python -m helpers.review template` and keep its reply columns")
+
+
 def load_student_review(path: str | os.PathLike,
-                        transcript: str | os.PathLike = TRANSCRIPT_PATH) -> pd.DataFrame:
+                        transcript: str | os.PathLike = TRANSCRIPT_PATH,
+                        book: pd.DataFrame | None = None) -> pd.DataFrame:
     """A review of your own, checked like the book's; rows left blank are skipped.
 
-    Only rows with a verdict are returned. Lesson 4, "Your own review".
+    Every row, blank or not, must be a row of the book's review (``book``, by default
+    :func:`load_review`): the same reply, under the same review ID, so that each verdict
+    can be set beside the book's. Only rows with a verdict are returned.
+    Lesson 4, "Your own review".
     """
     path = Path(path)
-    _, judged = _review_rows(path, transcript, allow_blank=True)
+    book = load_review(transcript=transcript) if book is None else book
+    _, judged = _review_rows(path, transcript, allow_blank=True,
+                             coverage=_book_coverage(book))
     return _frame(judged, path)
 
 
 def load_student_reviews(folder: str | os.PathLike | None = None,
-                         transcript: str | os.PathLike = TRANSCRIPT_PATH
-                         ) -> dict[str, pd.DataFrame]:
+                         transcript: str | os.PathLike = TRANSCRIPT_PATH,
+                         book: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """Every ``*.csv`` review in ``folder`` (default :func:`reviews_dir`), by file name.
 
-    A missing folder means no reviews. A file that fails its checks raises
+    A missing folder means no reviews. A file that fails its checks, or has a row that
+    is not a row of the book's review (``book``, by default :func:`load_review`), raises
     :class:`ReviewError` naming the file, row and column. Lesson 4, "Your own review".
     """
     folder = reviews_dir() if folder is None else Path(folder)
     if not folder.is_dir():
         return {}
-    return {path.name: load_student_review(path, transcript)
-            for path in sorted(folder.glob("*.csv"))}
+    paths = sorted(folder.glob("*.csv"))
+    if paths and book is None:
+        book = load_review(transcript=transcript)
+    return {path.name: load_student_review(path, transcript, book) for path in paths}
 
 
 def write_template(path: str | os.PathLike, review: pd.DataFrame) -> Path:
@@ -357,13 +468,25 @@ def write_template(path: str | os.PathLike, review: pd.DataFrame) -> Path:
     if path.exists():
         raise FileExistsError(f"{path} exists; choose another name or delete it first")
     path.parent.mkdir(parents=True, exist_ok=True)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(REVIEW_COLUMNS)
-    for record in review.itertuples(index=False):
-        values = record._asdict()
-        writer.writerow([values[c] for c in REPLY_COLUMNS] + [""] * len(JUDGMENT_COLUMNS))
-    path.write_text(buffer.getvalue(), encoding="utf-8", newline="")
+    # Written to a temporary file beside the target and renamed into place, so a failure
+    # part of the way through leaves no half-written review behind.
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
+                                             dir=path.parent)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle, lineterminator="\n")
+            writer.writerow(REVIEW_COLUMNS)
+            for record in review.itertuples(index=False):
+                values = record._asdict()
+                writer.writerow([values[c] for c in REPLY_COLUMNS]
+                                + [""] * len(JUDGMENT_COLUMNS))
+        if path.exists():
+            raise FileExistsError(f"{path} appeared while the template was written; "
+                                  "choose another name or delete it first")
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
     return path
 
 
@@ -489,7 +612,7 @@ def check_reviews(data_dir: str | os.PathLike = DATA_DIR,
     """Validate the book's review and every student review; one line per file."""
     review = load_review(data_dir, transcript)
     lines = [f"{REVIEW_FILE}: {len(review)} rows ok"]
-    for name, frame in load_student_reviews(folder, transcript).items():
+    for name, frame in load_student_reviews(folder, transcript, review).items():
         lines.append(f"{name}: {len(frame)} reviewed rows ok")
     return lines
 

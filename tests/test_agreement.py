@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import cohen_kappa_score
 
+from helpers import agreement
 from helpers.agreement import (
     ONE_CATEGORY,
     Confusion,
@@ -18,6 +19,7 @@ from helpers.agreement import (
     confusion_table,
     cross_table,
     misses_by_reason,
+    misses_table,
     precision,
     recall,
     resample_indices,
@@ -179,6 +181,41 @@ def test_misses_by_reason():
     ]
     with pytest.raises(ValueError, match="not in the order given: \\['claim'\\]"):
         misses_by_reason(reasons, flagged, unsupported, ["figure", "abstention"])
+
+
+def test_misses_table_puts_every_signal_side_by_side():
+    reasons = ["figure", "figure", "ok", "claim", "ok", "abstention"]
+    unsupported = [T, T, F, T, F, T]
+    signals = {"screen": [T, F, F, F, T, F], "judge": [F, F, T, T, F, T]}
+    table = misses_table(reasons, unsupported, signals, ["claim", "figure", "abstention"])
+    # claim: the screen misses it, the judge flags it; figure: the screen catches one of
+    # two, the judge neither; abstention: only the judge flags it.
+    assert table.to_dict("records") == [
+        {"reason": "claim", "unsupported": 1, "screen": 1, "judge": 0},
+        {"reason": "figure", "unsupported": 2, "screen": 1, "judge": 2},
+        {"reason": "abstention", "unsupported": 1, "screen": 1, "judge": 0},
+    ]
+    for name, flagged in signals.items():
+        one = misses_by_reason(reasons, flagged, unsupported, ["claim", "figure", "abstention"])
+        assert table[name].tolist() == one["missed"].tolist()
+    with pytest.raises(ValueError, match="but 2 values of signal 'judge'"):
+        misses_table(reasons, unsupported, {"judge": [T, F]}, ["claim"])
+    with pytest.raises(ValueError, match="at least one signal"):
+        misses_table(reasons, unsupported, {}, ["claim"])
+
+
+def test_the_lessons_bootstrap_settings_and_the_defaults():
+    """Resamples and level default to lesson 4's settings; the seed is always passed
+    (exercise 4.4 checks that a student uses the lesson's), so it defaults to 0."""
+    default = bootstrap_kappa(FLAGGED * 3, UNSUPPORTED * 3)
+    assert (default.seed, default.resamples, default.level) == (
+        0, agreement.BOOTSTRAP_RESAMPLES, agreement.BOOTSTRAP_LEVEL)
+    lesson = bootstrap_kappa(FLAGGED * 3, UNSUPPORTED * 3, seed=agreement.BOOTSTRAP_SEED)
+    assert lesson.seed == agreement.BOOTSTRAP_SEED and (lesson.low, lesson.high) != (
+        default.low, default.high)
+    summary = agreement_summary("x", FLAGGED * 3, UNSUPPORTED * 3,
+                                seed=agreement.BOOTSTRAP_SEED)
+    assert summary["interval"] == lesson
 
 
 def test_cross_table_counts_every_pair_zeros_included():

@@ -73,6 +73,13 @@ def test_settings_name_the_grammar_and_drop_the_repetition_penalty():
     assert settings["repetition_penalty"] == 1.0 and settings["do_sample"] is False
 
 
+def test_the_recorder_label_names_the_judge_command_and_its_grammar():
+    label = judge.judge_recorder_label()
+    assert label.startswith(judge.JUDGE_COMMAND + " (transformers ")
+    assert label.endswith(", CPU, greedy under the yes-or-no grammar)")
+    assert "llguidance " in label and "helpers.reader" not in label
+
+
 def _review(rows):
     return pd.DataFrame(rows, columns=["review_id", "question_id", "reviewed_answer",
                                        "reviewed_sources", "verdict"])
@@ -113,6 +120,7 @@ def test_the_live_judge_replies_yes_or_no_and_replays_from_a_recording(tmp_path)
                                               judge_replies_live(live, requests)]
     assert all(e.raw_output in ("yes", "no") and e.ended_by_eos for e in entries)
     assert {e.question_id for e in entries} == {"R1", "R2"}
+    assert {e.recorded_by for e in entries} == {judge.judge_recorder_label()}
     recorded = load_reader(judge.JUDGE_READER, mode="recorded", transcript=path)
     replayed = judge.judge_replies(recorded, requests)
     assert list(replayed["judge_raw"]) == [e.raw_output for e in entries]

@@ -2,27 +2,33 @@
 
 The expected values are computed here from ``data/riverton/support-review.csv`` read with
 the csv module, the transcript, and the screen applied afresh to the reviewed answers, so
-a page that drifted from its record would fail. The run has a student review in a
-temporary folder (through ``RIVERTON_REVIEWS_DIR``), so the two-reviewer path executes.
+a page that drifted from its record would fail. One run has a student review in a
+temporary folder (through ``RIVERTON_REVIEWS_DIR``), so the two-reviewer path executes;
+another has none (the exercise tests' run, shared through the ``lesson_run`` fixture).
 """
 from __future__ import annotations
 
 import csv
 import os
+import re
 from collections import Counter
 
 import pytest
 
-from helpers import agreement, judge, review, screen
+from helpers import agreement, judge, parsing, review, screen
 from helpers.fixture import load_riverton
-from helpers.paths import DATA_DIR, LESSONS_DIR
+from helpers.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
 from helpers.reader import load_reader
 from helpers.reader.lesson import lesson_retrieval
 
 from lesson_outputs import execute, markdown_outputs, table_rows, tables
 
 LESSON = LESSONS_DIR / "04-human-support-review.ipynb"
-SEED, RESAMPLES = 1960, 2000
+SEED, RESAMPLES = agreement.BOOTSTRAP_SEED, agreement.BOOTSTRAP_RESAMPLES
+INTERVAL_LABEL = f"Kappa, {agreement.BOOTSTRAP_LEVEL:.0%} interval"
+#: The folder the exercise tests point lesson 4 at: it does not exist, so no student review.
+NO_REVIEWS = {review.REVIEWS_ENV: str(PROJECT_ROOT / "tests" / "no-student-reviews")}
+REVISED = "revised on re-reading:"
 YES_NO = (review.SUPPORTED, review.NOT_SUPPORTED)
 
 pytestmark = pytest.mark.slow
@@ -72,6 +78,12 @@ def lesson(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def lesson_without_review(lesson_run):
+    """The lesson executed with no student review, as the exercise tests execute it."""
+    return lesson_run(LESSON, NO_REVIEWS).nb
+
+
+@pytest.fixture(scope="module")
 def expected():
     """The screen, the action and the judge recomputed from the record and the fixture."""
     handbook = load_riverton().handbook
@@ -88,16 +100,15 @@ def expected():
     rows = []
     for row in record():
         parsed = row["reviewed_answer"] != ""
-        sources = () if row["reviewed_sources"] in ("", "none") else \
-            tuple(row["reviewed_sources"].split(", "))
+        sources = review.sources_of(row["reviewed_sources"]) if parsed else ()
         answer = row["reviewed_answer"] or None
-        action = ("parse failure" if not parsed else "abstain" if answer.startswith(
-            "NOT IN HANDBOOK") else "flag premise" if answer.startswith(
-            "PREMISE NOT SUPPORTED") else "answer")
+        action = parsing.action_of(answer) if parsed else "parse failure"
         checks = screen.screen_reply(answer, sources, parsed, action,
                                      retrieved.get(row["question_id"], ()), texts)
         rows.append({**row, "held": not all(checks.values()),
-                     "action_correct": action == expected_action[row["question_id"]]})
+                     "action_correct": action == expected_action[row["question_id"]],
+                     "retrieved": retrieved.get(row["question_id"], ()),
+                     "cited": sources})
     requests = judge.judge_requests(
         review.load_review(), question_text, texts)
     replies = judge.judge_replies(load_reader(judge.JUDGE_READER, mode="recorded"), requests)
@@ -118,8 +129,8 @@ def summary(rows, signal):
 def test_every_table_is_shown(lesson):
     assert {"replies", "vocabulary", "review", "verdicts", "reasons", "screen_2x2",
             "screen_reasons", "screen_misses", "action_2x2", "action_differs", "judge_2x2",
-            "agreement", "live_check", "control_check", "student_agreement",
-            "student_cross:student.csv"} <= set(tables(lesson))
+            "agreement", "misses_by_reason", "live_check", "control_check",
+            "student_agreement", "student_cross:student.csv"} <= set(tables(lesson))
 
 
 def test_the_review_table_is_the_record(lesson):
@@ -190,7 +201,7 @@ def test_agreement_table_matches_the_record(lesson, expected):
                 row["Not flagged, not supported"], row["Not flagged, supported"]) == (
             s["flagged_unsupported"], s["flagged_supported"], s["passed_unsupported"],
             s["passed_supported"])
-        assert (row["Recall"], row["Precision"], row["Kappa"], row["Kappa, 95% interval"]) \
+        assert (row["Recall"], row["Precision"], row["Kappa"], row[INTERVAL_LABEL]) \
             == (s["recall"], s["precision"], s["kappa"], s["kappa_interval"])
     judge_cells = _cells(table_rows(lesson, "judge_2x2"))
     assert judge_cells["supported"]["Judge replied yes"] == shown[2]["Not flagged, supported"]
@@ -214,7 +225,9 @@ def test_changed_reply_rule_on_the_live_run(lesson):
     for row in live:
         reviewed = by_id[row["Review"]]
         assert reviewed["decoding"] == "grammar-constrained (llguidance)"
-        assert row["Status"] in (review.SAME_REPLY, review.REPLY_CHANGED, review.REQUEST_CHANGED)
+        # The live run sends the very prompts that were recorded, so the key must be the
+        # same: only the text can differ (another machine, another library version).
+        assert row["Status"] in (review.SAME_REPLY, review.REPLY_CHANGED)
         if row["Status"] == review.SAME_REPLY:
             assert row["Verdict that applies"] == reviewed["verdict"]
             assert row["Reply in this run"] == row["Reviewed reply"]
@@ -235,6 +248,9 @@ def test_the_student_review_is_compared_with_the_book(lesson):
     assert row["Replies reviewed"] == 32
     assert row["Same verdict as the book"] == 32 - len(DISAGREE)
     assert row["Kappa with the book"] == agreement.cohen_kappa(theirs, mine).text()
+    assert row[INTERVAL_LABEL] == agreement.bootstrap_kappa(
+        theirs, mine, resamples=RESAMPLES, seed=SEED).text()
+    assert "No review of your own was found" not in markdown_outputs(lesson)
     cross = {r["Book's verdict"]: r for r in table_rows(lesson, "student_cross:student.csv")}
     assert cross["supported"]["Yours: not supported"] == 1  # R002
     assert cross["not applicable"]["Yours: not supported"] == 1  # R005
@@ -249,3 +265,91 @@ def test_computed_prose(lesson):
     assert "This page ran in" in prose and "live mode on this machine" in prose
     assert "No review of your own was found" not in prose  # a student review was present
 
+
+
+def test_misses_by_reason_for_every_signal(lesson, expected):
+    """One table: per reason, the unsupported replies and how many each signal missed."""
+    signals = {"Missed by the screen": lambda r: r["held"],
+               "Missed by the action label": lambda r: not r["action_correct"],
+               "Missed by the judge": lambda r: r["judge_no"]}
+    unsupported = [r for r in expected if r["verdict"] == review.NOT_SUPPORTED]
+    shown = table_rows(lesson, "misses_by_reason")
+    assert [r["Reason"] for r in shown] == [
+        reason for reason in review.REASONS if any(r["reason"] == reason for r in unsupported)]
+    for row in shown:
+        same = [r for r in unsupported if r["reason"] == row["Reason"]]
+        assert row["Unsupported replies"] == len(same)
+        for column, signal in signals.items():
+            assert row[column] == sum(not signal(r) for r in same), (row["Reason"], column)
+    prose = markdown_outputs(lesson)
+    missed = sum(not r["held"] for r in unsupported)
+    assert f"The screen lets through {missed} of the {len(unsupported)}" in prose
+
+
+def test_the_judge_scope_is_stated_with_counts(lesson):
+    rows = record()
+    asked = [r for r in rows if r["verdict"] in YES_NO]
+    unparsed = [r for r in rows if r["reason"] == review.PARSE_FAILURE_REASON]
+    prose = markdown_outputs(lesson)
+    assert (f"The judge is asked about {len(asked)} of the {len(rows)} replies, the ones with "
+            "a yes-or-no verdict") in prose
+    assert f"The other {len(rows) - len(asked)} are not asked:" in prose
+    assert f"and {len(unparsed)} did not parse, so there is no answer" in prose
+    judge_cells = _cells(table_rows(lesson, "judge_2x2"))
+    assert sum(v for row in judge_cells.values() for k, v in row.items()
+               if k != "Human verdict") == len(asked)
+
+
+def test_revised_rows_and_context_notes_are_listed(lesson, expected):
+    rows = record()
+    prose = markdown_outputs(lesson)
+    revised = [r for r in rows if r["note"].startswith(REVISED)]
+    first_day = min(r["reviewed_on"] for r in rows)
+    assert [r["review_id"] for r in revised] == [
+        r["review_id"] for r in rows if r["reviewed_on"] != first_day]
+    for row in revised:
+        assert (f"{row['review_id']} ({row['question_id']}, read again on "
+                f"{row['reviewed_on']}, now *{row['verdict']}*, *{row['reason']}*): "
+                f"{row['note'][len(REVISED):].strip()}") in prose
+    if revised:
+        assert f"Every other row is as first written on {first_day}." in prose
+    else:
+        assert f"Every verdict and reason is as first written on {first_day}." in prose
+    # Notes that name a passage the reader was not given, did not cite or write.
+    raw = {r["review_id"]: review.unescape_reply(r["reviewed_reply"]) for r in rows}
+    context = [r["review_id"] for r in expected
+               if set(re.findall(r"\bH\d{2}\b", r["note"])) - set(r["retrieved"])
+               - set(r["cited"]) - set(re.findall(r"\bH\d{2}\b", raw[r["review_id"]]))]
+    assert context
+    listed = context[0] if len(context) == 1 else \
+        ", ".join(context[:-1]) + " and " + context[-1]
+    assert f"{listed} also name{'s' if len(context) == 1 else ''} a handbook passage" in prose
+
+
+def test_no_typed_counts_in_the_prose():
+    """Counts and bootstrap settings appear in prose only where a cell computes them."""
+    import nbformat
+
+    nb = nbformat.read(LESSON, as_version=4)
+    typed = [str(len(record())), f"{RESAMPLES:,}", str(RESAMPLES),
+             f"{agreement.BOOTSTRAP_LEVEL:.0%}"]
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for number in typed:
+            assert not re.search(rf"(?<![\d.]){re.escape(number)}(?![\d.])", cell.source), \
+                (cell.id, number)
+
+
+def test_without_a_student_review_the_page_says_how_to_add_one(lesson_without_review,
+                                                                  lesson):
+    prose = markdown_outputs(lesson_without_review)
+    folder = "tests/no-student-reviews"
+    assert f"No review of your own was found in `{folder}/`" in prose
+    assert f"`python -m helpers.review template {folder}/my-review.csv`" in prose
+    assert "Kappa with the book" not in str(tables(lesson_without_review))
+    shown = set(tables(lesson_without_review))
+    assert not {name for name in shown if name.startswith("student_")}
+    # Everything else is computed as with a student review.
+    assert shown == {name for name in tables(lesson) if not name.startswith("student_")}
+    assert table_rows(lesson_without_review, "agreement") == table_rows(lesson, "agreement")

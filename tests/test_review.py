@@ -12,7 +12,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from helpers import review
+from helpers import judge, review
 from helpers.fixture import METADATA_FILE, REVIEW_FILE, FixtureError, check_all, update_metadata
 from helpers.paths import DATA_DIR
 from helpers.reader import get_reader_spec, read_transcript
@@ -132,6 +132,24 @@ def test_a_bad_row_is_refused_naming_file_row_and_column(data_dir, changes, colu
     assert str(error).startswith(f"{data_dir / REVIEW_FILE}, row 2 (line 3), column '{column}'")
 
 
+def test_a_transcript_entry_outside_the_review_is_refused(data_dir):
+    """The judge's replies are in the same transcript, but they are not reader replies the
+    review covers: a row for one is an error naming the file, row and column."""
+    settings = judge.judge_settings()
+    entry = next(e for e in read_transcript() if e.settings == settings)
+    row = {"review_id": "T07", **review.reply_columns(entry, judge.JUDGE_READER),
+           "verdict": "not applicable", "reason": "reply did not parse", "note": "",
+           "reviewer": "test author", "reviewed_on": "2026-12-02"}
+    write_rows(data_dir / REVIEW_FILE, qwen_rows() + [row])
+    with pytest.raises(ReviewError) as caught:
+        load_review(data_dir)
+    assert (caught.value.row, caught.value.column) == (7, "transcript_key")
+    assert str(caught.value).startswith(
+        f"{data_dir / REVIEW_FILE}, row 7 (line 8), column 'transcript_key'")
+    assert f"(recorded for {entry.question_id}," in str(caught.value)
+    assert "is not one of the replies the review covers" in str(caught.value)
+
+
 def test_a_reply_reviewed_twice_is_a_duplicate(data_dir):
     rows = qwen_rows()
     rows.append({**rows[0], "review_id": "T99"})
@@ -195,13 +213,14 @@ def test_a_template_copies_the_replies_and_leaves_the_judgment_blank(data_dir, t
     assert len(rows) == 6
     assert all(r[c] == "" for r in rows for c in review.JUDGMENT_COLUMNS)
     assert [r["transcript_key"] for r in rows] == list(book["transcript_key"])
-    assert load_student_review(path).empty  # nothing reviewed yet
+    assert load_student_review(path, book=book).empty  # nothing reviewed yet
     with pytest.raises(FileExistsError, match="mine.csv exists"):
         write_template(path, book)
 
 
 def test_a_student_review_keeps_only_the_rows_filled_in(data_dir, tmp_path):
-    path = write_template(tmp_path / "mine.csv", load_review(data_dir))
+    book = load_review(data_dir)
+    path = write_template(tmp_path / "mine.csv", book)
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))
     rows[0].update(verdict="supported", reason="answer stated in cited passage",
@@ -209,33 +228,96 @@ def test_a_student_review_keeps_only_the_rows_filled_in(data_dir, tmp_path):
     rows[5].update(verdict="not applicable", reason="correct abstention, stray citation",
                    reviewer="student", reviewed_on="2026-12-03", note="H11 cited for nothing")
     write_rows(path, rows)
-    frame = load_student_review(path)
+    frame = load_student_review(path, book=book)
     assert list(frame["question_id"]) == ["Q1", "Q6"]
     assert list(frame["verdict"]) == ["supported", "not applicable"]
 
 
 def test_a_half_filled_student_row_is_refused(data_dir, tmp_path):
-    path = write_template(tmp_path / "mine.csv", load_review(data_dir))
+    book = load_review(data_dir)
+    path = write_template(tmp_path / "mine.csv", book)
     with open(path, newline="") as handle:
         rows = list(csv.DictReader(handle))
     rows[2]["verdict"] = "supported"
     write_rows(path, rows)
     with pytest.raises(ReviewError, match=r"mine.csv, row 3 \(line 4\), column 'reason': is empty"):
-        load_student_review(path)
+        load_student_review(path, book=book)
 
 
 def test_student_reviews_are_read_from_a_folder(data_dir, tmp_path, monkeypatch):
     folder = tmp_path / "reviews"
     assert load_student_reviews(folder) == {}  # no folder, no reviews
-    write_template(folder / "b.csv", load_review(data_dir))
-    write_template(folder / "a.csv", load_review(data_dir))
+    book = load_review(data_dir)
+    write_template(folder / "b.csv", book)
+    write_template(folder / "a.csv", book)
     (folder / "notes.txt").write_text("not a review")
     monkeypatch.setenv(review.REVIEWS_ENV, str(folder))
     assert review.reviews_dir() == folder
-    assert list(load_student_reviews()) == ["a.csv", "b.csv"]
+    assert list(load_student_reviews(book=book)) == ["a.csv", "b.csv"]
+
+
+def test_a_student_row_must_be_a_row_of_the_book(data_dir, tmp_path):
+    """A student's row for a reply the book does not review, or under another ID, is an
+    error naming the file, row and column; it is never dropped quietly."""
+    book = load_review(data_dir)
+    smaller = book[book["question_id"] != "Q3"]  # a book that does not review Q3
+    path = write_template(tmp_path / "mine.csv", book)
+    with pytest.raises(ReviewError) as caught:
+        load_student_review(path, book=smaller)
+    assert (caught.value.row, caught.value.column) == (3, "transcript_key")
+    assert str(caught.value).startswith(f"{path}, row 3 (line 4), column 'transcript_key'")
+    assert "is not one of the replies the book's review" in str(caught.value)
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    rows[4]["review_id"] = "T99"
+    write_rows(path, rows)
+    with pytest.raises(ReviewError, match=r"mine.csv, row 5 \(line 6\), column 'review_id': "
+                                          r"'T99' is not the ID of this reply, which the "
+                                          r"book's review calls 'T05'"):
+        load_student_review(path, book=book)
+
+
+def test_a_student_review_is_checked_against_the_real_book_by_default(tmp_path):
+    path = write_template(tmp_path / "mine.csv", load_review().head(3))
+    assert load_student_review(path).empty
+    with open(path, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    rows[1]["review_id"] = "R777"
+    write_rows(path, rows)
+    with pytest.raises(ReviewError, match=r"row 2 \(line 3\), column 'review_id'"):
+        load_student_review(path)
+
+
+def test_a_failed_template_leaves_no_file(data_dir, tmp_path):
+    """The template is written to a temporary file and renamed: a failure part of the way
+    through leaves neither a half-written review nor the temporary file."""
+
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("this value cannot be written")
+
+    book = load_review(data_dir).astype(object)
+    book.at[3, "reviewed_answer"] = Unprintable()
+    folder = tmp_path / "reviews"
+    with pytest.raises(RuntimeError, match="cannot be written"):
+        write_template(folder / "mine.csv", book)
+    assert list(folder.iterdir()) == []
+    write_template(folder / "mine.csv", load_review(data_dir))
+    assert [p.name for p in folder.iterdir()] == ["mine.csv"]
 
 
 # --------------------------------------------------------------- replies on one line
+
+
+@pytest.mark.parametrize("sources", [(), ("H08",), ("H02", "H09", "H07"), ("H99", "X")])
+def test_sources_of_undoes_sources_text(sources):
+    assert review.sources_of(review.sources_text(sources)) == sources
+
+
+@pytest.mark.parametrize("text", ["", "H08,H11", "H08, ", ", H08", "H08,  H11"])
+def test_sources_of_refuses_what_sources_text_never_writes(text):
+    with pytest.raises(ValueError):
+        review.sources_of(text)
 
 
 @pytest.mark.parametrize("text", [

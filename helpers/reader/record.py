@@ -23,8 +23,13 @@ from .transcript import (
 )
 
 
-def recorder_label(constrained: bool = False) -> str:
-    """Who recorded: the command and the library versions, nothing about the host."""
+def recorder_label(constrained: bool = False, *, command: str | None = None,
+                   grammar: str = "the reply grammar") -> str:
+    """Who recorded: the command and the library versions, nothing about the host.
+
+    ``command`` and ``grammar`` name another recording command and the grammar it
+    decodes under (lesson 4's judge records with its own).
+    """
     packages = ("transformers", "torch") + (("llguidance",) if constrained else ())
     versions = []
     for package in packages:
@@ -32,8 +37,9 @@ def recorder_label(constrained: bool = False) -> str:
             versions.append(f"{package} {importlib.metadata.version(package)}")
         except importlib.metadata.PackageNotFoundError:
             continue
-    command = "python -m helpers.reader record" + (" --constrained" if constrained else "")
-    decoding = "greedy under the reply grammar" if constrained else "greedy"
+    if command is None:
+        command = "python -m helpers.reader record" + (" --constrained" if constrained else "")
+    decoding = f"greedy under {grammar}" if constrained else "greedy"
     return f"{command} ({', '.join(versions)}, CPU, {decoding})"
 
 
