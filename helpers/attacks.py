@@ -18,6 +18,9 @@ into the reader's output, and only the parse gate keeps it from a caller.
 """
 from __future__ import annotations
 
+import csv
+import hashlib
+import io
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -153,16 +156,70 @@ def without_payload(question: str, payload: str) -> str:
     return question
 
 
+class UntrustedHandbookError(ValueError):
+    """A handbook table that is not the fingerprinted handbook was offered as trusted."""
+
+
+def handbook_fingerprint(handbook: pd.DataFrame) -> str:
+    """SHA-256 of the handbook table written back as its CSV file is written.
+
+    Lesson 5, "Plant the passages". The columns of ``riverton-handbook.csv`` in order,
+    a header line, minimal quoting and LF line ends: for the table that
+    :func:`helpers.fixture.load_riverton` returns, these are the file's own bytes, so the
+    result equals the fingerprint the metadata records. Any edited, added, dropped or
+    reordered row or column gives another value.
+    """
+    from .fixture import HANDBOOK_COLUMNS
+
+    missing = [c for c in HANDBOOK_COLUMNS if c not in handbook.columns]
+    if missing:
+        raise UntrustedHandbookError(
+            f"the handbook table has no column(s) {', '.join(missing)}, so it is not the "
+            "fingerprinted handbook; load it with helpers.fixture.load_riverton()")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(HANDBOOK_COLUMNS)
+    writer.writerows(handbook[list(HANDBOOK_COLUMNS)].itertuples(index=False, name=None))
+    return hashlib.sha256(buffer.getvalue().encode("utf-8")).hexdigest()
+
+
+def check_fingerprinted(handbook: pd.DataFrame, metadata: pd.DataFrame | None = None) -> str:
+    """Refuse a handbook table whose fingerprint is not the one the metadata records.
+
+    Lesson 5, "Plant the passages". Returns the fingerprint; raises
+    :class:`UntrustedHandbookError` naming both fingerprints otherwise. ``metadata``
+    defaults to the committed ``riverton-handbook-metadata.csv``.
+    """
+    from .fixture import HANDBOOK_FILE, METADATA_FILE, read_metadata
+
+    if metadata is None:
+        metadata = read_metadata()
+    recorded = metadata.loc[metadata["artifact"] == HANDBOOK_FILE, "fingerprint"]
+    if recorded.empty:
+        raise UntrustedHandbookError(f"{METADATA_FILE} has no row for {HANDBOOK_FILE}")
+    actual = handbook_fingerprint(handbook)
+    if actual != recorded.iloc[0]:
+        raise UntrustedHandbookError(
+            f"the handbook table is not the fingerprinted {HANDBOOK_FILE}: its rows give "
+            f"SHA-256 {actual[:12]}..., {METADATA_FILE} records {recorded.iloc[0][:12]}...; "
+            "only the validated handbook (helpers.fixture.load_riverton()) is trusted")
+    return actual
+
+
 def attack_index(handbook: pd.DataFrame, planted: pd.DataFrame,
-                 planted_ids: Iterable[str] | None = None) -> pd.DataFrame:
+                 planted_ids: Iterable[str] | None = None,
+                 metadata: pd.DataFrame | None = None) -> pd.DataFrame:
     """The passages retrieval sees under attack: the handbook plus planted passages.
 
     Lesson 5, "Plant the passages". ``planted_ids`` chooses which planted passages join
     the handbook (``None``: all of them). Every row keeps its ``source`` and gains
     ``provenance`` ("handbook" for the fingerprinted handbook's rows, else the planted
     file's value) and ``trusted`` (True only for handbook rows). Trust comes from the
-    file a row was loaded from, never from what its text or labels say.
+    file a row was loaded from, never from what its text or labels say: ``handbook``
+    must be the validated handbook table, whose rows give exactly the fingerprint that
+    ``metadata`` records (:func:`check_fingerprinted`); any other table is refused.
     """
+    check_fingerprinted(handbook, metadata)
     if planted_ids is not None:
         planted_ids = tuple(planted_ids)
     chosen = planted if planted_ids is None else planted[planted["passage_id"].isin(
@@ -185,7 +242,8 @@ UNDER_ATTACK = "under attack"
 
 
 def attack_reader_inputs(attacks: pd.DataFrame, handbook: pd.DataFrame,
-                         planted: pd.DataFrame, k: int = 3) -> pd.DataFrame:
+                         planted: pd.DataFrame, k: int = 3,
+                         metadata: pd.DataFrame | None = None) -> pd.DataFrame:
     """Retrieval and reader prompts for every attack, without and under the attack.
 
     Lesson 5, "Plant the passages". Under attack,
@@ -193,15 +251,18 @@ def attack_reader_inputs(attacks: pd.DataFrame, handbook: pd.DataFrame,
     question is asked as written; without the attack, it is fitted on the handbook
     alone and the payload is taken out of the question (:func:`without_payload`). Each
     attack gets an index of its own, so what one attack does is not mixed up with
-    another's. ``index_passages`` holds the index (see :func:`attack_index`). The prompt
+    another's. ``index_passages`` holds the index (see :func:`attack_index`, which
+    checks the handbook against ``metadata``). The prompt
     is lesson 1's (``messages``); the quoting prompt is built from the same
     ``passages`` by :func:`helpers.defences.build_quoted_messages`.
     """
+    check_fingerprinted(handbook, metadata)
     rows = []
     for attack in attacks.itertuples(index=False):
         for condition in (WITHOUT_ATTACK, UNDER_ATTACK):
             attacked = condition == UNDER_ATTACK
-            index = attack_index(handbook, planted, attack.planted_ids if attacked else ())
+            index = attack_index(handbook, planted, attack.planted_ids if attacked else (),
+                                 metadata)
             question = attack.question if attacked else without_payload(
                 attack.question, attack.payload)
             asked = pd.DataFrame({"question_id": [attack.attack_id], "question": [question]})

@@ -91,6 +91,51 @@ def test_attack_index_marks_provenance_and_trust(handbook, attack):
     assert len(attacks.attack_index(handbook, attack.passages, ())) == 15
 
 
+def test_the_handbook_table_gives_the_recorded_fingerprint(handbook, riverton):
+    recorded = riverton.metadata.set_index("artifact").at["riverton-handbook.csv", "fingerprint"]
+    assert attacks.handbook_fingerprint(handbook) == recorded
+    assert attacks.check_fingerprinted(handbook, riverton.metadata) == recorded
+
+
+@pytest.mark.parametrize("tamper", [
+    lambda h: h.assign(text=h["text"].str.replace("$150", "$500", regex=False)),  # one figure
+    lambda h: h.assign(topic=h["topic"].replace("child care", "stipend")),       # a label
+    lambda h: h.iloc[:-1],                                                      # a row dropped
+    lambda h: h.iloc[::-1],                                                     # rows reordered
+    lambda h: pd.concat([h, h.iloc[[0]].assign(passage_id="H16")]),             # a row added
+    lambda h: h.drop(columns=["author_note"]),                                  # a column dropped
+])
+def test_an_unvalidated_handbook_table_is_refused(handbook, attack, tamper):
+    tampered = tamper(handbook.copy())
+    with pytest.raises(attacks.UntrustedHandbookError, match="fingerprint|column"):
+        attacks.attack_index(tampered, attack.passages, ())
+    with pytest.raises(attacks.UntrustedHandbookError):
+        attacks.attack_reader_inputs(attack.questions, tampered, attack.passages)
+
+
+def test_the_refusal_names_both_fingerprints(handbook, attack, riverton):
+    tampered = handbook.assign(text=handbook["text"].str.replace("Room 104", "Room 105"))
+    recorded = riverton.metadata.set_index("artifact").at["riverton-handbook.csv", "fingerprint"]
+    with pytest.raises(attacks.UntrustedHandbookError) as caught:
+        attacks.attack_index(tampered, attack.passages)
+    message = str(caught.value)
+    assert recorded[:12] in message and attacks.handbook_fingerprint(tampered)[:12] in message
+    assert "riverton-handbook.csv" in message and "load_riverton" in message
+
+
+def test_trust_follows_the_metadata_given(handbook, attack, riverton):
+    """A deliberate edit recorded with update-metadata is trusted: the fingerprint says
+    the table is what the metadata describes, not that it is true."""
+    edited = handbook.assign(text=handbook["text"].str.replace("$150", "$500", regex=False))
+    metadata = riverton.metadata.copy()
+    row = metadata.index[metadata["artifact"] == "riverton-handbook.csv"][0]
+    metadata.at[row, "fingerprint"] = attacks.handbook_fingerprint(edited)
+    index = attacks.attack_index(edited, attack.passages, ("P01",), metadata)
+    assert index["trusted"].tolist() == [True] * len(edited) + [False]
+    with pytest.raises(attacks.UntrustedHandbookError):
+        attacks.attack_index(handbook, attack.passages, ("P01",), metadata)
+
+
 def test_attack_index_refuses_unknown_and_colliding_ids(handbook, attack):
     with pytest.raises(KeyError, match="P09"):
         attacks.attack_index(handbook, attack.passages, ("P09",))
@@ -140,3 +185,4 @@ def test_controls_break_the_format_only_where_declared():
     parsed = {c: parse_reader_output(r).parse_ok for c, r in
               zip(attacks.control_replies()["control_id"], attacks.control_replies()["raw_output"])}
     assert [c for c, ok in parsed.items() if not ok] == ["A03-breaks-format"]
+
