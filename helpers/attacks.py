@@ -21,12 +21,14 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 import regex
 
+from .defences import build_quoted_messages
 from .parsing import ParsedReply, parse_reader_output
 from .reader.prompts import build_messages
 from .retrieval import TfidfRetriever
@@ -252,9 +254,9 @@ def attack_reader_inputs(attacks: pd.DataFrame, handbook: pd.DataFrame,
     alone and the payload is taken out of the question (:func:`without_payload`). Each
     attack gets an index of its own, so what one attack does is not mixed up with
     another's. ``index_passages`` holds the index (see :func:`attack_index`, which
-    checks the handbook against ``metadata``). The prompt
-    is lesson 1's (``messages``); the quoting prompt is built from the same
-    ``passages`` by :func:`helpers.defences.build_quoted_messages`.
+    checks the handbook against ``metadata``). ``messages`` is lesson 1's prompt;
+    ``quoted_messages`` the quoting prompt over the same passages
+    (:func:`helpers.defences.build_quoted_messages`).
     """
     check_fingerprinted(handbook, metadata)
     rows = []
@@ -278,8 +280,72 @@ def attack_reader_inputs(attacks: pd.DataFrame, handbook: pd.DataFrame,
                 "passages": passages,
                 "index_passages": index,
                 "messages": build_messages(attack.attack_id, question, passages),
+                "quoted_messages": build_quoted_messages(attack.attack_id, question, passages),
             })
     return pd.DataFrame(rows)
+
+
+#: The runs of lesson 5's small reader, in order: (condition, prompt, column of messages).
+RUN_PLAN = (
+    (WITHOUT_ATTACK, "lesson 1 prompt", "messages"),
+    (UNDER_ATTACK, "lesson 1 prompt", "messages"),
+    (UNDER_ATTACK, "quoting prompt", "quoted_messages"),
+)
+DECODINGS = ("unconstrained", "constrained")
+
+#: The columns of :func:`run_attacks`' table, in order.
+RUN_COLUMNS = [
+    "attack_id", "condition", "prompt", "decoding", "raw_output", "output_tokens",
+    "ended_by_eos", "hit_token_cap", "retrieved_ids", "seconds",
+]
+
+
+def run_attacks(small_reader, inputs: pd.DataFrame,
+                plan: Sequence[tuple[str, str, str]] = RUN_PLAN,
+                decodings: Sequence[str] = DECODINGS) -> pd.DataFrame:
+    """Ask the reader every attack's prompts, for each run of ``plan`` and each decoding.
+
+    Lesson 5, "Run SmolLM2 with and without the attacks". ``inputs`` is
+    :func:`attack_reader_inputs`' table; each ``(condition, prompt, column)`` of ``plan``
+    takes that condition's rows and the messages in ``column``. ``constrained`` decodes
+    under lesson 3's reply grammar for the retrieved IDs
+    (:func:`helpers.constrained.generate_constrained`). While a person runs it, a
+    progress bar names the reply in progress, such as "A03 under attack, quoting
+    prompt, constrained" (:class:`helpers.progress.QuestionProgress`); a book build
+    shows none. One row per reply, in plan order, with its wall time in ``seconds``.
+    """
+    from .constrained import generate_constrained
+    from .progress import QuestionProgress
+
+    unknown = sorted(set(decodings) - set(DECODINGS))
+    if unknown:
+        raise ValueError(f"unknown decoding(s) {unknown}; use {', '.join(DECODINGS)}")
+    jobs = []
+    for condition, prompt_name, column in plan:
+        for row in inputs[inputs["condition"] == condition].itertuples(index=False):
+            for decoding in decodings:
+                name = f"{row.attack_id} {condition}, {prompt_name}, {decoding}"
+                jobs.append((name, (row, condition, prompt_name, getattr(row, column), decoding)))
+    label = f"{small_reader.model_id.rsplit('/', 1)[-1]} ({small_reader.mode})"
+    rows = []
+    with QuestionProgress(len(jobs), label, unit="reply") as bar:
+        for _, (row, condition, prompt_name, messages, decoding) in bar.track(jobs):
+            started = time.perf_counter()
+            if decoding == "unconstrained":
+                generation = small_reader.generate(messages, row.attack_id)
+            else:
+                generation = generate_constrained(small_reader, messages, row.retrieved_ids,
+                                                  row.attack_id)
+            rows.append({
+                "attack_id": row.attack_id, "condition": condition, "prompt": prompt_name,
+                "decoding": decoding, "raw_output": generation.raw_output,
+                "output_tokens": generation.output_tokens,
+                "ended_by_eos": generation.ended_by_eos,
+                "hit_token_cap": generation.hit_token_cap,
+                "retrieved_ids": row.retrieved_ids,
+                "seconds": time.perf_counter() - started,
+            })
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
 def planted_ranks(ranked: pd.DataFrame, attacks: pd.DataFrame) -> pd.Series:
