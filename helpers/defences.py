@@ -74,26 +74,68 @@ ROUTED_TOPICS: Mapping[str, str] = {
     "deadline": "deadline",
 }
 
-#: Words in a question that make it a money, eligibility or deadline question. The money
-#: words name money that passes between the centre and a student (the handbook's
-#: stipend and fares); a currency sign in the question counts as money too.
+#: Words and phrases in a question that make it a money, eligibility or deadline
+#: question. A phrase (``"sign up"``) matches those tokens in a row. The money words
+#: name money that passes between the centre and a student: the stipend, fees, and the
+#: bus passes and fares the centre pays for; a currency sign counts as money too. The
+#: enrolment words are verbs (``enroll``, ``sign up``, ``register``): asking whether or
+#: when one may enrol is an eligibility or deadline question, while the nouns name a
+#: desk or an appointment (``enrollment desk``, ``registration office``, ``sign-up
+#: meeting``) and are left out.
 QUESTION_TERMS: Mapping[str, frozenset[str]] = {
     "money": frozenset(
-        "stipend stipends allowance pay paid payment payments fare fares fee fees tuition "
-        "refund refunds dollar dollars money wage wages grant grants".split()
+        "stipend stipends allowance allowances pay paid paying payment payments fare fares "
+        "fee fees tuition refund refunds dollar dollars money wage wages grant grants "
+        "bus buses transit transport public-transport travel".split()
     ),
     "eligibility": frozenset(
         "eligible eligibility ineligible qualify qualifies qualified qualification "
         "requirement requirements required require requires prerequisite prerequisites "
-        "allowed join admitted admission age old".split()
-    ),
+        "allowed join admitted admission age ages aged old young younger "
+        "enrol enroll enrols enrolls enrolled enrolling register registers registered "
+        "registering".split()
+    ) | {"years old", "sign up", "signing up", "signed up"},
     "deadline": frozenset(
         "deadline deadlines close closes closing closed apply application applications "
-        "due cutoff late".split()
-    ),
+        "due cutoff cut-off late date dates".split()
+    ) | {"last day", "last date", "by when", "until when"},
 }
 
+#: Words that ask a price. Alone they do not make a money question ("How much does
+#: parking cost?" asks about a price the centre neither charges nor pays); with one of
+#: :data:`OFFERINGS` in the same question they do. ``free`` is not among them: the
+#: handbook uses it for a service ("free child care"), and a question that names that
+#: service asks where it is, not what it costs.
+PRICE_WORDS: frozenset[str] = frozenset(
+    "cost costs price prices priced charge charges charged".split())
+
+#: What the centre offers or charges for: its courses and what comes with them.
+OFFERINGS: frozenset[str] = frozenset(
+    "course courses class classes program programs programme programmes certificate "
+    "licence license workshop workshops training lesson lessons exam exams test tests "
+    "childcare babysitting laptop laptops enrollment enrolment registration application "
+    "applications".split()
+) | {"child care"}
+
 _CURRENCY = regex.compile(r"\p{Sc}")
+#: An age written as one token, such as ``17-year-old`` or ``16-years-old``.
+_AGE_TOKEN = regex.compile(r"\d+-years?-olds?")
+
+
+def _found(tokens: Sequence[str], terms: Iterable[str]) -> list[str]:
+    """The terms of ``terms`` found in ``tokens``: words as tokens, phrases as tokens in a row."""
+    words = set(tokens)
+    found = []
+    for term in terms:
+        parts = term.split()
+        if len(parts) == 1:
+            hit = term in words
+        else:
+            hit = any(list(tokens[i:i + len(parts)]) == parts
+                      for i in range(len(tokens) - len(parts) + 1))
+        if hit:
+            found.append(term)
+    return sorted(found)
 
 
 @dataclass(frozen=True)
@@ -113,21 +155,33 @@ def route_question(
     retrieved_topics: Iterable[tuple[str, str]],
     question_terms: Mapping[str, Iterable[str]] = QUESTION_TERMS,
     routed_topics: Mapping[str, str] = ROUTED_TOPICS,
+    price_words: Iterable[str] = PRICE_WORDS,
+    offerings: Iterable[str] = OFFERINGS,
 ) -> Route:
     """Send a money, eligibility or deadline question to a person.
 
-    Lesson 5, "Routing decided before the reader runs". ``retrieved_topics`` holds
-    ``(passage_id, topic)`` for the retrieved passages that came from the handbook (see
-    :func:`trusted_topics`): a planted passage picks its own label, so its topic is never
-    asked. The reply is not an argument: whatever the reader writes, the route is fixed
-    before it runs.
+    Lesson 5, "Routing decided before the reader runs". The question's tokens are
+    matched against ``question_terms`` (words, or phrases of words in a row); an age
+    written as one token (``17-year-old``) is an eligibility term; a price word counts
+    as money when the question also names one of ``offerings``. ``retrieved_topics``
+    holds ``(passage_id, topic)`` for the retrieved passages that came from the handbook
+    (see :func:`trusted_topics`): a planted passage picks its own label, so its topic is
+    never asked. The reply is not an argument: whatever the reader writes, the route is
+    fixed before it runs. Words it does not know let a question through: the rule fails
+    open on paraphrases, which the lesson measures.
     """
-    tokens = set(tokenize(question))
+    tokens = tokenize(question)
     reasons = []
     for category, words in question_terms.items():
-        found = sorted(tokens & set(words))
-        if category == "money" and _CURRENCY.search(question):
-            found.append(_CURRENCY.search(question).group())
+        found = _found(tokens, words)
+        if category == "eligibility":
+            found += sorted({t for t in tokens if _AGE_TOKEN.fullmatch(t)})
+        if category == "money":
+            prices, offered = _found(tokens, price_words), _found(tokens, offerings)
+            if prices and offered:
+                found += [f"{' and '.join(prices)} of {' and '.join(offered)}"]
+            if _CURRENCY.search(question):
+                found.append(_CURRENCY.search(question).group())
         if found:
             reasons.append(f"{category}: the question says {', '.join(found)}")
     for passage_id, topic in retrieved_topics:

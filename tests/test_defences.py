@@ -89,11 +89,67 @@ def test_the_parking_near_miss_is_not_routed(index):
     assert route.label == "the reader"
 
 
-def test_a_stricter_money_list_routes_parking(index):
-    terms = {**defences.QUESTION_TERMS, "money": defences.QUESTION_TERMS["money"] | {"cost"}}
+def test_parking_as_an_offering_routes_parking(index):
     route = defences.route_question("How much does parking cost at the centre?", [],
-                                    question_terms=terms)
-    assert route.to_person and route.reasons == ("money: the question says cost",)
+                                    offerings=defences.OFFERINGS | {"parking"})
+    assert route.to_person and route.reasons == ("money: the question says cost of parking",)
+
+
+@pytest.mark.parametrize(("question", "reasons"), [
+    ("What is the last day to sign up?",
+     ("eligibility: the question says sign up", "deadline: the question says last day")),
+    ("Can a 17-year-old enroll in the forklift course?",
+     ("eligibility: the question says enroll, 17-year-old",)),
+    ("How much does the Forklift Operator Licence course cost?",
+     ("money: the question says cost of course and licence",)),
+    ("Is there a charge for the spreadsheet workshop?",
+     ("money: the question says charge of workshop",)),
+    ("How long is public-transport travel covered for new learners?",
+     ("money: the question says public-transport, travel",)),
+    ("When can I register?", ("eligibility: the question says register",)),
+    ("By when must I sign up for the data course?",
+     ("eligibility: the question says sign up", "deadline: the question says by when")),
+    ("What is the start date?", ("deadline: the question says date",)),
+])
+def test_widened_words_route_without_any_passage(question, reasons):
+    assert defences.route_question(question, []) == defences.Route(True, reasons)
+
+
+@pytest.mark.parametrize("question", [
+    "How much does parking cost at the centre?",         # a price, but of nothing offered
+    "What paperwork should I carry to my sign-up meeting?",  # a noun, one token
+    "What time can I ring the registration office?",     # the noun names an office
+    "When does the enrollment desk answer phone calls?",  # the noun names a desk
+    "Where is free child care during evening classes?",  # free describes the service
+    "Where do I sign in?",                               # sign, but not sign up
+    "Can I sign my name up?",                            # sign ... up, not in a row
+    "What does a day at the centre look like?",          # day, but not last day
+])
+def test_near_misses_of_the_widened_words_are_not_routed(question):
+    assert defences.route_question(question, []) == defences.Route(False, ())
+
+
+def test_every_question_whose_gold_passage_is_sensitive_is_routed(riverton, handbook):
+    """Lesson 1's and the extended set's questions on a routed topic all go to a person,
+    whether or not tf-idf retrieves their gold passage (it misses the paraphrases)."""
+    from helpers.fixture import load_questions
+    from helpers.retrieval import TfidfRetriever
+
+    extended = load_questions("riverton-extended-questions.csv", handbook=handbook,
+                              metadata=riverton.metadata)
+    both = pd.concat([riverton.questions, extended], ignore_index=True)
+    topic = dict(zip(handbook["passage_id"], handbook["topic"]))
+    sensitive = both[both["gold_passage_id"].map(lambda g: topic.get(g) in
+                                                 defences.ROUTED_TOPICS)]
+    assert {"Q1", "Q2", "Q4", "X03", "X05", "X07", "X08", "X16", "X31"} <= set(
+        sensitive["question_id"])
+    normal = attack_index(handbook, load_attack_fixture().passages, ())
+    retrieved = TfidfRetriever.fit(handbook).rank(sensitive, k=3)
+    table = defences.route_table(sensitive, retrieved, normal)
+    assert table["to_person"].all(), table.loc[~table["to_person"], "question_id"].tolist()
+    gold_missed = [q for q, g, ids in zip(table["question_id"], sensitive["gold_passage_id"],
+                                          table["retrieved_ids"]) if g not in ids]
+    assert {"X05", "X08"} <= set(gold_missed)  # routed by their words alone
 
 
 def test_a_routed_topic_alone_routes_a_plain_question(index):
