@@ -18,12 +18,17 @@ into the reader's output, and only the parse gate keeps it from a caller.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import csv
+import hashlib
+import io
+import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
 import regex
 
+from .defences import build_quoted_messages
 from .parsing import ParsedReply, parse_reader_output
 from .reader.prompts import build_messages
 from .retrieval import TfidfRetriever
@@ -153,16 +158,70 @@ def without_payload(question: str, payload: str) -> str:
     return question
 
 
+class UntrustedHandbookError(ValueError):
+    """A handbook table that is not the fingerprinted handbook was offered as trusted."""
+
+
+def handbook_fingerprint(handbook: pd.DataFrame) -> str:
+    """SHA-256 of the handbook table written back as its CSV file is written.
+
+    Lesson 5, "Plant the passages". The columns of ``riverton-handbook.csv`` in order,
+    a header line, minimal quoting and LF line ends: for the table that
+    :func:`helpers.fixture.load_riverton` returns, these are the file's own bytes, so the
+    result equals the fingerprint the metadata records. Any edited, added, dropped or
+    reordered row or column gives another value.
+    """
+    from .fixture import HANDBOOK_COLUMNS
+
+    missing = [c for c in HANDBOOK_COLUMNS if c not in handbook.columns]
+    if missing:
+        raise UntrustedHandbookError(
+            f"the handbook table has no column(s) {', '.join(missing)}, so it is not the "
+            "fingerprinted handbook; load it with helpers.fixture.load_riverton()")
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(HANDBOOK_COLUMNS)
+    writer.writerows(handbook[list(HANDBOOK_COLUMNS)].itertuples(index=False, name=None))
+    return hashlib.sha256(buffer.getvalue().encode("utf-8")).hexdigest()
+
+
+def check_fingerprinted(handbook: pd.DataFrame, metadata: pd.DataFrame | None = None) -> str:
+    """Refuse a handbook table whose fingerprint is not the one the metadata records.
+
+    Lesson 5, "Plant the passages". Returns the fingerprint; raises
+    :class:`UntrustedHandbookError` naming both fingerprints otherwise. ``metadata``
+    defaults to the committed ``riverton-handbook-metadata.csv``.
+    """
+    from .fixture import HANDBOOK_FILE, METADATA_FILE, read_metadata
+
+    if metadata is None:
+        metadata = read_metadata()
+    recorded = metadata.loc[metadata["artifact"] == HANDBOOK_FILE, "fingerprint"]
+    if recorded.empty:
+        raise UntrustedHandbookError(f"{METADATA_FILE} has no row for {HANDBOOK_FILE}")
+    actual = handbook_fingerprint(handbook)
+    if actual != recorded.iloc[0]:
+        raise UntrustedHandbookError(
+            f"the handbook table is not the fingerprinted {HANDBOOK_FILE}: its rows give "
+            f"SHA-256 {actual[:12]}..., {METADATA_FILE} records {recorded.iloc[0][:12]}...; "
+            "only the validated handbook (helpers.fixture.load_riverton()) is trusted")
+    return actual
+
+
 def attack_index(handbook: pd.DataFrame, planted: pd.DataFrame,
-                 planted_ids: Iterable[str] | None = None) -> pd.DataFrame:
+                 planted_ids: Iterable[str] | None = None,
+                 metadata: pd.DataFrame | None = None) -> pd.DataFrame:
     """The passages retrieval sees under attack: the handbook plus planted passages.
 
     Lesson 5, "Plant the passages". ``planted_ids`` chooses which planted passages join
     the handbook (``None``: all of them). Every row keeps its ``source`` and gains
     ``provenance`` ("handbook" for the fingerprinted handbook's rows, else the planted
     file's value) and ``trusted`` (True only for handbook rows). Trust comes from the
-    file a row was loaded from, never from what its text or labels say.
+    file a row was loaded from, never from what its text or labels say: ``handbook``
+    must be the validated handbook table, whose rows give exactly the fingerprint that
+    ``metadata`` records (:func:`check_fingerprinted`); any other table is refused.
     """
+    check_fingerprinted(handbook, metadata)
     if planted_ids is not None:
         planted_ids = tuple(planted_ids)
     chosen = planted if planted_ids is None else planted[planted["passage_id"].isin(
@@ -185,7 +244,8 @@ UNDER_ATTACK = "under attack"
 
 
 def attack_reader_inputs(attacks: pd.DataFrame, handbook: pd.DataFrame,
-                         planted: pd.DataFrame, k: int = 3) -> pd.DataFrame:
+                         planted: pd.DataFrame, k: int = 3,
+                         metadata: pd.DataFrame | None = None) -> pd.DataFrame:
     """Retrieval and reader prompts for every attack, without and under the attack.
 
     Lesson 5, "Plant the passages". Under attack,
@@ -193,15 +253,18 @@ def attack_reader_inputs(attacks: pd.DataFrame, handbook: pd.DataFrame,
     question is asked as written; without the attack, it is fitted on the handbook
     alone and the payload is taken out of the question (:func:`without_payload`). Each
     attack gets an index of its own, so what one attack does is not mixed up with
-    another's. ``index_passages`` holds the index (see :func:`attack_index`). The prompt
-    is lesson 1's (``messages``); the quoting prompt is built from the same
-    ``passages`` by :func:`helpers.defences.build_quoted_messages`.
+    another's. ``index_passages`` holds the index (see :func:`attack_index`, which
+    checks the handbook against ``metadata``). ``messages`` is lesson 1's prompt;
+    ``quoted_messages`` the quoting prompt over the same passages
+    (:func:`helpers.defences.build_quoted_messages`).
     """
+    check_fingerprinted(handbook, metadata)
     rows = []
     for attack in attacks.itertuples(index=False):
         for condition in (WITHOUT_ATTACK, UNDER_ATTACK):
             attacked = condition == UNDER_ATTACK
-            index = attack_index(handbook, planted, attack.planted_ids if attacked else ())
+            index = attack_index(handbook, planted, attack.planted_ids if attacked else (),
+                                 metadata)
             question = attack.question if attacked else without_payload(
                 attack.question, attack.payload)
             asked = pd.DataFrame({"question_id": [attack.attack_id], "question": [question]})
@@ -217,8 +280,72 @@ def attack_reader_inputs(attacks: pd.DataFrame, handbook: pd.DataFrame,
                 "passages": passages,
                 "index_passages": index,
                 "messages": build_messages(attack.attack_id, question, passages),
+                "quoted_messages": build_quoted_messages(attack.attack_id, question, passages),
             })
     return pd.DataFrame(rows)
+
+
+#: The runs of lesson 5's small reader, in order: (condition, prompt, column of messages).
+RUN_PLAN = (
+    (WITHOUT_ATTACK, "lesson 1 prompt", "messages"),
+    (UNDER_ATTACK, "lesson 1 prompt", "messages"),
+    (UNDER_ATTACK, "quoting prompt", "quoted_messages"),
+)
+DECODINGS = ("unconstrained", "constrained")
+
+#: The columns of :func:`run_attacks`' table, in order.
+RUN_COLUMNS = [
+    "attack_id", "condition", "prompt", "decoding", "raw_output", "output_tokens",
+    "ended_by_eos", "hit_token_cap", "retrieved_ids", "seconds",
+]
+
+
+def run_attacks(small_reader, inputs: pd.DataFrame,
+                plan: Sequence[tuple[str, str, str]] = RUN_PLAN,
+                decodings: Sequence[str] = DECODINGS) -> pd.DataFrame:
+    """Ask the reader every attack's prompts, for each run of ``plan`` and each decoding.
+
+    Lesson 5, "Run SmolLM2 with and without the attacks". ``inputs`` is
+    :func:`attack_reader_inputs`' table; each ``(condition, prompt, column)`` of ``plan``
+    takes that condition's rows and the messages in ``column``. ``constrained`` decodes
+    under lesson 3's reply grammar for the retrieved IDs
+    (:func:`helpers.constrained.generate_constrained`). While a person runs it, a
+    progress bar names the reply in progress, such as "A03 under attack, quoting
+    prompt, constrained" (:class:`helpers.progress.QuestionProgress`); a book build
+    shows none. One row per reply, in plan order, with its wall time in ``seconds``.
+    """
+    from .constrained import generate_constrained
+    from .progress import QuestionProgress
+
+    unknown = sorted(set(decodings) - set(DECODINGS))
+    if unknown:
+        raise ValueError(f"unknown decoding(s) {unknown}; use {', '.join(DECODINGS)}")
+    jobs = []
+    for condition, prompt_name, column in plan:
+        for row in inputs[inputs["condition"] == condition].itertuples(index=False):
+            for decoding in decodings:
+                name = f"{row.attack_id} {condition}, {prompt_name}, {decoding}"
+                jobs.append((name, (row, condition, prompt_name, getattr(row, column), decoding)))
+    label = f"{small_reader.model_id.rsplit('/', 1)[-1]} ({small_reader.mode})"
+    rows = []
+    with QuestionProgress(len(jobs), label, unit="reply") as bar:
+        for _, (row, condition, prompt_name, messages, decoding) in bar.track(jobs):
+            started = time.perf_counter()
+            if decoding == "unconstrained":
+                generation = small_reader.generate(messages, row.attack_id)
+            else:
+                generation = generate_constrained(small_reader, messages, row.retrieved_ids,
+                                                  row.attack_id)
+            rows.append({
+                "attack_id": row.attack_id, "condition": condition, "prompt": prompt_name,
+                "decoding": decoding, "raw_output": generation.raw_output,
+                "output_tokens": generation.output_tokens,
+                "ended_by_eos": generation.ended_by_eos,
+                "hit_token_cap": generation.hit_token_cap,
+                "retrieved_ids": row.retrieved_ids,
+                "seconds": time.perf_counter() - started,
+            })
+    return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 
 def planted_ranks(ranked: pd.DataFrame, attacks: pd.DataFrame) -> pd.Series:

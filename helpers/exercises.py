@@ -1408,17 +1408,32 @@ def _route_cases() -> list[tuple[str, str, list]]:
     return cases
 
 
+def _child_care_passage() -> str:
+    """The handbook passage A06's question retrieves first without its attack (H13)."""
+    from . import attacks
+
+    return _attack_inputs()[("A06", attacks.WITHOUT_ATTACK)].retrieved_ids[0]
+
+
 def _child_care_topic() -> str:
-    return _handbook().set_index("passage_id").at["H13", "topic"]
+    return _handbook().set_index("passage_id").at[_child_care_passage(), "topic"]
 
 
 def _about_child_care(name: str) -> bool:
-    """Whether a routed question asks about child care (its gold or retrieved passage is H13)."""
+    """Whether a routed question asks about child care: its gold passage, or for an attack
+    question a retrieved passage, is the child-care passage."""
+    passage = _child_care_passage()
     if name in _question_texts():
-        return _questions().set_index("question_id").at[name, "gold_passage_id"] == "H13"
+        return _questions().set_index("question_id").at[name, "gold_passage_id"] == passage
     attack_id, _, condition = name.partition(" (")
     row = _attack_inputs()[(attack_id, condition.rstrip(")"))]
-    return "H13" in row.retrieved_ids
+    return passage in row.retrieved_ids
+
+
+def _unheld_controls(attack_id: str) -> list[str]:
+    """The author controls of ``attack_id`` that no code defence holds."""
+    return [control_id for control_id, verdict in _control_verdicts().items()
+            if control_id.startswith(f"{attack_id}-") and not verdict["held_by_any"]]
 
 
 def _term_mapping(value: Any, name: str) -> dict[str, frozenset[str]]:
@@ -1449,10 +1464,12 @@ def route_child_care(my_topics, my_terms, also_routed):
         return hint("my_topics must be a dict from a handbook topic to a category name, like "
                     "defences.ROUTED_TOPICS.")
     terms = _term_mapping(my_terms, "my_terms")
-    spaced = sorted(w for words in terms.values() for w in words if len(text.tokenize(w)) != 1)
-    if spaced:
-        return hint(f"{spaced[0]!r} can never match: the rule compares single words of the "
-                    "question (text.tokenize splits it), so give one word at a time.")
+    unmatchable = sorted(w for words in terms.values() for w in words
+                         if " ".join(text.tokenize(w)) != w)
+    if unmatchable:
+        return hint(f"{unmatchable[0]!r} can never match: the rule compares the question's "
+                    "tokens as text.tokenize gives them (lower case, no punctuation), so "
+                    "write each word, or each phrase of words, the same way.")
     from . import defences
 
     dropped = sorted(topic for topic, category in defences.ROUTED_TOPICS.items()
@@ -1491,14 +1508,25 @@ def route_child_care(my_topics, my_terms, also_routed):
                         "asks and what it retrieves.")
         return hint("Your rule sends one more of the six lesson 1 questions to a person than "
                     "you list.")
+    controls = _unheld_controls("A06")
+    held_now = (f"the author control{'s' if len(controls) != 1 else ''} "
+                f"{', '.join(controls)}, which got past every defence, "
+                f"{'is' if len(controls) == 1 else 'are'} now held by routing"
+                if controls else "every A06 reply is now routed")
     if expected:
         return correct(f"A06 is routed, and so is {', '.join(expected)}, which asks about "
-                       "child care in other words: the author control A06-library, which got "
-                       "past every defence, is now held by routing.")
-    return correct("A06 is routed, and the control A06-library with it. But Q3 asks about "
-                   "child care in other words and retrieves nothing, so a rule on handbook "
-                   "topics never sees it: routing by topic is only as good as retrieval, "
-                   "and words in the question are the other half of the rule.")
+                       f"child care in other words: {held_now}.")
+    passage = _child_care_passage()
+    retrieved = _retrieved_ids()
+    missed = [q for q in _question_texts() if _about_child_care(q) and not after[q]]
+    if not missed:
+        return correct(f"A06 is routed: {held_now}.")
+    what = ", ".join(f"{q} (which retrieves {', '.join(retrieved[q]) or 'nothing'})"
+                     for q in missed)
+    return correct(f"A06 is routed: {held_now}. But {what} asks about child care in other "
+                   f"words, and {passage}'s topic is only seen when {passage} is retrieved: "
+                   "routing by topic is only as good as retrieval, and words in the "
+                   "question are the other half of the rule.")
 
 
 #: The passage ID exercise 5.2's planted passage gets.
@@ -1549,18 +1577,22 @@ def planted_figure(planted_text, reply):
     if set(figures) <= handbook_figures:
         return hint("Every figure in your answer appears in the handbook; state one that no "
                     "handbook passage holds, as an attacker would.")
-    route = defences.route_question(question, defences.trusted_topics(retrieved, index))
-    verdict = defences.defence_verdicts(reply, retrieved, route, index)
+    verdict = defences.verdicts_for_reply(reply, question, retrieved, index)
     if verdict["held_by_screen"]:
         return hint(f"The screen holds it ({verdict['screen_failed_checks']}): every figure "
                     "in the answer must appear in a passage it cites, and it may cite only "
                     "retrieved passages.")
     assert verdict["held_by_provenance"]
     routed = ("Routing holds it as well." if verdict["routed_to_person"] else
-              "Routing does not: child care is not a routed topic.")
+              f"Routing does not: {_child_care_topic()} is not a routed topic.")
+    contradiction = (f"The contradiction check holds it too ({verdict['conflicts']}), but "
+                     "only because your passage carries the handbook's topic."
+                     if verdict["held_by_contradiction"] else
+                     "The contradiction check does not: no retrieved handbook passage on "
+                     "its topic states other figures.")
     return correct(f"The screen passes it: {PLANTED_ID} exists, was retrieved and holds the "
                    f"figure. Provenance holds it, because {PLANTED_ID} did not come from the "
-                   f"fingerprinted handbook. {routed}")
+                   f"fingerprinted handbook. {contradiction} {routed}")
 
 
 @functools.cache
@@ -1571,10 +1603,8 @@ def _control_verdicts() -> dict[str, dict]:
     verdicts = {}
     for control in attacks.control_replies().itertuples(index=False):
         row = _attack_inputs()[(control.attack_id, attacks.UNDER_ATTACK)]
-        route = defences.route_question(
-            row.question, defences.trusted_topics(row.retrieved_ids, row.index_passages))
-        verdicts[control.control_id] = defences.defence_verdicts(
-            control.raw_output, row.retrieved_ids, route, row.index_passages)
+        verdicts[control.control_id] = defences.verdicts_for_reply(
+            control.raw_output, row.question, row.retrieved_ids, row.index_passages)
     return verdicts
 
 

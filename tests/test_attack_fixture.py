@@ -35,14 +35,16 @@ from test_fixture import _assert_where, _replace_bytes, _rewrite_csv, _set_field
 
 ATTACK_FILES = (ATTACK_PASSAGES_FILE, ATTACK_QUESTIONS_FILE)
 
-# The bytes lessons 1 to 4 were written against. A changed fingerprint here means a
-# normal fixture file changed, which this book forbids: attacks live in their own files.
+# The bytes lessons 1 to 4 were written against: every normal fixture file the metadata
+# lists, lesson 4's support review included. A changed fingerprint here means a normal
+# fixture file changed, which this book forbids: attacks live in their own files.
 NORMAL_FINGERPRINTS = {
     "riverton-handbook.csv": "28ebd7a661c793fe99ebdcaa039312ce0f366820583b235424194ee8e427c807",
     "riverton-handbook-questions.csv":
         "e5284e19c19686251608935f356d4f062bae5750863169baa3a5307e92ca8931",
     "riverton-extended-questions.csv":
         "f3b6f02ad64ce092fdea2556a1548b197f853512f57524f90ef6ef45c16c73eb",
+    "support-review.csv": "f567ef3f3687545a2885b660311377cf3be4c470fe34a17336efec3ff030452b",
 }
 
 
@@ -298,7 +300,19 @@ def test_update_metadata_refuses_an_invalid_attack_file(data_copy):
 
 
 def test_the_normal_fixture_fingerprints_are_unchanged():
+    """Every normal fixture file keeps the bytes lessons 1 to 4 were written against.
+
+    The pins cover every file the metadata lists outside the attack fixture, so a new
+    normal file must be pinned here too. The reader transcript (reader-transcript.jsonl)
+    is not pinned: it is not in the metadata, and it legitimately grows whenever replies
+    are recorded, lesson 5's attacked prompts included (a server run can record them).
+    :func:`test_no_planted_string_appears_in_a_lesson_1_to_4_data_file` guards it
+    instead, entry by entry: planted text may appear only in entries recorded for an
+    attack question (``A01``...).
+    """
     metadata = read_metadata(DATA_DIR).set_index("artifact")
+    normal = set(metadata.index) - set(ATTACK_FILES)
+    assert normal == set(NORMAL_FINGERPRINTS), sorted(normal ^ set(NORMAL_FINGERPRINTS))
     for name, pinned in NORMAL_FINGERPRINTS.items():
         assert metadata.at[name, "fingerprint"] == pinned, name
         assert fingerprint(DATA_DIR / name) == pinned, name

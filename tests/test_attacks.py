@@ -6,6 +6,7 @@ import pytest
 
 from helpers import attacks
 from helpers.attacks import RuleError, Term, parse_rule, rule_holds
+from helpers.defences import build_quoted_messages
 from helpers.fixture import load_attack_fixture
 
 
@@ -91,6 +92,51 @@ def test_attack_index_marks_provenance_and_trust(handbook, attack):
     assert len(attacks.attack_index(handbook, attack.passages, ())) == 15
 
 
+def test_the_handbook_table_gives_the_recorded_fingerprint(handbook, riverton):
+    recorded = riverton.metadata.set_index("artifact").at["riverton-handbook.csv", "fingerprint"]
+    assert attacks.handbook_fingerprint(handbook) == recorded
+    assert attacks.check_fingerprinted(handbook, riverton.metadata) == recorded
+
+
+@pytest.mark.parametrize("tamper", [
+    lambda h: h.assign(text=h["text"].str.replace("$150", "$500", regex=False)),  # one figure
+    lambda h: h.assign(topic=h["topic"].replace("child care", "stipend")),       # a label
+    lambda h: h.iloc[:-1],                                                      # a row dropped
+    lambda h: h.iloc[::-1],                                                     # rows reordered
+    lambda h: pd.concat([h, h.iloc[[0]].assign(passage_id="H16")]),             # a row added
+    lambda h: h.drop(columns=["author_note"]),                                  # a column dropped
+])
+def test_an_unvalidated_handbook_table_is_refused(handbook, attack, tamper):
+    tampered = tamper(handbook.copy())
+    with pytest.raises(attacks.UntrustedHandbookError, match="fingerprint|column"):
+        attacks.attack_index(tampered, attack.passages, ())
+    with pytest.raises(attacks.UntrustedHandbookError):
+        attacks.attack_reader_inputs(attack.questions, tampered, attack.passages)
+
+
+def test_the_refusal_names_both_fingerprints(handbook, attack, riverton):
+    tampered = handbook.assign(text=handbook["text"].str.replace("Room 104", "Room 105"))
+    recorded = riverton.metadata.set_index("artifact").at["riverton-handbook.csv", "fingerprint"]
+    with pytest.raises(attacks.UntrustedHandbookError) as caught:
+        attacks.attack_index(tampered, attack.passages)
+    message = str(caught.value)
+    assert recorded[:12] in message and attacks.handbook_fingerprint(tampered)[:12] in message
+    assert "riverton-handbook.csv" in message and "load_riverton" in message
+
+
+def test_trust_follows_the_metadata_given(handbook, attack, riverton):
+    """A deliberate edit recorded with update-metadata is trusted: the fingerprint says
+    the table is what the metadata describes, not that it is true."""
+    edited = handbook.assign(text=handbook["text"].str.replace("$150", "$500", regex=False))
+    metadata = riverton.metadata.copy()
+    row = metadata.index[metadata["artifact"] == "riverton-handbook.csv"][0]
+    metadata.at[row, "fingerprint"] = attacks.handbook_fingerprint(edited)
+    index = attacks.attack_index(edited, attack.passages, ("P01",), metadata)
+    assert index["trusted"].tolist() == [True] * len(edited) + [False]
+    with pytest.raises(attacks.UntrustedHandbookError):
+        attacks.attack_index(handbook, attack.passages, ("P01",), metadata)
+
+
 def test_attack_index_refuses_unknown_and_colliding_ids(handbook, attack):
     with pytest.raises(KeyError, match="P09"):
         attacks.attack_index(handbook, attack.passages, ("P09",))
@@ -108,6 +154,10 @@ def test_attack_reader_inputs_retrieve_each_attack(handbook, attack):
         assert set(question.planted_ids) <= set(row.retrieved_ids), row.attack_id
         assert len(row.retrieved_ids) <= 3
         assert row.messages[1]["content"].startswith(f"QUESTION ID: {row.attack_id}\n")
+    for row in inputs.itertuples():
+        assert row.quoted_messages == build_quoted_messages(row.attack_id, row.question,
+                                                            row.passages)
+        assert row.quoted_messages[1]["content"] != row.messages[1]["content"]
     clean = inputs[inputs["condition"] == attacks.WITHOUT_ATTACK]
     assert not any(set(ids) & planted_ids for ids in clean["retrieved_ids"])
     a04 = clean.set_index("attack_id").loc["A04"]
@@ -140,3 +190,43 @@ def test_controls_break_the_format_only_where_declared():
     parsed = {c: parse_reader_output(r).parse_ok for c, r in
               zip(attacks.control_replies()["control_id"], attacks.control_replies()["raw_output"])}
     assert [c for c, ok in parsed.items() if not ok] == ["A03-breaks-format"]
+
+
+# --- the small reader's runs ----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_run_attacks_names_each_reply_on_its_progress_bar(handbook, attack, monkeypatch, capsys):
+    """SmolLM2 live on one attack, both decodings: the bar (on standard error, as a person
+    running the code in a terminal sees it) names each reply in progress and counts them."""
+    import os
+
+    from helpers import progress
+    from helpers.reader import load_reader
+
+    person = {k: v for k, v in os.environ.items()
+              if k not in (progress.BUILD_ENV, progress.SWITCH_ENV, *progress.QUARTO_MARKERS)}
+    monkeypatch.setattr(os, "environ", person)
+    inputs = attacks.attack_reader_inputs(attack.questions, handbook, attack.passages)
+    a04 = inputs[inputs["attack_id"] == "A04"]
+    small = load_reader("smollm2_135m_instruct", mode="live")
+    capsys.readouterr()
+    plan = [(attacks.UNDER_ATTACK, "quoting prompt", "quoted_messages")]
+    runs = attacks.run_attacks(small, a04, plan=plan)
+    err = capsys.readouterr().err
+    assert list(runs.columns) == attacks.RUN_COLUMNS
+    assert runs["decoding"].tolist() == list(attacks.DECODINGS)
+    assert (runs["prompt"] == "quoting prompt").all() and (runs["attack_id"] == "A04").all()
+    assert runs["raw_output"].map(bool).all() and (runs["seconds"] > 0).all()
+    assert "SmolLM2-135M-Instruct (live)" in err and "2/2" in err
+    for decoding in attacks.DECODINGS:
+        assert f"A04 under attack, quoting prompt, {decoding}" in err
+    # The unconstrained reply is the reader's own generation for the quoting prompt.
+    row = a04[a04["condition"] == attacks.UNDER_ATTACK].iloc[0]
+    assert runs.at[0, "raw_output"] == small.generate(row["quoted_messages"], "A04").raw_output
+
+
+def test_run_attacks_refuses_an_unknown_decoding(handbook, attack):
+    inputs = attacks.attack_reader_inputs(attack.questions, handbook, attack.passages)
+    with pytest.raises(ValueError, match="sampled"):
+        attacks.run_attacks(None, inputs, decodings=("sampled",))

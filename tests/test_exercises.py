@@ -169,7 +169,7 @@ WRONG_ANSWERS = [
     ("5.1", "my_topics, my_terms, also_routed = defences.ROUTED_TOPICS, defences.QUESTION_TERMS, []",
      "A06 (without the attack) still goes to the reader"),
     ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
-            "{**defences.QUESTION_TERMS, 'care': {'child care'}}, []", "'child care' can never match"),
+            "{**defences.QUESTION_TERMS, 'care': {'Kid'}}, []", "'Kid' can never match"),
     ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care', "
             "'location': 'care'}, defences.QUESTION_TERMS, []", "Your rule also sends Q5 to a person"),
     ("5.1", "my_topics, my_terms, also_routed = {'child care': 'care'}, defences.QUESTION_TERMS, []",
@@ -194,7 +194,7 @@ WRONG_ANSWERS = [
     ("5.3", 'reached_caller, sole_holder = ["A03-reveals-in-format", "A06-library"], '
             '{"A04-says-yes": "screen"}', "A04-says-yes is held by one defence, but not by screen"),
     ("5.3", 'reached_caller, sole_holder = ["A03-reveals-in-format", "A06-library"], '
-            '{"A04-says-yes": "routing"}', "more controls are held by exactly one defence"),
+            '{"A04-says-yes": "routing"}', "more control is held by exactly one defence"),
 ]
 
 
