@@ -182,12 +182,63 @@ def _filled(value: Any) -> bool:
     return True
 
 
+class AnswerShapeError(Exception):
+    """An answer that does not have the form its check expects; the check shows a hint.
+
+    Raised by the validators of this module (a dict without a key, a set where the order
+    matters); the message names the answer and what is wrong with its form.
+    """
+
+
+#: The code objects of the registered checkers (their own bodies are never "reading").
+_CHECKER_CODES: set = set()
+
+
+def _pieces(answers: Sequence[Any]) -> list[Any]:
+    """The answers and their items one level down (a dict's values, a list's items)."""
+    found = []
+    for answer in answers:
+        found.append(answer)
+        if isinstance(answer, Mapping):
+            found.extend(answer.values())
+        elif isinstance(answer, (list, tuple)):
+            found.extend(answer)
+    # None and booleans are shared singletons: being handed one says nothing.
+    return [piece for piece in found if piece is not None and not isinstance(piece, bool)]
+
+
+def _raised_reading(error: BaseException, answers: Sequence[Any]) -> bool:
+    """Whether ``error`` was raised in a function of this module (not a checker's own
+    body) that was handed one of the answers, or an item of one, as an argument."""
+    trace = error.__traceback__
+    if trace is None:
+        return False
+    while trace.tb_next is not None:
+        trace = trace.tb_next
+    frame = trace.tb_frame
+    code = frame.f_code
+    if frame.f_globals.get("__name__") != __name__ or code in _CHECKER_CODES:
+        return False
+    arguments = [frame.f_locals.get(name) for name in code.co_varnames[:code.co_argcount]]
+    pieces = _pieces(answers)
+    return any(argument is piece for argument in arguments for piece in pieces)
+
+
+def _shape_hint(key: str, error: BaseException, expects: str) -> Verdict:
+    detail = str(error) if isinstance(error, AnswerShapeError) else (
+        f"{type(error).__name__}: {error.args[0] if len(error.args) == 1 else error}")
+    return Verdict(key, HINT, f"The check could not use your answer: {detail}. "
+                              f"It expects {expects}.")
+
+
 def exercise(key: str, title: str, *, expects: str) -> Callable:
     """Register a checker for exercise ``key`` ("N.M"); see the module docstring.
 
     The wrapped checker takes the student's answers and returns a :class:`Verdict`. An
     answer that still holds ``...`` gives "not attempted yet" before the checker runs;
-    an answer the checker cannot use gives a hint that says what form it expects.
+    an answer the checker cannot read gives a hint that says what form it expects. Any
+    other error the checker raises propagates: it is a fault of the check, not of the
+    answer.
     """
     lesson, _, number = key.partition(".")
     if not (lesson.isdigit() and number.isdigit()):
@@ -216,11 +267,15 @@ def exercise(key: str, title: str, *, expects: str) -> Callable:
                                + ": fill in every part, then run this cell again.")
             try:
                 outcome = checker(*answers)
-            except Exception as error:  # noqa: BLE001 - a student's answer must never crash the check
-                return Verdict(key, HINT, f"The check could not use your answer "
-                                          f"({type(error).__name__}: {error}). It expects {expects}.")
+            except AnswerShapeError as error:
+                return _shape_hint(key, error, expects)
+            except (TypeError, ValueError, KeyError) as error:
+                if not _raised_reading(error, answers):
+                    raise
+                return _shape_hint(key, error, expects)
             return Verdict(key, outcome.status, outcome.message)
 
+        _CHECKER_CODES.add(checker.__code__)
         run.exercise_key = key
         EXERCISES[key] = Exercise(key, int(lesson), title, expects, run)
         return run
@@ -305,18 +360,18 @@ def _id_list(value: Any, what: str) -> list[str]:
     if isinstance(value, str):
         value = [part for part in (p.strip() for p in value.split(",")) if part]
     if isinstance(value, (set, frozenset)):
-        raise TypeError(f"{what} must be a list in order, not a set")
+        raise AnswerShapeError(f"{what} must be a list in order, not a set")
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise TypeError(f"{what} must be a list of IDs such as ['H01', 'H02']")
+        raise AnswerShapeError(f"{what} must be a list of IDs such as ['H01', 'H02']")
     return [v.strip() for v in value]
 
 
 def _require_keys(answer: Any, name: str, keys: Sequence[str]) -> None:
     if not isinstance(answer, Mapping):
-        raise TypeError(f"{name} must be a dict with keys {', '.join(map(repr, keys))}")
+        raise AnswerShapeError(f"{name} is a {type(answer).__name__}, not a dict")
     missing = [k for k in keys if k not in answer]
     if missing:
-        raise KeyError(f"{name} has no key {', '.join(map(repr, missing))}")
+        raise AnswerShapeError(f"{name} has no key {', '.join(map(repr, missing))}")
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -613,7 +668,7 @@ def own_paraphrase(paraphrase):
     _require_keys(paraphrase, "paraphrase", ("passage_id", "question"))
     passage_id, question = paraphrase["passage_id"], paraphrase["question"]
     passages = _passage_texts()
-    if passage_id not in passages:
+    if not isinstance(passage_id, str) or passage_id not in passages:
         return hint(f"{passage_id!r} is not a handbook passage ID (H01 to H{len(passages):02d}).")
     if not isinstance(question, str) or not question.strip().endswith("?"):
         return hint("'question' must be a question: a string ending with '?'.")
@@ -678,6 +733,9 @@ def code_lookup(code_tops):
         _require_keys(given, f"code_tops[{question!r}]", ("tf-idf", "dense", "hybrid"))
         for name, top in expected[question].items():
             value = given[name]
+            if value is not None and not isinstance(value, str):
+                return hint(f"Give each retriever's top passage as an ID string such as "
+                            f"'H01', or None; code_tops[{question!r}][{name!r}] is {value!r}.")
             if value == top:
                 continue
             if value is not None and value not in passages:
@@ -701,12 +759,19 @@ WEIGHT_GRID = tuple(round(0.05 * i, 2) for i in range(21))
 
 
 def _weights(value: Any, what: str) -> list[float]:
-    if isinstance(value, (int, float, np.floating)):
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         value = [value]
-    weights = [round(float(v), 2) for v in value]
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise AnswerShapeError(f"{what} must be a list of weights from exercises.WEIGHT_GRID")
+    try:
+        weights = [round(float(v), 2) for v in value]
+    except (TypeError, ValueError) as error:
+        raise AnswerShapeError(f"{what} must be a list of weights from "
+                               "exercises.WEIGHT_GRID") from error
     off_grid = [w for w in weights if w not in WEIGHT_GRID]
     if off_grid:
-        raise ValueError(f"{what} holds {off_grid[0]}, which is not on the grid 0, 0.05, ..., 1")
+        raise AnswerShapeError(f"{what} holds {off_grid[0]}, which is not on the grid "
+                               "exercises.WEIGHT_GRID")
     return sorted(set(weights))
 
 
@@ -782,7 +847,8 @@ def six_question_threshold(threshold):
     """
     _require_keys(threshold, "threshold", ("t", "stopped_with_gold", "read_unanswerable"))
     t = threshold["t"]
-    if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) or math.isnan(t):
+    numeric = (int, float, np.integer, np.floating)
+    if isinstance(t, bool) or not isinstance(t, numeric) or math.isnan(t):
         return hint("'t' must be a number.")
     t = float(t)
     top = _hybrid_top()

@@ -8,6 +8,8 @@ answers and expect the specific hint.
 """
 from __future__ import annotations
 
+import textwrap
+
 import nbformat
 import pytest
 
@@ -295,6 +297,57 @@ def test_an_unusable_answer_gets_a_hint_that_names_the_expected_form():
     assert exercises.check("1.2", ["H01"]).status == HINT  # one answer of two
     with pytest.raises(KeyError, match="no exercise '7.7'"):
         exercises.check("7.7", 1)
+
+
+# --------------------------------------------------------------------------- checker faults
+
+
+def _module_checker(source: str, name: str):
+    """A function compiled as if it were written in helpers/exercises.py (its globals are
+    a copy of the module's), so that it counts as a checker of that module."""
+    namespace = dict(vars(exercises))
+    exec(compile(textwrap.dedent(source), exercises.__file__, "exec"), namespace)
+    return namespace[name]
+
+
+def test_a_fault_of_the_checker_is_raised_never_shown_as_a_hint(monkeypatch):
+    monkeypatch.setattr(exercises, "EXERCISES", {})
+
+    @exercises.exercise("9.1", "A broken invariant", expects="a number")
+    def broken_invariant(answer):
+        """Lesson 9, exercise 9.1: a checker whose own assertion fails."""
+        expected = {"H01": 1.0}
+        assert len(expected) == 2, "the checker's own table is incomplete"
+        return exercises.correct()
+
+    # A KeyError, raised in a checker's own body in the module, with the answer at hand.
+    own_lookup = _module_checker('''
+        def own_lookup(answer):
+            """Lesson 9, exercise 9.2: a checker that looks up an ID its table lacks."""
+            expected = {"H01": 1.0}
+            return correct() if _close(answer, expected["H02"], TOLERANCE) else hint("no")
+        ''', "own_lookup")
+    exercises.exercise("9.2", "A missing key", expects="a number")(own_lookup)
+
+    with pytest.raises(AssertionError, match="the checker's own table is incomplete"):
+        exercises.check("9.1", 1.0)
+    with pytest.raises(KeyError, match="H02"):
+        exercises.check("9.2", 1.0)
+
+
+def test_answers_the_check_cannot_read_get_a_hint_from_any_lesson():
+    # Validators of the shared part raise AnswerShapeError ...
+    assert exercises.check("1.2", {"H01"}, []).message.startswith(
+        "The check could not use your answer: q3_with_at must be a list in order, not a set.")
+    # ... and those of other lessons a TypeError or ValueError on the answer they were handed.
+    from helpers import defences
+
+    verdict = exercises.check("5.1", {**defences.ROUTED_TOPICS, "child care": "care"},
+                              {**defences.QUESTION_TERMS, "care": "kid"}, [])
+    assert verdict.status == HINT
+    assert "TypeError: my_terms['care'] must be a set of words, not one string" in verdict.message
+    verdict = exercises.check("4.1", {"p_o": "most", "p_e": 0.5, "kappa": 0.1})
+    assert verdict.status == HINT and "could not convert string to float: 'most'" in verdict.message
 
 
 def test_hand_figures_are_accepted_within_the_stated_tolerance():
