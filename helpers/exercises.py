@@ -37,7 +37,10 @@ Adding exercises to a lesson (lesson 4, say) is a mechanical step:
 
 1. here, one checker per exercise, decorated with ``@exercise("4.1", "Title",
    expects="...")``; its docstring must start ``Lesson 4, exercise 4.1:`` (the decorator
-   refuses anything else) and it returns :func:`correct` or :func:`hint`;
+   refuses anything else) and it returns :func:`correct` or :func:`hint`. It reads the
+   answer with the validators below (``_require_keys``, ``_id_list``), or raises
+   :class:`AnswerShapeError` itself, so that a malformed answer becomes a hint, and it
+   caches what it derives from the fixture with :func:`fixture_cache`;
 2. in the notebook, the four cells above for each exercise, and ``exercises`` added to
    the "Set up" cell's imports;
 3. in ``tests/test_exercises.py``, the lesson in ``LESSONS`` (notebook and reader mode)
@@ -49,6 +52,7 @@ Adding exercises to a lesson (lesson 4, say) is a mechanical step:
 from __future__ import annotations
 
 import functools
+import hashlib
 import html
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -59,6 +63,7 @@ import numpy as np
 import pandas as pd
 
 from . import parsing, retrieval, scoring, screen, text
+from .paths import DATA_DIR
 
 #: Tolerance for figures worked out by hand (two decimals are enough).
 HAND_TOLERANCE = 0.005
@@ -265,6 +270,7 @@ def exercise(key: str, title: str, *, expects: str) -> Callable:
                 return Verdict(key, NOT_ATTEMPTED,
                                "Still ... in " + ", ".join(dict.fromkeys(missing))
                                + ": fill in every part, then run this cell again.")
+            _refresh_caches(read_bytes=True)
             try:
                 outcome = checker(*answers)
             except AnswerShapeError as error:
@@ -296,17 +302,75 @@ def lesson_exercises(lesson: int) -> list[Exercise]:
     return sorted(found, key=lambda e: int(e.key.partition(".")[2]))
 
 
+# --------------------------------------------------------------------------- caches
+
+
+def _fixture_files() -> list:
+    return sorted(path for path in DATA_DIR.rglob("*") if path.is_file())
+
+
+def fixture_fingerprint() -> str:
+    """SHA-256 over the relative path and the bytes of every file under ``data/riverton``."""
+    digest = hashlib.sha256()
+    for path in _fixture_files():
+        digest.update(path.relative_to(DATA_DIR).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+#: The fixture the caches were filled from: its files' (path, size, mtime_ns) and fingerprint.
+_CACHED_FROM: dict[str, Any] = {"stats": None, "fingerprint": None}
+
+
+def _refresh_caches(*, read_bytes: bool = False) -> None:
+    """Empty every cache of this module if the fixture changed since they were filled.
+
+    Each check runs it with ``read_bytes=True``: the files' bytes are hashed (a few
+    hundred kilobytes, well under a millisecond), so any change to their content is seen.
+    Each call of a :func:`fixture_cache` function runs it without: it compares the
+    files' paths, sizes and modification times (a few ``stat`` calls) and hashes the
+    bytes only when one of those changed. The caches are emptied when the bytes changed;
+    every cache of the module is, ``functools.cache`` ones included.
+    """
+    stats = tuple((str(path), st.st_size, st.st_mtime_ns)
+                  for path in _fixture_files() for st in (path.stat(),))
+    if stats == _CACHED_FROM["stats"] and not read_bytes:
+        return
+    fingerprint = fixture_fingerprint()
+    if fingerprint != _CACHED_FROM["fingerprint"]:
+        for value in list(globals().values()):
+            if (getattr(value, "__module__", None) == __name__
+                    and callable(getattr(value, "cache_clear", None))):
+                value.cache_clear()
+    _CACHED_FROM.update(stats=stats, fingerprint=fingerprint)
+
+
+def fixture_cache(function: Callable) -> Callable:
+    """``functools.cache`` for state derived from the fixture: it is recomputed after any
+    change to a file under ``data/riverton`` (see :func:`_refresh_caches`)."""
+    cached = functools.cache(function)
+
+    @functools.wraps(function)
+    def run(*args: Any) -> Any:
+        _refresh_caches()
+        return cached(*args)
+
+    run.cache_clear = cached.cache_clear
+    run.cache_info = cached.cache_info
+    return run
+
+
 # --------------------------------------------------------------------------- shared state
 
 
-@functools.cache
+@fixture_cache
 def _riverton():
     from .fixture import load_riverton
 
     return load_riverton()
 
 
-@functools.cache
+@fixture_cache
 def _extended_questions() -> pd.DataFrame:
     from .fixture import load_riverton
 
@@ -329,7 +393,7 @@ def _question_texts() -> dict[str, str]:
     return dict(zip(_questions()["question_id"], _questions()["question"]))
 
 
-@functools.cache
+@fixture_cache
 def _tfidf(stop_words: frozenset[str] | None = None) -> retrieval.TfidfRetriever:
     return retrieval.TfidfRetriever.fit(_handbook(), stop_words=stop_words)
 
@@ -339,7 +403,7 @@ def _top_ids(ranked: pd.DataFrame, question_id: str) -> tuple[str, ...]:
     return tuple(rows["passage_id"])
 
 
-@functools.cache
+@fixture_cache
 def _retrieved_ids() -> dict[str, tuple[str, ...]]:
     """Lesson 1's tf-idf top three per original question."""
     ranked = _tfidf().rank(_questions(), k=3)
@@ -611,7 +675,7 @@ def screen_replies(held_reply, wrong_but_clear):
 # ===================================================================== lesson 2
 
 
-@functools.cache
+@fixture_cache
 def _dense_retriever():
     from . import dense
 
@@ -624,7 +688,7 @@ def _all_questions() -> pd.DataFrame:
                      ignore_index=True)
 
 
-@functools.cache
+@fixture_cache
 def _score_matrices() -> tuple[np.ndarray, np.ndarray]:
     """Dense and tf-idf scores for every question of both sets, in _all_questions order."""
     texts = _all_questions()["question"].tolist()
@@ -648,7 +712,7 @@ def _fused(weight: float) -> tuple[np.ndarray, float | None]:
     return dense.weighted_fusion(dense_scores, tfidf_scores, weight), (0.0 if weight == 0 else None)
 
 
-@functools.cache
+@fixture_cache
 def _mrr(weight: float, question_set: str) -> float:
     from . import dense
 
@@ -698,7 +762,7 @@ def own_paraphrase(paraphrase):
 CODE_QUESTIONS = ("When does DSC-104 meet?", "When does DSC-106 meet?")
 
 
-@functools.cache
+@fixture_cache
 def _code_tops() -> dict[str, dict[str, str | None]]:
     from . import dense
 
@@ -825,7 +889,7 @@ def tune_weight(tuning):
                    f"original six, and between them the extended MRR spans {high - low:.3f}.")
 
 
-@functools.cache
+@fixture_cache
 def _hybrid_top() -> pd.Series:
     from . import dense
 
@@ -901,7 +965,7 @@ def _tokenizer():
     return _small_reader().tokenizer
 
 
-@functools.cache
+@fixture_cache
 def _lesson3_inputs() -> pd.DataFrame:
     from .reader.lesson import lesson_reader_inputs
 
@@ -1007,7 +1071,7 @@ def answer_limit(limit):
 _TRIAL_ANSWERS = ("No", "NOT IN HANDBOOK", "PREMISE NOT SUPPORTED: it is", "It takes 5 weeks")
 
 
-@functools.cache
+@fixture_cache
 def _open_checks(ids: tuple[str, ...]) -> frozenset[str]:
     """Screen checks that some reply admitted by the grammar for ``ids`` fails."""
     constrained = _constrained()

@@ -8,6 +8,11 @@ answers and expect the specific hint.
 """
 from __future__ import annotations
 
+import json
+import os
+import shutil
+import subprocess
+import sys
 import textwrap
 
 import nbformat
@@ -15,7 +20,7 @@ import pytest
 
 from helpers import exercises
 from helpers.exercises import CORRECT, HINT, NOT_ATTEMPTED, VERDICT_MIME, Verdict
-from helpers.paths import LESSONS_DIR, PROJECT_ROOT
+from helpers.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
 from helpers.review import REVIEWS_ENV
 
 from exercise_cells import check_key, exercise_cells, section_index
@@ -348,6 +353,98 @@ def test_answers_the_check_cannot_read_get_a_hint_from_any_lesson():
     assert "TypeError: my_terms['care'] must be a set of words, not one string" in verdict.message
     verdict = exercises.check("4.1", {"p_o": "most", "p_e": 0.5, "kappa": 0.1})
     assert verdict.status == HINT and "could not convert string to float: 'most'" in verdict.message
+
+
+# --------------------------------------------------------------------------- fixture caches
+
+
+def _fill_caches() -> None:
+    exercises._retrieved_ids()
+    exercises._extended_questions()
+    exercises._tfidf(frozenset())
+
+
+def _filled_caches() -> dict[str, int]:
+    return {name: value.cache_info().currsize for name, value in vars(exercises).items()
+            if getattr(value, "__module__", None) == exercises.__name__
+            and callable(getattr(value, "cache_info", None)) and value.cache_info().currsize}
+
+
+def test_every_fixture_file_is_an_input_of_the_caches(tmp_path, monkeypatch):
+    data = tmp_path / "riverton"
+    shutil.copytree(DATA_DIR, data)
+    monkeypatch.setattr(exercises, "DATA_DIR", data)
+    files = sorted(path for path in data.iterdir() if path.is_file())
+    assert {path.name for path in files} >= {"riverton-handbook.csv", "reader-transcript.jsonl"}
+    for path in files:
+        _fill_caches()
+        exercises._refresh_caches(read_bytes=True)
+        assert _filled_caches(), "the caches must be in use before the edit"
+        original = path.read_bytes()
+        # Same bytes written again (a new modification time): the caches stay.
+        path.write_bytes(original)
+        exercises._refresh_caches(read_bytes=True)
+        assert _filled_caches(), path.name
+        # One byte changed, size and modification time restored: every cache is emptied.
+        stat = path.stat()
+        changed = bytearray(original)
+        changed[-2] = ord("#") if changed[-2] != ord("#") else ord("%")
+        path.write_bytes(bytes(changed))
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert path.stat().st_size == stat.st_size
+        exercises._refresh_caches(read_bytes=True)
+        assert _filled_caches() == {}, path.name
+        path.write_bytes(original)
+
+
+_FOLLOW_SCRIPT = r"""
+import json, os, sys
+from pathlib import Path
+root = Path.cwd()
+sys.path.insert(0, str(root))
+from helpers import exercises, fixture
+assert Path(exercises.__file__).resolve().is_relative_to(root), exercises.__file__
+
+held = "Answer: NOT IN HANDBOOK\nSources: H08"
+def status(weekly):
+    try:
+        verdict = exercises.check("1.4", held, f"Answer: {weekly}\nSources: H08")
+    except fixture.FixtureError as error:
+        return "FixtureError: " + str(error)
+    return verdict.status + ": " + verdict.message
+
+results = {"before": status("$90 per week")}
+handbook = fixture.DATA_DIR / "riverton-handbook.csv"
+stat = handbook.stat()
+text = handbook.read_text(encoding="utf-8")
+assert text.count("at least 90 percent") == 1
+handbook.write_text(text.replace("at least 90 percent", "at least 85 percent"), encoding="utf-8")
+os.utime(handbook, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same time
+results["unrecorded edit"] = status("$90 per week")
+fixture.update_metadata([handbook.name])
+results["old figure"] = status("$90 per week")
+results["new figure"] = status("$85 per week")
+print(json.dumps(results))
+"""
+
+
+def test_a_check_answers_from_the_fixture_as_it_is_now(tmp_path):
+    """In a copy of the project, H08's attendance figure changes while the kernel lives."""
+    for name in ("helpers", "data"):
+        shutil.copytree(PROJECT_ROOT / name, tmp_path / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    result = subprocess.run([sys.executable, "-c", _FOLLOW_SCRIPT], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.loads(result.stdout.strip().splitlines()[-1])
+    assert results["before"].startswith(CORRECT), results
+    # An edit the metadata does not record is an error naming the file, never a hint.
+    assert results["unrecorded edit"].startswith("FixtureError"), results
+    assert "riverton-handbook.csv" in results["unrecorded edit"], results
+    assert "fingerprint" in results["unrecorded edit"], results
+    assert results["old figure"].startswith(HINT), results
+    assert "(numbers_supported)" in results["old figure"], results
+    assert results["new figure"].startswith(CORRECT), results
 
 
 def test_hand_figures_are_accepted_within_the_stated_tolerance():
