@@ -55,6 +55,7 @@ import functools
 import hashlib
 import html
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -620,14 +621,19 @@ def own_token_f1(my_token_f1):
                 "reference tokens, F1 = 2PR / (P + R).")
 
 
+#: What makes exercise 1.4's amount a weekly one: "per week", "a week", "/week", "weekly".
+_WEEKLY = re.compile(r"\bweek(ly)?\b", re.IGNORECASE)
+
+
 @exercise("1.4", "Trip the screen, then slip past it", expects="two raw replies to Q1 as "
           "strings: held_reply and wrong_but_clear")
 def screen_replies(held_reply, wrong_but_clear):
     """Lesson 1, exercise 1.4: two replies to Q1 that parse, screened like the lesson's.
 
     ``held_reply`` must be held for a check the controls do not show; ``wrong_but_clear``
-    must pass all six checks while stating a weekly amount other than H08's ("Screen
-    citations and surface support", "Show screen controls").
+    must pass all six checks while stating a weekly amount other than H08's: a figure, and
+    the word *week* or *weekly*, as Q1 asks for a weekly stipend ("Screen citations and
+    surface support", "Show screen controls").
     """
     passages = _passage_texts()
     retrieved = _retrieved_ids()["Q1"]
@@ -668,6 +674,9 @@ def screen_replies(held_reply, wrong_but_clear):
     if set(figures) & stipend:
         return hint("That is the stipend H08 gives; state a different amount that the "
                     "screen still lets through.")
+    if not _WEEKLY.search(parsed.answer):
+        return hint("Q1 asks for a weekly stipend: wrong_but_clear must say that its amount "
+                    "is paid each week, as a reply to Q1 would.")
     return correct("The screen checks that each figure appears in the cited passage, not "
                    "what the figure counts there.")
 

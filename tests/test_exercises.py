@@ -97,6 +97,8 @@ WRONG_ANSWERS = [
      "The screen holds wrong_but_clear (numbers_supported)"),
     ("1.4", 'held_reply, wrong_but_clear = "answer: no\\nsources: none", "Answer: x\\nSources: H08"',
      "The strict parser rejects held_reply"),
+    ("1.4", 'held_reply, wrong_but_clear = "Answer: NOT IN HANDBOOK\\nSources: H08", "Answer: 90\\nSources: H08"',
+     "Q1 asks for a weekly stipend"),
     ("2.1", 'paraphrase = {"passage_id": "H05", "question": "Will the school pay for my rides on buses?"}',
      "shares 'pay' with H05"),
     ("2.1", 'paraphrase = {"passage_id": "H13", "question": ext_questions["question"].iloc[0]}',
