@@ -1067,7 +1067,9 @@ def answer_limit(limit):
                             "longest Sources line?")
             return hint(f"At {value} the longest reply of {_plural(len(over), 'question', 'questions')} "
                         f"would run past the cap of {MAX_NEW_TOKENS} tokens.")
-        return hint(f"Every reply still fits at {value + 1}: look for the largest limit.")
+        return hint(f"At {value} every reply fits with room to spare: the largest limit "
+                    "that still fits is higher. Raise it until one more token would break "
+                    "the cap.")
     given = sorted(set(_id_list(limit["deciding"], "deciding")))
     if given != deciding:
         return hint("'deciding' lists the questions that set the limit: every question "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -130,7 +131,7 @@ WRONG_ANSWERS = [
     ("3.2", 'limit = {"answer_max_tokens": constrained.ANSWER_MAX_TOKENS, "deciding": []}',
      "is the lesson's limit"),
     ("3.2", 'limit = {"answer_max_tokens": 10**3, "deciding": []}', "would run past the cap"),
-    ("3.2", 'limit = {"answer_max_tokens": 3, "deciding": []}', "Every reply still fits at 4"),
+    ("3.2", 'limit = {"answer_max_tokens": 3, "deciding": []}', "At 3 every reply fits with room to spare"),
     ("3.3", 'open_checks = {"cited_retrieved": "Answer: No\\nSources: H08"}',
      "Can any reply the grammar admits fail cited_retrieved?"),
     ("3.3", 'open_checks = {"answer_has_citation": "Answer: No\\nSources: none"}', "There are 2 more checks"),
@@ -447,6 +448,23 @@ def test_a_check_answers_from_the_fixture_as_it_is_now(tmp_path):
     assert results["old figure"].startswith(HINT), results
     assert "(numbers_supported)" in results["old figure"], results
     assert results["new figure"].startswith(CORRECT), results
+
+
+@pytest.mark.slow
+def test_a_limit_below_the_answer_gets_a_direction_never_the_next_value():
+    """Exercise 3.2's hint says which way to go, not how far: stepping up one token at a
+    time must not be spelled out."""
+    from helpers.constrained import ANSWER_MAX_TOKENS
+
+    largest = min(exercises._largest_limits().values())
+    messages = set()
+    for value in range(1, largest):
+        verdict = exercises.check("3.2", {"answer_max_tokens": value, "deciding": []})
+        assert verdict.status == HINT, verdict
+        assert re.findall(r"\d+", verdict.message) == [str(value)], verdict.message
+        if value != ANSWER_MAX_TOKENS:  # the lesson's own limit has a hint of its own
+            messages.add(verdict.message.replace(str(value), "N"))
+    assert len(messages) == 1, messages  # the same words at every distance
 
 
 def test_hand_figures_are_accepted_within_the_stated_tolerance():
