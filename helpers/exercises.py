@@ -12,11 +12,23 @@ shows a :class:`Verdict`:
 A checker checks *results*, never the text of the student's code: it recomputes what the
 lesson's helpers give on the fixture and compares. Numbers are accepted within a stated
 tolerance: :data:`HAND_TOLERANCE` for figures worked out by hand, :data:`TOLERANCE` for
-figures a student computes with code. A checker does not trust the notebook's variables
-(a student may have changed them); it builds what it needs itself and caches it. Its
-hints come from the mistakes a student is likely to make: where a wrong answer is what
-a known mistake produces, the hint names that mistake. Reading this module shows the
-answers: the checks are for checking yourself, not for grading.
+figures a student computes with code; an exercise's task states the one its check uses,
+from these constants. A checker does not trust the notebook's variables (a student may
+have changed them); it builds what it needs itself and caches it, and every cache is
+emptied as soon as a file of the fixture (``data/riverton``) changes, so a check never
+answers from data that is no longer there. Its hints come from the mistakes a student is
+likely to make: where a wrong answer is what a known mistake produces, the hint names
+that mistake. A hint points the way without saying how far: it never names the value
+one step from the answer. Reading this module shows the answers: the checks are for
+checking yourself, not for grading.
+
+An answer the check cannot read (a number where a dict belongs, a set where the order
+matters) gets a hint that says what form the check expects. Only errors that come from
+reading the answer are turned into that hint: :class:`AnswerShapeError`, and a
+``TypeError``, ``ValueError`` or ``KeyError`` raised in a function of this module that
+was handed the answer, or one of its items, to read. Any other error (a failed internal
+assertion, a damaged fixture, a helper that breaks) is the checker's own fault and is
+raised as it is, never dressed up as a hint.
 
 How an exercise sits in a lesson notebook, after "What to remember" and before
 "Sources" (tests/exercise_cells.py reads this layout and the tests rely on it):
@@ -24,6 +36,9 @@ How an exercise sits in a lesson notebook, after "What to remember" and before
 1. a markdown cell that starts ``### Exercise N.M: Title`` and states the task (the
    first exercise's cell starts with the section heading ``## Exercises`` and a short
    paragraph on how the exercises work);
+   when the task quotes a figure of the check (a tolerance, a number of probes), a code
+   cell that starts ``#| echo: false`` follows it and states that sentence with
+   ``display(Markdown(...))`` from this module's constants, so the figure is never typed;
 2. a starter code cell that runs as committed and leaves ``...`` where the answer goes;
 3. a check code cell: ``exercises.check("N.M", answer, ...)``;
 4. a markdown solution cell: a collapsed callout,
@@ -66,10 +81,14 @@ import pandas as pd
 from . import parsing, retrieval, scoring, screen, text
 from .paths import DATA_DIR
 
-#: Tolerance for figures worked out by hand (two decimals are enough).
-HAND_TOLERANCE = 0.005
-#: Tolerance for figures computed with code (three decimals are enough).
-TOLERANCE = 0.0005
+#: Decimals a figure worked out by hand needs: any rounding to this many passes.
+HAND_DECIMALS = 2
+#: Tolerance for figures worked out by hand: half a unit in the last of HAND_DECIMALS.
+HAND_TOLERANCE = 0.5 * 10**-HAND_DECIMALS
+#: Decimals a figure computed with code needs: any rounding to this many passes.
+DECIMALS = 3
+#: Tolerance for figures computed with code: half a unit in the last of DECIMALS.
+TOLERANCE = 0.5 * 10**-DECIMALS
 
 CORRECT = "correct"
 HINT = "hint"
@@ -541,8 +560,8 @@ def keep_at(q3_with_at, other_changed):
                    + "; ".join(f"{p}: {', '.join(ws)}" for p, ws in shared.items()) + ".")
 
 
-# F1 probes: (prediction, reference, what a mismatch on this pair suggests).
-_F1_PROBES = [
+#: Exercise 1.3's probes: (prediction, reference, what a mismatch on this pair suggests).
+F1_PROBES = [
     ("October 15", "October 15", None),
     ("Applications close on October 15.", "October 15", "normalise"),
     ("OCTOBER 15", "october 15", "normalise"),
@@ -591,7 +610,7 @@ def own_token_f1(my_token_f1):
     if not callable(my_token_f1):
         return hint("my_token_f1 must be a function of (prediction, reference).")
     results = []
-    for prediction, reference, kind in _F1_PROBES:
+    for prediction, reference, kind in F1_PROBES:
         try:
             results.append((prediction, reference, kind, my_token_f1(prediction, reference)))
         except Exception as error:  # noqa: BLE001 - report the probe that broke it
@@ -729,14 +748,18 @@ def _mrr(weight: float, question_set: str) -> float:
     return dense.retrieval_metrics(_gold_table(scores, question_set, floor))["mrr"]
 
 
+#: The fewest content words exercise 2.1's question may have.
+MIN_CONTENT_WORDS = 3
+
+
 @exercise("2.1", "A paraphrase of your own", expects="a dict with keys 'passage_id' and "
           "'question'")
 def own_paraphrase(paraphrase):
     """Lesson 2, exercise 2.1: a new question that shares no content word with its passage.
 
-    Checks that the question is new, has at least three content words, shares none with
-    the passage, and that the dense retriever ranks the passage in its top three ("Why
-    tf-idf fails Q3 and ranks Q6's gold second", "A dense retriever").
+    Checks that the question is new, has at least :data:`MIN_CONTENT_WORDS` content
+    words, shares none with the passage, and that the dense retriever ranks the passage in
+    its top three ("Why tf-idf fails Q3 and ranks Q6's gold second", "A dense retriever").
     """
     _require_keys(paraphrase, "paraphrase", ("passage_id", "question"))
     passage_id, question = paraphrase["passage_id"], paraphrase["question"]
@@ -751,8 +774,9 @@ def own_paraphrase(paraphrase):
         return hint(f"That is {existing[question.strip().lower()]} from the lesson's "
                     "question sets; write a question of your own.")
     words = text.content_words(question)
-    if len(words) < 3:
-        return hint("Write a real question: at least three content words (not stop words).")
+    if len(words) < MIN_CONTENT_WORDS:
+        return hint(f"Write a real question: at least {MIN_CONTENT_WORDS} content words (not "
+                    "stop words).")
     shared = text.shared_content_words(question, passages[passage_id])
     if shared:
         return hint(f"Your question shares {', '.join(repr(w) for w in shared)} with "

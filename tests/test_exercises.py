@@ -239,7 +239,7 @@ def test_the_section_sits_between_what_to_remember_and_sources(lesson_cells):
     sources = section_index(nb, "## Sources")
     assert section == cells[0].task_index, "## Exercises must open the first exercise's cell"
     assert remember is not None and sources is not None
-    assert remember < section < cells[-1].task_index + 3 < sources
+    assert remember < section < cells[-1].solution_index < sources
 
 
 def test_starter_cells_leave_a_placeholder_and_check_cells_call_the_checker(lesson_cells):
@@ -248,6 +248,25 @@ def test_starter_cells_leave_a_placeholder_and_check_cells_call_the_checker(less
         assert "..." in cell.starter, cell.key
         assert check_key(cell.check) == cell.key, cell.check
         assert "exercises.check" not in cell.starter and "..." not in cell.check
+
+
+#: Lessons whose tasks are checked for typed figures (lessons 4 and 5 are not yet).
+TYPED_FIGURES_CHECKED = (1, 2, 3)
+
+
+def test_tasks_quote_the_checks_figures_from_code_never_typed(lesson_cells):
+    lesson, _, cells = lesson_cells
+    for cell in cells:
+        if cell.note is not None:
+            # A note states the task's figures from the helpers' constants.
+            assert "display(Markdown(" in cell.note and "..." not in cell.note, cell.key
+            assert not re.search(r"(?<![\w.])\d*\.\d+", cell.note), cell.key
+        if lesson not in TYPED_FIGURES_CHECKED:
+            continue
+        prose = re.sub(r"`[^`]*`", "", cell.task)  # code spans name things; they quote nothing
+        prose = re.sub(r"[Ee]xercise \d+\.\d+", "", prose)
+        assert not re.search(r"(?<![\w.])\d*\.\d+|\bdozen\b|\bdecimals?\b|\btolerance\b", prose), (
+            cell.key, "a figure of the check belongs in a computed note")
 
 
 def test_solutions_are_collapsed_callouts_that_jupyterlab_hides(lesson_cells):
