@@ -12,11 +12,23 @@ shows a :class:`Verdict`:
 A checker checks *results*, never the text of the student's code: it recomputes what the
 lesson's helpers give on the fixture and compares. Numbers are accepted within a stated
 tolerance: :data:`HAND_TOLERANCE` for figures worked out by hand, :data:`TOLERANCE` for
-figures a student computes with code. A checker does not trust the notebook's variables
-(a student may have changed them); it builds what it needs itself and caches it. Its
-hints come from the mistakes a student is likely to make: where a wrong answer is what
-a known mistake produces, the hint names that mistake. Reading this module shows the
-answers: the checks are for checking yourself, not for grading.
+figures a student computes with code; an exercise's task states the one its check uses,
+from these constants. A checker does not trust the notebook's variables (a student may
+have changed them); it builds what it needs itself and caches it, and every cache is
+emptied as soon as a file of the fixture (``data/riverton``) changes, so a check never
+answers from data that is no longer there. Its hints come from the mistakes a student is
+likely to make: where a wrong answer is what a known mistake produces, the hint names
+that mistake. A hint points the way without saying how far: it never names the value
+one step from the answer. Reading this module shows the answers: the checks are for
+checking yourself, not for grading.
+
+An answer the check cannot read (a number where a dict belongs, a set where the order
+matters) gets a hint that says what form the check expects. Only errors that come from
+reading the answer are turned into that hint: :class:`AnswerShapeError`, and a
+``TypeError``, ``ValueError`` or ``KeyError`` raised in a function of this module that
+was handed the answer, or one of its items, to read. Any other error (a failed internal
+assertion, a damaged fixture, a helper that breaks) is the checker's own fault and is
+raised as it is, never dressed up as a hint.
 
 How an exercise sits in a lesson notebook, after "What to remember" and before
 "Sources" (tests/exercise_cells.py reads this layout and the tests rely on it):
@@ -24,6 +36,9 @@ How an exercise sits in a lesson notebook, after "What to remember" and before
 1. a markdown cell that starts ``### Exercise N.M: Title`` and states the task (the
    first exercise's cell starts with the section heading ``## Exercises`` and a short
    paragraph on how the exercises work);
+   when the task quotes a figure of the check (a tolerance, a number of probes), a code
+   cell that starts ``#| echo: false`` follows it and states that sentence with
+   ``display(Markdown(...))`` from this module's constants, so the figure is never typed;
 2. a starter code cell that runs as committed and leaves ``...`` where the answer goes;
 3. a check code cell: ``exercises.check("N.M", answer, ...)``;
 4. a markdown solution cell: a collapsed callout,
@@ -37,7 +52,10 @@ Adding exercises to a lesson (lesson 4, say) is a mechanical step:
 
 1. here, one checker per exercise, decorated with ``@exercise("4.1", "Title",
    expects="...")``; its docstring must start ``Lesson 4, exercise 4.1:`` (the decorator
-   refuses anything else) and it returns :func:`correct` or :func:`hint`;
+   refuses anything else) and it returns :func:`correct` or :func:`hint`. It reads the
+   answer with the validators below (``_require_keys``, ``_id_list``), or raises
+   :class:`AnswerShapeError` itself, so that a malformed answer becomes a hint, and it
+   caches what it derives from the fixture with :func:`fixture_cache`;
 2. in the notebook, the four cells above for each exercise, and ``exercises`` added to
    the "Set up" cell's imports;
 3. in ``tests/test_exercises.py``, the lesson in ``LESSONS`` (notebook and reader mode)
@@ -49,8 +67,10 @@ Adding exercises to a lesson (lesson 4, say) is a mechanical step:
 from __future__ import annotations
 
 import functools
+import hashlib
 import html
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,11 +79,16 @@ import numpy as np
 import pandas as pd
 
 from . import parsing, retrieval, scoring, screen, text
+from .paths import DATA_DIR
 
-#: Tolerance for figures worked out by hand (two decimals are enough).
-HAND_TOLERANCE = 0.005
-#: Tolerance for figures computed with code (three decimals are enough).
-TOLERANCE = 0.0005
+#: Decimals a figure worked out by hand needs: any rounding to this many passes.
+HAND_DECIMALS = 2
+#: Tolerance for figures worked out by hand: half a unit in the last of HAND_DECIMALS.
+HAND_TOLERANCE = 0.5 * 10**-HAND_DECIMALS
+#: Decimals a figure computed with code needs: any rounding to this many passes.
+DECIMALS = 3
+#: Tolerance for figures computed with code: half a unit in the last of DECIMALS.
+TOLERANCE = 0.5 * 10**-DECIMALS
 
 CORRECT = "correct"
 HINT = "hint"
@@ -182,12 +207,63 @@ def _filled(value: Any) -> bool:
     return True
 
 
+class AnswerShapeError(Exception):
+    """An answer that does not have the form its check expects; the check shows a hint.
+
+    Raised by the validators of this module (a dict without a key, a set where the order
+    matters); the message names the answer and what is wrong with its form.
+    """
+
+
+#: The code objects of the registered checkers (their own bodies are never "reading").
+_CHECKER_CODES: set = set()
+
+
+def _pieces(answers: Sequence[Any]) -> list[Any]:
+    """The answers and their items one level down (a dict's values, a list's items)."""
+    found = []
+    for answer in answers:
+        found.append(answer)
+        if isinstance(answer, Mapping):
+            found.extend(answer.values())
+        elif isinstance(answer, (list, tuple)):
+            found.extend(answer)
+    # None and booleans are shared singletons: being handed one says nothing.
+    return [piece for piece in found if piece is not None and not isinstance(piece, bool)]
+
+
+def _raised_reading(error: BaseException, answers: Sequence[Any]) -> bool:
+    """Whether ``error`` was raised in a function of this module (not a checker's own
+    body) that was handed one of the answers, or an item of one, as an argument."""
+    trace = error.__traceback__
+    if trace is None:
+        return False
+    while trace.tb_next is not None:
+        trace = trace.tb_next
+    frame = trace.tb_frame
+    code = frame.f_code
+    if frame.f_globals.get("__name__") != __name__ or code in _CHECKER_CODES:
+        return False
+    arguments = [frame.f_locals.get(name) for name in code.co_varnames[:code.co_argcount]]
+    pieces = _pieces(answers)
+    return any(argument is piece for argument in arguments for piece in pieces)
+
+
+def _shape_hint(key: str, error: BaseException, expects: str) -> Verdict:
+    detail = str(error) if isinstance(error, AnswerShapeError) else (
+        f"{type(error).__name__}: {error.args[0] if len(error.args) == 1 else error}")
+    return Verdict(key, HINT, f"The check could not use your answer: {detail}. "
+                              f"It expects {expects}.")
+
+
 def exercise(key: str, title: str, *, expects: str) -> Callable:
     """Register a checker for exercise ``key`` ("N.M"); see the module docstring.
 
     The wrapped checker takes the student's answers and returns a :class:`Verdict`. An
     answer that still holds ``...`` gives "not attempted yet" before the checker runs;
-    an answer the checker cannot use gives a hint that says what form it expects.
+    an answer the checker cannot read gives a hint that says what form it expects. Any
+    other error the checker raises propagates: it is a fault of the check, not of the
+    answer.
     """
     lesson, _, number = key.partition(".")
     if not (lesson.isdigit() and number.isdigit()):
@@ -214,13 +290,18 @@ def exercise(key: str, title: str, *, expects: str) -> Callable:
                 return Verdict(key, NOT_ATTEMPTED,
                                "Still ... in " + ", ".join(dict.fromkeys(missing))
                                + ": fill in every part, then run this cell again.")
+            _refresh_caches(read_bytes=True)
             try:
                 outcome = checker(*answers)
-            except Exception as error:  # noqa: BLE001 - a student's answer must never crash the check
-                return Verdict(key, HINT, f"The check could not use your answer "
-                                          f"({type(error).__name__}: {error}). It expects {expects}.")
+            except AnswerShapeError as error:
+                return _shape_hint(key, error, expects)
+            except (TypeError, ValueError, KeyError) as error:
+                if not _raised_reading(error, answers):
+                    raise
+                return _shape_hint(key, error, expects)
             return Verdict(key, outcome.status, outcome.message)
 
+        _CHECKER_CODES.add(checker.__code__)
         run.exercise_key = key
         EXERCISES[key] = Exercise(key, int(lesson), title, expects, run)
         return run
@@ -241,17 +322,75 @@ def lesson_exercises(lesson: int) -> list[Exercise]:
     return sorted(found, key=lambda e: int(e.key.partition(".")[2]))
 
 
+# --------------------------------------------------------------------------- caches
+
+
+def _fixture_files() -> list:
+    return sorted(path for path in DATA_DIR.rglob("*") if path.is_file())
+
+
+def fixture_fingerprint() -> str:
+    """SHA-256 over the relative path and the bytes of every file under ``data/riverton``."""
+    digest = hashlib.sha256()
+    for path in _fixture_files():
+        digest.update(path.relative_to(DATA_DIR).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+#: The fixture the caches were filled from: its files' (path, size, mtime_ns) and fingerprint.
+_CACHED_FROM: dict[str, Any] = {"stats": None, "fingerprint": None}
+
+
+def _refresh_caches(*, read_bytes: bool = False) -> None:
+    """Empty every cache of this module if the fixture changed since they were filled.
+
+    Each check runs it with ``read_bytes=True``: the files' bytes are hashed (a few
+    hundred kilobytes, well under a millisecond), so any change to their content is seen.
+    Each call of a :func:`fixture_cache` function runs it without: it compares the
+    files' paths, sizes and modification times (a few ``stat`` calls) and hashes the
+    bytes only when one of those changed. The caches are emptied when the bytes changed;
+    every cache of the module is, ``functools.cache`` ones included.
+    """
+    stats = tuple((str(path), st.st_size, st.st_mtime_ns)
+                  for path in _fixture_files() for st in (path.stat(),))
+    if stats == _CACHED_FROM["stats"] and not read_bytes:
+        return
+    fingerprint = fixture_fingerprint()
+    if fingerprint != _CACHED_FROM["fingerprint"]:
+        for value in list(globals().values()):
+            if (getattr(value, "__module__", None) == __name__
+                    and callable(getattr(value, "cache_clear", None))):
+                value.cache_clear()
+    _CACHED_FROM.update(stats=stats, fingerprint=fingerprint)
+
+
+def fixture_cache(function: Callable) -> Callable:
+    """``functools.cache`` for state derived from the fixture: it is recomputed after any
+    change to a file under ``data/riverton`` (see :func:`_refresh_caches`)."""
+    cached = functools.cache(function)
+
+    @functools.wraps(function)
+    def run(*args: Any) -> Any:
+        _refresh_caches()
+        return cached(*args)
+
+    run.cache_clear = cached.cache_clear
+    run.cache_info = cached.cache_info
+    return run
+
+
 # --------------------------------------------------------------------------- shared state
 
 
-@functools.cache
+@fixture_cache
 def _riverton():
     from .fixture import load_riverton
 
     return load_riverton()
 
 
-@functools.cache
+@fixture_cache
 def _extended_questions() -> pd.DataFrame:
     from .fixture import load_riverton
 
@@ -274,7 +413,7 @@ def _question_texts() -> dict[str, str]:
     return dict(zip(_questions()["question_id"], _questions()["question"]))
 
 
-@functools.cache
+@fixture_cache
 def _tfidf(stop_words: frozenset[str] | None = None) -> retrieval.TfidfRetriever:
     return retrieval.TfidfRetriever.fit(_handbook(), stop_words=stop_words)
 
@@ -284,7 +423,7 @@ def _top_ids(ranked: pd.DataFrame, question_id: str) -> tuple[str, ...]:
     return tuple(rows["passage_id"])
 
 
-@functools.cache
+@fixture_cache
 def _retrieved_ids() -> dict[str, tuple[str, ...]]:
     """Lesson 1's tf-idf top three per original question."""
     ranked = _tfidf().rank(_questions(), k=3)
@@ -305,18 +444,18 @@ def _id_list(value: Any, what: str) -> list[str]:
     if isinstance(value, str):
         value = [part for part in (p.strip() for p in value.split(",")) if part]
     if isinstance(value, (set, frozenset)):
-        raise TypeError(f"{what} must be a list in order, not a set")
+        raise AnswerShapeError(f"{what} must be a list in order, not a set")
     if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise TypeError(f"{what} must be a list of IDs such as ['H01', 'H02']")
+        raise AnswerShapeError(f"{what} must be a list of IDs such as ['H01', 'H02']")
     return [v.strip() for v in value]
 
 
 def _require_keys(answer: Any, name: str, keys: Sequence[str]) -> None:
     if not isinstance(answer, Mapping):
-        raise TypeError(f"{name} must be a dict with keys {', '.join(map(repr, keys))}")
+        raise AnswerShapeError(f"{name} is a {type(answer).__name__}, not a dict")
     missing = [k for k in keys if k not in answer]
     if missing:
-        raise KeyError(f"{name} has no key {', '.join(map(repr, missing))}")
+        raise AnswerShapeError(f"{name} has no key {', '.join(map(repr, missing))}")
 
 
 def _plural(n: int, one: str, many: str) -> str:
@@ -421,8 +560,8 @@ def keep_at(q3_with_at, other_changed):
                    + "; ".join(f"{p}: {', '.join(ws)}" for p, ws in shared.items()) + ".")
 
 
-# F1 probes: (prediction, reference, what a mismatch on this pair suggests).
-_F1_PROBES = [
+#: Exercise 1.3's probes: (prediction, reference, what a mismatch on this pair suggests).
+F1_PROBES = [
     ("October 15", "October 15", None),
     ("Applications close on October 15.", "October 15", "normalise"),
     ("OCTOBER 15", "october 15", "normalise"),
@@ -471,7 +610,7 @@ def own_token_f1(my_token_f1):
     if not callable(my_token_f1):
         return hint("my_token_f1 must be a function of (prediction, reference).")
     results = []
-    for prediction, reference, kind in _F1_PROBES:
+    for prediction, reference, kind in F1_PROBES:
         try:
             results.append((prediction, reference, kind, my_token_f1(prediction, reference)))
         except Exception as error:  # noqa: BLE001 - report the probe that broke it
@@ -501,14 +640,19 @@ def own_token_f1(my_token_f1):
                 "reference tokens, F1 = 2PR / (P + R).")
 
 
+#: What makes exercise 1.4's amount a weekly one: "per week", "a week", "/week", "weekly".
+_WEEKLY = re.compile(r"\bweek(ly)?\b", re.IGNORECASE)
+
+
 @exercise("1.4", "Trip the screen, then slip past it", expects="two raw replies to Q1 as "
           "strings: held_reply and wrong_but_clear")
 def screen_replies(held_reply, wrong_but_clear):
     """Lesson 1, exercise 1.4: two replies to Q1 that parse, screened like the lesson's.
 
     ``held_reply`` must be held for a check the controls do not show; ``wrong_but_clear``
-    must pass all six checks while stating a weekly amount other than H08's ("Screen
-    citations and surface support", "Show screen controls").
+    must pass all six checks while stating a weekly amount other than H08's: a figure, and
+    the word *week* or *weekly*, as Q1 asks for a weekly stipend ("Screen citations and
+    surface support", "Show screen controls").
     """
     passages = _passage_texts()
     retrieved = _retrieved_ids()["Q1"]
@@ -549,6 +693,9 @@ def screen_replies(held_reply, wrong_but_clear):
     if set(figures) & stipend:
         return hint("That is the stipend H08 gives; state a different amount that the "
                     "screen still lets through.")
+    if not _WEEKLY.search(parsed.answer):
+        return hint("Q1 asks for a weekly stipend: wrong_but_clear must say that its amount "
+                    "is paid each week, as a reply to Q1 would.")
     return correct("The screen checks that each figure appears in the cited passage, not "
                    "what the figure counts there.")
 
@@ -556,7 +703,7 @@ def screen_replies(held_reply, wrong_but_clear):
 # ===================================================================== lesson 2
 
 
-@functools.cache
+@fixture_cache
 def _dense_retriever():
     from . import dense
 
@@ -569,7 +716,7 @@ def _all_questions() -> pd.DataFrame:
                      ignore_index=True)
 
 
-@functools.cache
+@fixture_cache
 def _score_matrices() -> tuple[np.ndarray, np.ndarray]:
     """Dense and tf-idf scores for every question of both sets, in _all_questions order."""
     texts = _all_questions()["question"].tolist()
@@ -593,7 +740,7 @@ def _fused(weight: float) -> tuple[np.ndarray, float | None]:
     return dense.weighted_fusion(dense_scores, tfidf_scores, weight), (0.0 if weight == 0 else None)
 
 
-@functools.cache
+@fixture_cache
 def _mrr(weight: float, question_set: str) -> float:
     from . import dense
 
@@ -601,19 +748,23 @@ def _mrr(weight: float, question_set: str) -> float:
     return dense.retrieval_metrics(_gold_table(scores, question_set, floor))["mrr"]
 
 
+#: The fewest content words exercise 2.1's question may have.
+MIN_CONTENT_WORDS = 3
+
+
 @exercise("2.1", "A paraphrase of your own", expects="a dict with keys 'passage_id' and "
           "'question'")
 def own_paraphrase(paraphrase):
     """Lesson 2, exercise 2.1: a new question that shares no content word with its passage.
 
-    Checks that the question is new, has at least three content words, shares none with
-    the passage, and that the dense retriever ranks the passage in its top three ("Why
-    tf-idf fails Q3 and ranks Q6's gold second", "A dense retriever").
+    Checks that the question is new, has at least :data:`MIN_CONTENT_WORDS` content
+    words, shares none with the passage, and that the dense retriever ranks the passage in
+    its top three ("Why tf-idf fails Q3 and ranks Q6's gold second", "A dense retriever").
     """
     _require_keys(paraphrase, "paraphrase", ("passage_id", "question"))
     passage_id, question = paraphrase["passage_id"], paraphrase["question"]
     passages = _passage_texts()
-    if passage_id not in passages:
+    if not isinstance(passage_id, str) or passage_id not in passages:
         return hint(f"{passage_id!r} is not a handbook passage ID (H01 to H{len(passages):02d}).")
     if not isinstance(question, str) or not question.strip().endswith("?"):
         return hint("'question' must be a question: a string ending with '?'.")
@@ -623,8 +774,9 @@ def own_paraphrase(paraphrase):
         return hint(f"That is {existing[question.strip().lower()]} from the lesson's "
                     "question sets; write a question of your own.")
     words = text.content_words(question)
-    if len(words) < 3:
-        return hint("Write a real question: at least three content words (not stop words).")
+    if len(words) < MIN_CONTENT_WORDS:
+        return hint(f"Write a real question: at least {MIN_CONTENT_WORDS} content words (not "
+                    "stop words).")
     shared = text.shared_content_words(question, passages[passage_id])
     if shared:
         return hint(f"Your question shares {', '.join(repr(w) for w in shared)} with "
@@ -643,7 +795,7 @@ def own_paraphrase(paraphrase):
 CODE_QUESTIONS = ("When does DSC-104 meet?", "When does DSC-106 meet?")
 
 
-@functools.cache
+@fixture_cache
 def _code_tops() -> dict[str, dict[str, str | None]]:
     from . import dense
 
@@ -678,6 +830,9 @@ def code_lookup(code_tops):
         _require_keys(given, f"code_tops[{question!r}]", ("tf-idf", "dense", "hybrid"))
         for name, top in expected[question].items():
             value = given[name]
+            if value is not None and not isinstance(value, str):
+                return hint(f"Give each retriever's top passage as an ID string such as "
+                            f"'H01', or None; code_tops[{question!r}][{name!r}] is {value!r}.")
             if value == top:
                 continue
             if value is not None and value not in passages:
@@ -701,12 +856,19 @@ WEIGHT_GRID = tuple(round(0.05 * i, 2) for i in range(21))
 
 
 def _weights(value: Any, what: str) -> list[float]:
-    if isinstance(value, (int, float, np.floating)):
+    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
         value = [value]
-    weights = [round(float(v), 2) for v in value]
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise AnswerShapeError(f"{what} must be a list of weights from exercises.WEIGHT_GRID")
+    try:
+        weights = [round(float(v), 2) for v in value]
+    except (TypeError, ValueError) as error:
+        raise AnswerShapeError(f"{what} must be a list of weights from "
+                               "exercises.WEIGHT_GRID") from error
     off_grid = [w for w in weights if w not in WEIGHT_GRID]
     if off_grid:
-        raise ValueError(f"{what} holds {off_grid[0]}, which is not on the grid 0, 0.05, ..., 1")
+        raise AnswerShapeError(f"{what} holds {off_grid[0]}, which is not on the grid "
+                               "exercises.WEIGHT_GRID")
     return sorted(set(weights))
 
 
@@ -760,7 +922,7 @@ def tune_weight(tuning):
                    f"original six, and between them the extended MRR spans {high - low:.3f}.")
 
 
-@functools.cache
+@fixture_cache
 def _hybrid_top() -> pd.Series:
     from . import dense
 
@@ -782,7 +944,8 @@ def six_question_threshold(threshold):
     """
     _require_keys(threshold, "threshold", ("t", "stopped_with_gold", "read_unanswerable"))
     t = threshold["t"]
-    if isinstance(t, bool) or not isinstance(t, (int, float, np.floating)) or math.isnan(t):
+    numeric = (int, float, np.integer, np.floating)
+    if isinstance(t, bool) or not isinstance(t, numeric) or math.isnan(t):
         return hint("'t' must be a number.")
     t = float(t)
     top = _hybrid_top()
@@ -835,7 +998,7 @@ def _tokenizer():
     return _small_reader().tokenizer
 
 
-@functools.cache
+@fixture_cache
 def _lesson3_inputs() -> pd.DataFrame:
     from .reader.lesson import lesson_reader_inputs
 
@@ -928,7 +1091,9 @@ def answer_limit(limit):
                             "longest Sources line?")
             return hint(f"At {value} the longest reply of {_plural(len(over), 'question', 'questions')} "
                         f"would run past the cap of {MAX_NEW_TOKENS} tokens.")
-        return hint(f"Every reply still fits at {value + 1}: look for the largest limit.")
+        return hint(f"At {value} every reply fits with room to spare: the largest limit "
+                    "that still fits is higher. Raise it until one more token would break "
+                    "the cap.")
     given = sorted(set(_id_list(limit["deciding"], "deciding")))
     if given != deciding:
         return hint("'deciding' lists the questions that set the limit: every question "
@@ -941,7 +1106,7 @@ def answer_limit(limit):
 _TRIAL_ANSWERS = ("No", "NOT IN HANDBOOK", "PREMISE NOT SUPPORTED: it is", "It takes 5 weeks")
 
 
-@functools.cache
+@fixture_cache
 def _open_checks(ids: tuple[str, ...]) -> frozenset[str]:
     """Screen checks that some reply admitted by the grammar for ``ids`` fails."""
     constrained = _constrained()

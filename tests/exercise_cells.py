@@ -2,8 +2,11 @@
 
 Each exercise is four consecutive cells: a markdown task that starts ``### Exercise N.M:
 Title``, a starter code cell, a check code cell, and a markdown solution cell holding a
-collapsed callout with one or more ```` ```python ```` blocks. A notebook that breaks the
-layout raises an AssertionError naming the notebook, the cell and what is wrong.
+collapsed callout with one or more ```` ```python ```` blocks. Between the task and the
+starter there may be one note: a code cell that starts ``#| echo: false`` and prints the
+part of the task that quotes the check's figures (its tolerance, say). A notebook that
+breaks the layout raises an AssertionError naming the notebook, the cell and what is
+wrong.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ FENCE_OPEN = re.compile(
 )
 FENCE_CLOSE = re.compile(r"\n\n:::\Z")
 CODE_BLOCK = re.compile(r"^```python\n(.*?)^```[ \t]*$", re.M | re.S)
+NOTE_OPTION = "#| echo: false"
 CHECK_CALL = re.compile(r'\Aexercises\.check\("(\d+\.\d+)"(?:, [A-Za-z_][A-Za-z0-9_]*)+\)\Z')
 
 
@@ -26,11 +30,13 @@ class ExerciseCells:
     title: str
     task_index: int  # index of the task cell in nb.cells
     task: str
+    note: str | None  # the computed part of the task, if the exercise has one
     starter: str
     check: str
     solution_metadata: dict
     solution_markdown: str
     solution_code: str  # the python blocks of the solution, joined
+    solution_index: int  # index of the solution cell in nb.cells
 
 
 def exercise_cells(nb, name: str = "notebook") -> list[ExerciseCells]:
@@ -44,11 +50,17 @@ def exercise_cells(nb, name: str = "notebook") -> list[ExerciseCells]:
             continue
         key, title = match.group(1), match.group(2).strip()
         where = f"{name}: exercise {key} (cell {index + 1})"
-        following = nb.cells[index + 1:index + 4]
+        note = None
+        start = index + 1
+        if (start < len(nb.cells) and nb.cells[start].cell_type == "code"
+                and nb.cells[start].source.startswith(NOTE_OPTION + "\n")):
+            note = nb.cells[start].source
+            start += 1
+        following = nb.cells[start:start + 3]
         kinds = [c.cell_type for c in following]
         assert kinds == ["code", "code", "markdown"], (
-            f"{where}: the task must be followed by a starter cell, a check cell and a "
-            f"solution cell; found {kinds}")
+            f"{where}: the task (and its note) must be followed by a starter cell, a check "
+            f"cell and a solution cell; found {kinds}")
         starter, check_cell, solution = following
         fence = FENCE_OPEN.match(solution.source)
         assert fence is not None, (
@@ -59,10 +71,11 @@ def exercise_cells(nb, name: str = "notebook") -> list[ExerciseCells]:
         blocks = CODE_BLOCK.findall(solution.source)
         assert blocks, f"{where}: the solution has no ```python block"
         found.append(ExerciseCells(
-            key=key, title=title, task_index=index, task=cell.source,
+            key=key, title=title, task_index=index, task=cell.source, note=note,
             starter=starter.source, check=check_cell.source.strip(),
             solution_metadata=dict(solution.metadata), solution_markdown=solution.source,
             solution_code="\n".join(block.rstrip("\n") for block in blocks) + "\n",
+            solution_index=start + 2,
         ))
     return found
 

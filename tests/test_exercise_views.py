@@ -2,15 +2,17 @@
 
 Both tests work on copies in a temporary folder, so nothing is saved into the committed
 notebooks. The JupyterLab test starts a real JupyterLab on 127.0.0.1 (a free port, no
-token) and drives it with headless Chromium; the Quarto test renders a page with real
-Quarto when one is found (``$QUARTO`` or ``quarto`` on PATH) and is skipped otherwise,
-unless BOOK_REQUIRE_QUARTO=1.
+token) and drives it with headless Chromium; the Quarto tests render the Exercises
+section of every lesson that has exercises with real Quarto (execution off: the layout is
+what is checked) when one is found (``$QUARTO`` or ``quarto`` on PATH) and are skipped
+otherwise, unless BOOK_REQUIRE_QUARTO=1.
 The nbclient build's pages are checked in test_browser.py.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -24,22 +26,33 @@ import pytest
 
 import pagecheck
 from exercise_cells import exercise_cells, section_index
-from helpers.paths import LESSONS_DIR
+from helpers.paths import LESSONS_DIR, PROJECT_ROOT
+from test_exercises import LESSONS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 LESSON = LESSONS_DIR / "01-answering-from-retrieved-passages.ipynb"
 
 
-def exercise_section(tmp: Path) -> tuple[Path, list]:
-    """The lesson's Exercises section, its cells copied unchanged, as a notebook in ``tmp``."""
-    nb = nbformat.read(LESSON, as_version=4)
+def exercise_section(tmp: Path, lesson: Path = LESSON,
+                     name: str = "exercises.ipynb") -> tuple[Path, list]:
+    """A lesson's Exercises section, its cells copied unchanged, as notebook ``name`` in
+    ``tmp``."""
+    nb = nbformat.read(lesson, as_version=4)
     start = section_index(nb, "## Exercises")
     end = section_index(nb, "## Sources")
+    assert start is not None and end is not None, f"{lesson.name} has no Exercises section"
     section = nbformat.v4.new_notebook(metadata=nb.metadata, cells=nb.cells[start:end])
-    path = tmp / "exercises.ipynb"
+    path = tmp / name
     nbformat.write(section, path)
-    return path, exercise_cells(section, LESSON.name)
+    return path, exercise_cells(section, lesson.name)
+
+
+def distinctive_lines(cells) -> list[str]:
+    """For each exercise, a line of its solution's code that its starter cell lacks."""
+    return [next(line.strip() for line in c.solution_code.splitlines()
+                 if len(line.strip()) > 12 and line.strip() not in c.starter)
+            for c in cells]
 
 
 def free_port() -> int:
@@ -109,9 +122,7 @@ def test_jupyterlab_shows_each_solution_collapsed_until_clicked(browser, tmp_pat
     root.mkdir()
     path, cells = exercise_section(root)
     before = path.read_bytes()
-    distinctive = [next(line.strip() for line in c.solution_code.splitlines()
-                        if len(line.strip()) > 12 and line.strip() not in c.starter)
-                   for c in cells]
+    distinctive = distinctive_lines(cells)
     with jupyterlab(root, tmp_path) as base:
         browser.get(f"{base}/lab/tree/{path.name}")
         expected = len(nbformat.read(path, as_version=4).cells)
@@ -147,11 +158,26 @@ def test_jupyterlab_shows_each_solution_collapsed_until_clicked(browser, tmp_pat
     assert path.read_bytes() == before  # nothing was saved into the copy either
 
 
-@pytest.mark.quarto
-def test_quarto_renders_each_solution_as_a_collapsed_callout(browser, quarto, tmp_path):
-    project = tmp_path / "quarto"
-    (project / "lessons").mkdir(parents=True)
-    path, cells = exercise_section(project / "lessons")
+_CALLOUTS_JS = """
+return Array.from(document.querySelectorAll('.callout')).map(c => ({
+  title: (c.querySelector('.callout-title-container') || {}).textContent || '',
+  shown: Array.from(c.querySelectorAll('.callout-body-container')).some(
+    b => b.getClientRects().length > 0),
+}));
+"""
+
+
+@pytest.fixture(scope="module")
+def quarto_exercises(quarto, tmp_path_factory):
+    """The Exercises section of every lesson with exercises, rendered by real Quarto as one
+    website (execution off); yields the site folder and, per lesson, (page, cells)."""
+    project = tmp_path_factory.mktemp("quarto-exercises")
+    (project / "lessons").mkdir()
+    pages = {}
+    for lesson, (notebook, _env) in sorted(LESSONS.items()):
+        path, cells = exercise_section(project / "lessons", LESSONS_DIR / notebook, notebook)
+        pages[lesson] = (f"lessons/{path.with_suffix('.html').name}", cells)
+    shutil.copy2(PROJECT_ROOT / "book.scss", project / "book.scss")
     (project / "_quarto.yml").write_text(textwrap.dedent("""\
         project:
           type: website
@@ -160,38 +186,53 @@ def test_quarto_renders_each_solution_as_a_collapsed_callout(browser, quarto, tm
           enabled: false
         format:
           html:
-            theme: cosmo
+            theme: [cosmo, book.scss]
         """))
-    result = subprocess.run([quarto, "render", f"lessons/{path.name}"], cwd=project,
-                            capture_output=True, text=True, timeout=600,
-                            env={**os.environ, "QUARTO_PYTHON": sys.executable})
+    started = time.monotonic()
+    result = subprocess.run([quarto, "render"], cwd=project, capture_output=True, text=True,
+                            timeout=900, env={**os.environ, "QUARTO_PYTHON": sys.executable})
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    print(f"quarto rendered {len(pages)} exercise sections in {time.monotonic() - started:.1f} s")
     site = project / "_site"
-    page = f"lessons/{path.with_suffix('.html').name}"
-    assert (site / page).is_file()
-    state_js = """
-    return Array.from(document.querySelectorAll('.callout')).map(c => ({
-      title: (c.querySelector('.callout-title-container') || {}).textContent || '',
-      shown: Array.from(c.querySelectorAll('.callout-body-container')).some(
-        b => b.getClientRects().length > 0),
-    }));
-    """
+    for page, _ in pages.values():
+        assert (site / page).is_file(), page
+    return site, pages
+
+
+def _wait_for(browser, condition, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        state = browser.execute_script(_CALLOUTS_JS)
+        if condition(state) or time.monotonic() > deadline:
+            return state
+        time.sleep(0.1)
+
+
+@pytest.mark.quarto
+@pytest.mark.parametrize("lesson", sorted(LESSONS), ids=lambda n: f"lesson{n}")
+def test_quarto_renders_each_solution_as_a_collapsed_callout(browser, quarto_exercises, lesson):
+    site, pages = quarto_exercises
+    page, cells = pages[lesson]
+    assert cells, f"{page} has no exercises"
+    distinctive = distinctive_lines(cells)
     with pagecheck.serve_folder(site) as base:
         browser.get_log("browser")  # drop entries left by earlier pages of the shared browser
         browser.get(base + page)
-        time.sleep(0.5)
-        callouts = browser.execute_script(state_js)
+        callouts = _wait_for(browser, lambda state: len(state) == len(cells))
+        page_text = browser.execute_script("return document.body.innerText;")
         browser.find_element("css selector", ".callout .callout-header").click()
-        time.sleep(1.0)
-        opened = browser.execute_script(state_js)
+        opened = _wait_for(browser, lambda state: state and state[0]["shown"])
+        opened_text = browser.execute_script("return document.body.innerText;")
         console = browser.get_log("browser")
     # Quarto puts a screen-reader label ("Tip") before the title.
     titles = [c["title"].strip() for c in callouts]
-    assert len(titles) == len(cells)
+    assert len(titles) == len(cells), titles
     assert all(t.endswith(f"Solution to exercise {c.key}") for t, c in zip(titles, cells)), titles
-    assert not any(c["shown"] for c in callouts)
+    assert not any(c["shown"] for c in callouts), "a solution is open before it is clicked"
+    assert all(line not in page_text for line in distinctive), "a solution's code is visible"
     assert opened[0]["shown"] and not any(c["shown"] for c in opened[1:])
-    # Failed requests are not the callout's doing: offline, the cosmo theme's Google Fonts
-    # stylesheet cannot load, and the test server has no favicon.
+    assert distinctive[0] in opened_text
+    assert all(line not in opened_text for line in distinctive[1:])
+    # Failed requests are not the callout's doing (the test server has no favicon).
     errors = [e for e in console if e["level"] == "SEVERE" and e.get("source") != "network"]
     assert errors == []

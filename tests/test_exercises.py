@@ -8,12 +8,20 @@ answers and expect the specific hint.
 """
 from __future__ import annotations
 
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+
 import nbformat
 import pytest
 
 from helpers import exercises
 from helpers.exercises import CORRECT, HINT, NOT_ATTEMPTED, VERDICT_MIME, Verdict
-from helpers.paths import LESSONS_DIR, PROJECT_ROOT
+from helpers.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
 from helpers.review import REVIEWS_ENV
 
 from exercise_cells import check_key, exercise_cells, section_index
@@ -90,6 +98,8 @@ WRONG_ANSWERS = [
      "The screen holds wrong_but_clear (numbers_supported)"),
     ("1.4", 'held_reply, wrong_but_clear = "answer: no\\nsources: none", "Answer: x\\nSources: H08"',
      "The strict parser rejects held_reply"),
+    ("1.4", 'held_reply, wrong_but_clear = "Answer: NOT IN HANDBOOK\\nSources: H08", "Answer: 90\\nSources: H08"',
+     "Q1 asks for a weekly stipend"),
     ("2.1", 'paraphrase = {"passage_id": "H05", "question": "Will the school pay for my rides on buses?"}',
      "shares 'pay' with H05"),
     ("2.1", 'paraphrase = {"passage_id": "H13", "question": ext_questions["question"].iloc[0]}',
@@ -121,7 +131,7 @@ WRONG_ANSWERS = [
     ("3.2", 'limit = {"answer_max_tokens": constrained.ANSWER_MAX_TOKENS, "deciding": []}',
      "is the lesson's limit"),
     ("3.2", 'limit = {"answer_max_tokens": 10**3, "deciding": []}', "would run past the cap"),
-    ("3.2", 'limit = {"answer_max_tokens": 3, "deciding": []}', "Every reply still fits at 4"),
+    ("3.2", 'limit = {"answer_max_tokens": 3, "deciding": []}', "At 3 every reply fits with room to spare"),
     ("3.3", 'open_checks = {"cited_retrieved": "Answer: No\\nSources: H08"}',
      "Can any reply the grammar admits fail cited_retrieved?"),
     ("3.3", 'open_checks = {"answer_has_citation": "Answer: No\\nSources: none"}', "There are 2 more checks"),
@@ -229,7 +239,7 @@ def test_the_section_sits_between_what_to_remember_and_sources(lesson_cells):
     sources = section_index(nb, "## Sources")
     assert section == cells[0].task_index, "## Exercises must open the first exercise's cell"
     assert remember is not None and sources is not None
-    assert remember < section < cells[-1].task_index + 3 < sources
+    assert remember < section < cells[-1].solution_index < sources
 
 
 def test_starter_cells_leave_a_placeholder_and_check_cells_call_the_checker(lesson_cells):
@@ -238,6 +248,25 @@ def test_starter_cells_leave_a_placeholder_and_check_cells_call_the_checker(less
         assert "..." in cell.starter, cell.key
         assert check_key(cell.check) == cell.key, cell.check
         assert "exercises.check" not in cell.starter and "..." not in cell.check
+
+
+#: Lessons whose tasks are checked for typed figures (lessons 4 and 5 are not yet).
+TYPED_FIGURES_CHECKED = (1, 2, 3)
+
+
+def test_tasks_quote_the_checks_figures_from_code_never_typed(lesson_cells):
+    lesson, _, cells = lesson_cells
+    for cell in cells:
+        if cell.note is not None:
+            # A note states the task's figures from the helpers' constants.
+            assert "display(Markdown(" in cell.note and "..." not in cell.note, cell.key
+            assert not re.search(r"(?<![\w.])\d*\.\d+", cell.note), cell.key
+        if lesson not in TYPED_FIGURES_CHECKED:
+            continue
+        prose = re.sub(r"`[^`]*`", "", cell.task)  # code spans name things; they quote nothing
+        prose = re.sub(r"[Ee]xercise \d+\.\d+", "", prose)
+        assert not re.search(r"(?<![\w.])\d*\.\d+|\bdozen\b|\bdecimals?\b|\btolerance\b", prose), (
+            cell.key, "a figure of the check belongs in a computed note")
 
 
 def test_solutions_are_collapsed_callouts_that_jupyterlab_hides(lesson_cells):
@@ -295,6 +324,166 @@ def test_an_unusable_answer_gets_a_hint_that_names_the_expected_form():
     assert exercises.check("1.2", ["H01"]).status == HINT  # one answer of two
     with pytest.raises(KeyError, match="no exercise '7.7'"):
         exercises.check("7.7", 1)
+
+
+# --------------------------------------------------------------------------- checker faults
+
+
+def _module_checker(source: str, name: str):
+    """A function compiled as if it were written in helpers/exercises.py (its globals are
+    a copy of the module's), so that it counts as a checker of that module."""
+    namespace = dict(vars(exercises))
+    exec(compile(textwrap.dedent(source), exercises.__file__, "exec"), namespace)
+    return namespace[name]
+
+
+def test_a_fault_of_the_checker_is_raised_never_shown_as_a_hint(monkeypatch):
+    monkeypatch.setattr(exercises, "EXERCISES", {})
+
+    @exercises.exercise("9.1", "A broken invariant", expects="a number")
+    def broken_invariant(answer):
+        """Lesson 9, exercise 9.1: a checker whose own assertion fails."""
+        expected = {"H01": 1.0}
+        assert len(expected) == 2, "the checker's own table is incomplete"
+        return exercises.correct()
+
+    # A KeyError, raised in a checker's own body in the module, with the answer at hand.
+    own_lookup = _module_checker('''
+        def own_lookup(answer):
+            """Lesson 9, exercise 9.2: a checker that looks up an ID its table lacks."""
+            expected = {"H01": 1.0}
+            return correct() if _close(answer, expected["H02"], TOLERANCE) else hint("no")
+        ''', "own_lookup")
+    exercises.exercise("9.2", "A missing key", expects="a number")(own_lookup)
+
+    with pytest.raises(AssertionError, match="the checker's own table is incomplete"):
+        exercises.check("9.1", 1.0)
+    with pytest.raises(KeyError, match="H02"):
+        exercises.check("9.2", 1.0)
+
+
+def test_answers_the_check_cannot_read_get_a_hint_from_any_lesson():
+    # Validators of the shared part raise AnswerShapeError ...
+    assert exercises.check("1.2", {"H01"}, []).message.startswith(
+        "The check could not use your answer: q3_with_at must be a list in order, not a set.")
+    # ... and those of other lessons a TypeError or ValueError on the answer they were handed.
+    from helpers import defences
+
+    verdict = exercises.check("5.1", {**defences.ROUTED_TOPICS, "child care": "care"},
+                              {**defences.QUESTION_TERMS, "care": "kid"}, [])
+    assert verdict.status == HINT
+    assert "TypeError: my_terms['care'] must be a set of words, not one string" in verdict.message
+    verdict = exercises.check("4.1", {"p_o": "most", "p_e": 0.5, "kappa": 0.1})
+    assert verdict.status == HINT and "could not convert string to float: 'most'" in verdict.message
+
+
+# --------------------------------------------------------------------------- fixture caches
+
+
+def _fill_caches() -> None:
+    exercises._retrieved_ids()
+    exercises._extended_questions()
+    exercises._tfidf(frozenset())
+
+
+def _filled_caches() -> dict[str, int]:
+    return {name: value.cache_info().currsize for name, value in vars(exercises).items()
+            if getattr(value, "__module__", None) == exercises.__name__
+            and callable(getattr(value, "cache_info", None)) and value.cache_info().currsize}
+
+
+def test_every_fixture_file_is_an_input_of_the_caches(tmp_path, monkeypatch):
+    data = tmp_path / "riverton"
+    shutil.copytree(DATA_DIR, data)
+    monkeypatch.setattr(exercises, "DATA_DIR", data)
+    files = sorted(path for path in data.iterdir() if path.is_file())
+    assert {path.name for path in files} >= {"riverton-handbook.csv", "reader-transcript.jsonl"}
+    for path in files:
+        _fill_caches()
+        exercises._refresh_caches(read_bytes=True)
+        assert _filled_caches(), "the caches must be in use before the edit"
+        original = path.read_bytes()
+        # Same bytes written again (a new modification time): the caches stay.
+        path.write_bytes(original)
+        exercises._refresh_caches(read_bytes=True)
+        assert _filled_caches(), path.name
+        # One byte changed, size and modification time restored: every cache is emptied.
+        stat = path.stat()
+        changed = bytearray(original)
+        changed[-2] = ord("#") if changed[-2] != ord("#") else ord("%")
+        path.write_bytes(bytes(changed))
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        assert path.stat().st_size == stat.st_size
+        exercises._refresh_caches(read_bytes=True)
+        assert _filled_caches() == {}, path.name
+        path.write_bytes(original)
+
+
+_FOLLOW_SCRIPT = r"""
+import json, os, sys
+from pathlib import Path
+root = Path.cwd()
+sys.path.insert(0, str(root))
+from helpers import exercises, fixture
+assert Path(exercises.__file__).resolve().is_relative_to(root), exercises.__file__
+
+held = "Answer: NOT IN HANDBOOK\nSources: H08"
+def status(weekly):
+    try:
+        verdict = exercises.check("1.4", held, f"Answer: {weekly}\nSources: H08")
+    except fixture.FixtureError as error:
+        return "FixtureError: " + str(error)
+    return verdict.status + ": " + verdict.message
+
+results = {"before": status("$90 per week")}
+handbook = fixture.DATA_DIR / "riverton-handbook.csv"
+stat = handbook.stat()
+text = handbook.read_text(encoding="utf-8")
+assert text.count("at least 90 percent") == 1
+handbook.write_text(text.replace("at least 90 percent", "at least 85 percent"), encoding="utf-8")
+os.utime(handbook, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same time
+results["unrecorded edit"] = status("$90 per week")
+fixture.update_metadata([handbook.name])
+results["old figure"] = status("$90 per week")
+results["new figure"] = status("$85 per week")
+print(json.dumps(results))
+"""
+
+
+def test_a_check_answers_from_the_fixture_as_it_is_now(tmp_path):
+    """In a copy of the project, H08's attendance figure changes while the kernel lives."""
+    for name in ("helpers", "data"):
+        shutil.copytree(PROJECT_ROOT / name, tmp_path / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    result = subprocess.run([sys.executable, "-c", _FOLLOW_SCRIPT], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = json.loads(result.stdout.strip().splitlines()[-1])
+    assert results["before"].startswith(CORRECT), results
+    # An edit the metadata does not record is an error naming the file, never a hint.
+    assert results["unrecorded edit"].startswith("FixtureError"), results
+    assert "riverton-handbook.csv" in results["unrecorded edit"], results
+    assert "fingerprint" in results["unrecorded edit"], results
+    assert results["old figure"].startswith(HINT), results
+    assert "(numbers_supported)" in results["old figure"], results
+    assert results["new figure"].startswith(CORRECT), results
+
+
+@pytest.mark.slow
+def test_a_limit_below_the_answer_gets_a_direction_never_the_next_value():
+    """Exercise 3.2's hint says which way to go, not how far: stepping up one token at a
+    time must not be spelled out."""
+    from helpers.constrained import ANSWER_MAX_TOKENS
+
+    largest = min(exercises._largest_limits().values())
+    messages = set()
+    for value in range(1, largest):
+        verdict = exercises.check("3.2", {"answer_max_tokens": value, "deciding": []})
+        assert verdict.status == HINT, verdict
+        assert re.findall(r"\d+", verdict.message) == [str(value)], verdict.message
+        if value != ANSWER_MAX_TOKENS:  # the lesson's own limit has a hint of its own
+            messages.add(verdict.message.replace(str(value), "N"))
+    assert len(messages) == 1, messages  # the same words at every distance
 
 
 def test_hand_figures_are_accepted_within_the_stated_tolerance():
