@@ -44,7 +44,7 @@ NORMAL_FINGERPRINTS = {
         "e5284e19c19686251608935f356d4f062bae5750863169baa3a5307e92ca8931",
     "riverton-extended-questions.csv":
         "f3b6f02ad64ce092fdea2556a1548b197f853512f57524f90ef6ef45c16c73eb",
-    "support-review.csv": "f567ef3f3687545a2885b660311377cf3be4c470fe34a17336efec3ff030452b",
+    "support-review.csv": "c3ae9bc35d53844c7bc272746b08cbb4289c409981ad38d4db1be1c36ff1e5ce",
 }
 
 
