@@ -220,7 +220,6 @@ def test_benchmark_extras_stay_out_of_the_book():
 # else that helpers/ imports must be pinned in pyproject.toml.
 UNPINNED_IMPORTS = {
     "ipython": "comes with ipykernel",
-    "httpx": "comes with jupyter (through jupyterlab)",
     "huggingface-hub": "comes with transformers",
     "jinja2": "comes with nbconvert",
     "jupyter-core": "comes with nbclient",
