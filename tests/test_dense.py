@@ -227,7 +227,7 @@ def test_lesson_executes_and_reports_dense_recall_on_the_original_six(executed):
 @pytest.mark.slow
 def test_lesson_shows_every_table_and_the_q3_figure(executed):
     tables = lesson_tables(executed)
-    for name in ("question_kinds", "extended_questions", "q6_terms", "fusions", "weight_sweep",
+    for name in ("question_kinds", "extended_questions", "q6_terms", "dense_top3", "fusions", "weight_sweep",
                  "gold_ranks", "metrics", "unanswerable", "thresholds", "qwen_lookup",
                  "small_reader"):
         assert name in tables, name
