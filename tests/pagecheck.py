@@ -133,11 +133,43 @@ for (const tr of table.querySelectorAll('tbody tr')) {
 return rows;
 """
 
+#: The search box of an interactive table: DataTables 2, DataTables 1, any search input.
+SEARCH_BOX = ".dt-search input, .dataTables_filter input, input[type=search]"
+
 _SEARCH_JS = _TABLES_JS + """
 const table = tables()[arguments[0]];
 const box = table && table.closest('.dt-container, .dataTables_wrapper');
-return box ? box.querySelector('.dt-search input, .dataTables_filter input, input[type=search]') : null;
+return box ? box.querySelector(arguments[1]) : null;
 """
+
+
+def search_box(driver, root):
+    """The search box inside ``root`` (an element holding one interactive table), or None."""
+    return driver.execute_script("return arguments[0].querySelector(arguments[1]);", root, SEARCH_BOX)
+
+
+def search_and_wait(box, term: str, read: Callable[[], object], done: Callable[[object], bool],
+                    timeout: float = 30.0, poll: float = 0.2):
+    """Type ``term`` into ``box``, then call ``read()`` until ``done(value)`` holds or
+    ``timeout`` seconds pass; returns the last value read either way, for the caller to judge."""
+    box.clear()
+    box.send_keys(term)
+    deadline = time.monotonic() + timeout
+    while True:
+        value = read()
+        if done(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(poll)
+
+
+#: Traces that a progress bar leaves in a page: the widget's data types and tqdm's rate
+#: ("3/3 [00:01<00:00, 2.90question/s, Q3]", "1.20s/question", "it/s" in other units).
+PROGRESS_MARKERS = ("application/vnd.jupyter.widget", "question/s", "s/question", "it/s]", "it/s,")
+
+
+def progress_residue(page: str, *extra: str) -> list[str]:
+    """The progress-bar traces (:data:`PROGRESS_MARKERS`, then ``extra``) found in ``page``."""
+    return [mark for mark in (*PROGRESS_MARKERS, *extra) if mark in page]
 
 
 def _wait(condition: Callable[[], object], timeout: float, what: str):
@@ -187,19 +219,11 @@ def check_page(
             table_index = _first_searchable(driver, n_tables, search_term)
         before = driver.execute_script(_ROWS_JS, table_index)
         assert before, f"{url}: table {table_index} shows no rows before searching"
-        box = driver.execute_script(_SEARCH_JS, table_index)
+        box = driver.execute_script(_SEARCH_JS, table_index, SEARCH_BOX)
         assert box is not None, f"{url}: table {table_index} has no search box"
-        box.clear()
-        box.send_keys(search_term)
-
-        def filtered():
-            rows = driver.execute_script(_ROWS_JS, table_index)
-            return rows is not None and rows != before
-
-        try:
-            _wait(filtered, timeout, f"table {table_index} to filter on {search_term!r}")
-        except AssertionError:
-            pass  # the rows did not change: reported below with the counts
+        # Rows that did not change are reported below with the counts.
+        search_and_wait(box, search_term, lambda: driver.execute_script(_ROWS_JS, table_index),
+                        lambda rows: rows is not None and rows != before, timeout)
         time.sleep(0.2)
         after = driver.execute_script(_ROWS_JS, table_index)
         console = driver.get_log("browser")
@@ -225,7 +249,7 @@ def check_page(
 def _first_searchable(driver, n_tables: int, search_term: str) -> int:
     """The first table with a search box showing a row with `search_term`, else the first with a box."""
     needle = search_term.lower()
-    with_box = [i for i in range(n_tables) if driver.execute_script(_SEARCH_JS, i) is not None]
+    with_box = [i for i in range(n_tables) if driver.execute_script(_SEARCH_JS, i, SEARCH_BOX) is not None]
     if not with_box:
         raise AssertionError(f"none of the {n_tables} interactive tables has a search box")
     for index in with_box:
