@@ -344,6 +344,23 @@ def cell_output_element(driver, label: str):
     return element
 
 
+def cell_output_data(driver, label: str, mime: str) -> list:
+    """The ``mime`` data of every output of the code cell labelled ``label``, as the kernel
+    sent it (JSON types arrive parsed)."""
+    found = driver.execute_script(
+        """
+        const panel = window.jupyterapp.shell.currentWidget;
+        const cell = panel.content.widgets.find(c => c.model.type === 'code' &&
+          c.model.sharedModel.getSource().split('\\n').some(l => l.trim() === '#| label: ' + arguments[0]));
+        if (!cell) return null;
+        return cell.model.outputs.toJSON().filter(o => o.data && arguments[1] in o.data).map(o => o.data[arguments[1]]);
+        """,
+        label, mime,
+    )
+    assert found is not None, f"no code cell labelled {label!r} in the open notebook"
+    return found
+
+
 def notebook_scroller(driver):
     """The element that scrolls the open notebook (what "the page" is inside JupyterLab)."""
     return driver.execute_script(
