@@ -211,10 +211,9 @@ ENGINE_LINE = {"nbclient": "[build] engine: nbclient + nbconvert", "quarto": "[b
 class BookSite:
     engine: str
     folder: Path  # the built site
-    seconds: float  # how long the build took
 
 
-def _build_environment(project: Path, engine: str, quarto: str | None) -> dict[str, str]:
+def _build_environment(project: Path, quarto: str | None) -> dict[str, str]:
     """This environment, minus reader settings a developer may have set, plus the copy's
     helpers on the kernels' path (and Quarto, for the Quarto build)."""
     env = {name: value for name, value in os.environ.items()
@@ -236,19 +235,17 @@ def book_site(request, tmp_path_factory) -> BookSite:
     if missing:
         pytest.fail(f"lessons listed for the page check are missing: {missing}")
     project = copy_project(tmp_path_factory.mktemp(f"book-{engine}") / "book")
-    started = time.perf_counter()
     result = subprocess.run(
         [sys.executable, "-m", "helpers.book", "--engine", engine], cwd=project,
-        env=_build_environment(project, engine, quarto), capture_output=True, text=True, timeout=3600,
+        env=_build_environment(project, quarto), capture_output=True, text=True, timeout=3600,
     )
-    seconds = time.perf_counter() - started
     report = result.stdout + result.stderr
     assert result.returncode == 0, f"the {engine} build failed:\n{report[-6000:]}"
     assert ENGINE_LINE[engine] in result.stdout, report[-3000:]
     site = project / "_book"
     for lesson in LESSONS:
         assert (site / Path(lesson).with_suffix(".html")).is_file(), f"the {engine} build wrote no page for {lesson}"
-    return BookSite(engine, site, seconds)
+    return BookSite(engine, site)
 
 
 def _page(lesson: str) -> str:
