@@ -81,10 +81,19 @@ def load_encoder(path: str | None = None) -> Any:
     """The sentence encoder on the CPU, loaded once per process (and per ``path``).
 
     ``path`` defaults to the folder inside the wheel; nothing is fetched from a hub.
+    Before loading it prints one line saying what it loads and from where, as the
+    readers' loaders do (lesson 2, "A dense retriever").
     """
     from sentence_transformers import SentenceTransformer
 
+    from .reader.model_cache import shown
+
     folder = str(path) if path is not None else str(encoder_path())
+    if path is None:
+        what, where = ENCODER_ID, f"the {ENCODER_PACKAGE} package's folder {shown(Path(folder))}"
+    else:
+        what, where = "a sentence encoder", f"the folder {shown(Path(folder))}"
+    print(f"Loading {what} from {where} (on the CPU, no network)", flush=True)
     with _offline_and_quiet():
         model = SentenceTransformer(folder, device="cpu", local_files_only=True)
     model.eval()

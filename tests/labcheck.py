@@ -29,6 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+#: The JupyterLab major version whose application object (``window.jupyterapp``, cell
+#: models, ``sharedModel``) the page readers below use; pinned in the ``test`` extra.
+JUPYTERLAB_MAJOR = 4
 SERVER_START_TIMEOUT = 180.0  # seconds; a cold JupyterLab on a busy two-core machine is slow
 PAGE_TIMEOUT = 240.0
 RUN_TIMEOUT = 900.0
@@ -111,6 +114,10 @@ def _stop_pid(pid: int, grace: float) -> None:
 def lab_server(root: Path, python: str = sys.executable,
                timeout: float = SERVER_START_TIMEOUT) -> Iterator[LabServer]:
     """JupyterLab serving `root` on 127.0.0.1 at a free port, without a token."""
+    version = jupyterlab_version(python)
+    if version.split(".")[0] != str(JUPYTERLAB_MAJOR):
+        raise AssertionError(f"{python} has JupyterLab {version}; these checks drive JupyterLab "
+                             f"{JUPYTERLAB_MAJOR}'s page (install the test extra's pinned version)")
     private = Path(tempfile.mkdtemp(prefix="riverton-lab-"))
     folders = {name: private / name for name in ("runtime", "settings", "workspaces", "config", "ipython")}
     for folder in folders.values():
@@ -154,6 +161,14 @@ def lab_server(root: Path, python: str = sys.executable,
         import shutil
 
         shutil.rmtree(private, ignore_errors=True)
+
+
+def jupyterlab_version(python: str = sys.executable) -> str:
+    """The version of JupyterLab installed for ``python`` ("none" when it has none)."""
+    found = subprocess.run(
+        [python, "-c", "import importlib.metadata as m; print(m.version('jupyterlab'))"],
+        capture_output=True, text=True, timeout=60)
+    return found.stdout.strip() if found.returncode == 0 else "none"
 
 
 def _wait_for_server(process, runtime: Path, server: LabServer, timeout: float) -> str:
@@ -327,6 +342,23 @@ def cell_output_element(driver, label: str):
     )
     assert element is not None, f"no code cell labelled {label!r} in the open notebook"
     return element
+
+
+def cell_output_data(driver, label: str, mime: str) -> list:
+    """The ``mime`` data of every output of the code cell labelled ``label``, as the kernel
+    sent it (JSON types arrive parsed)."""
+    found = driver.execute_script(
+        """
+        const panel = window.jupyterapp.shell.currentWidget;
+        const cell = panel.content.widgets.find(c => c.model.type === 'code' &&
+          c.model.sharedModel.getSource().split('\\n').some(l => l.trim() === '#| label: ' + arguments[0]));
+        if (!cell) return null;
+        return cell.model.outputs.toJSON().filter(o => o.data && arguments[1] in o.data).map(o => o.data[arguments[1]]);
+        """,
+        label, mime,
+    )
+    assert found is not None, f"no code cell labelled {label!r} in the open notebook"
+    return found
 
 
 def notebook_scroller(driver):

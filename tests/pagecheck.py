@@ -133,11 +133,70 @@ for (const tr of table.querySelectorAll('tbody tr')) {
 return rows;
 """
 
+#: The search box of an interactive table: DataTables 2, DataTables 1, any search input.
+SEARCH_BOX = ".dt-search input, .dataTables_filter input, input[type=search]"
+
 _SEARCH_JS = _TABLES_JS + """
 const table = tables()[arguments[0]];
 const box = table && table.closest('.dt-container, .dataTables_wrapper');
-return box ? box.querySelector('.dt-search input, .dataTables_filter input, input[type=search]') : null;
+return box ? box.querySelector(arguments[1]) : null;
 """
+
+
+def search_box(driver, root):
+    """The search box inside ``root`` (an element holding one interactive table), or None."""
+    return driver.execute_script("return arguments[0].querySelector(arguments[1]);", root, SEARCH_BOX)
+
+
+def search_and_wait(box, term: str, read: Callable[[], object], done: Callable[[object], bool],
+                    timeout: float = 30.0, poll: float = 0.2):
+    """Type ``term`` into ``box``, then call ``read()`` until ``done(value)`` holds or
+    ``timeout`` seconds pass; returns the last value read either way, for the caller to judge."""
+    box.clear()
+    box.send_keys(term)
+    deadline = time.monotonic() + timeout
+    while True:
+        value = read()
+        if done(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(poll)
+
+
+def wait_for_tables(driver, timeout: float = 30.0) -> int:
+    """Wait until every interactive table of the open page has been drawn by DataTables
+    (a page without one returns at once); returns how many there are."""
+    return _wait(lambda: driver.execute_script(
+        "if (document.readyState !== 'complete') return null;"
+        "const pending = Array.from(document.querySelectorAll('table[id^=itables]'))"
+        "  .filter(t => !t.closest('.dt-container, .dataTables_wrapper') || !t.querySelector('tbody td'));"
+        "return pending.length ? null : [document.querySelectorAll('table[id^=itables]').length];"),
+        timeout, "the interactive tables to render")[0]
+
+
+# Cell outputs as Quarto (.cell-output-display) and nbconvert's lab template
+# (.jp-OutputArea-output) write them.
+_LOOSE_TABLES_JS = """
+const outputs = '.cell-output-display, .cell-output, .jp-OutputArea-output';
+const found = new Set(Array.from(document.querySelectorAll('table'))
+  .filter(t => t.closest(outputs) && !t.closest('div.riverton-table')).map(t => t.closest(outputs)));
+return Array.from(found).map(o => (o.innerText || '').trim().replace(/\\s+/g, ' ').slice(0, 120));
+"""
+
+
+def loose_tables(driver) -> list[str]:
+    """The start of the text of each cell output of the open page that holds a table
+    outside the helpers' container (``div.riverton-table``, see helpers.display)."""
+    return driver.execute_script(_LOOSE_TABLES_JS)
+
+
+#: Traces that a progress bar leaves in a page: the widget's data types and tqdm's rate
+#: ("3/3 [00:01<00:00, 2.90question/s, Q3]", "1.20s/question", "it/s" in other units).
+PROGRESS_MARKERS = ("application/vnd.jupyter.widget", "question/s", "s/question", "it/s]", "it/s,")
+
+
+def progress_residue(page: str, *extra: str) -> list[str]:
+    """The progress-bar traces (:data:`PROGRESS_MARKERS`, then ``extra``) found in ``page``."""
+    return [mark for mark in (*PROGRESS_MARKERS, *extra) if mark in page]
 
 
 def _wait(condition: Callable[[], object], timeout: float, what: str):
@@ -187,19 +246,11 @@ def check_page(
             table_index = _first_searchable(driver, n_tables, search_term)
         before = driver.execute_script(_ROWS_JS, table_index)
         assert before, f"{url}: table {table_index} shows no rows before searching"
-        box = driver.execute_script(_SEARCH_JS, table_index)
+        box = driver.execute_script(_SEARCH_JS, table_index, SEARCH_BOX)
         assert box is not None, f"{url}: table {table_index} has no search box"
-        box.clear()
-        box.send_keys(search_term)
-
-        def filtered():
-            rows = driver.execute_script(_ROWS_JS, table_index)
-            return rows is not None and rows != before
-
-        try:
-            _wait(filtered, timeout, f"table {table_index} to filter on {search_term!r}")
-        except AssertionError:
-            pass  # the rows did not change: reported below with the counts
+        # Rows that did not change are reported below with the counts.
+        search_and_wait(box, search_term, lambda: driver.execute_script(_ROWS_JS, table_index),
+                        lambda rows: rows is not None and rows != before, timeout)
         time.sleep(0.2)
         after = driver.execute_script(_ROWS_JS, table_index)
         console = driver.get_log("browser")
@@ -225,7 +276,7 @@ def check_page(
 def _first_searchable(driver, n_tables: int, search_term: str) -> int:
     """The first table with a search box showing a row with `search_term`, else the first with a box."""
     needle = search_term.lower()
-    with_box = [i for i in range(n_tables) if driver.execute_script(_SEARCH_JS, i) is not None]
+    with_box = [i for i in range(n_tables) if driver.execute_script(_SEARCH_JS, i, SEARCH_BOX) is not None]
     if not with_box:
         raise AssertionError(f"none of the {n_tables} interactive tables has a search box")
     for index in with_box:
@@ -256,14 +307,21 @@ const result = {
   box: rect(box), scroller: rect(scroller), overflow_x: getComputedStyle(scroller).overflowX,
   scroll_width: scroller.scrollWidth, client_width: scroller.clientWidth, table: rect(table),
 };
-const first = rows[0].querySelector('td');
-const cells = rows[0].querySelectorAll('td');
+const cells = Array.from(rows[0].querySelectorAll('td'));
 const last = cells[cells.length - 1];
 const saved = scroller.scrollLeft;
 scroller.scrollLeft = scroller.scrollWidth;
 result.scrolled_by = scroller.scrollLeft;
-result.first_cell = rect(first);
-result.first_text = first.textContent.trim();
+// The leading cells of the first row, scrolled to the end: the key columns and any other
+// column the table pins (DataTables' FixedColumns and the static tables' CSS both make
+// pinned cells position: sticky).
+let pinned = 0;
+while (pinned < cells.length && getComputedStyle(cells[pinned]).position === 'sticky') pinned++;
+result.pinned = pinned;
+result.keys = cells.slice(0, Math.max(arguments[2] || 0, pinned, 1)).map(
+  td => Object.assign(rect(td), {text: td.textContent.trim()}));
+result.first_cell = result.keys[0];
+result.first_text = result.keys[0].text;
 result.last_cell = rect(last);
 scroller.scrollLeft = saved;
 return result;
@@ -277,14 +335,15 @@ class TableFit:
     selector: str
     width: int
     measures: dict
+    key_columns: int = 1  # leading columns that must stay in view while the table scrolls
 
     @property
     def scrolls(self) -> bool:
         return self.measures["scroll_width"] > self.measures["client_width"] + 1
 
     def problems(self) -> list[str]:
-        """What is wrong, in words (empty when the table fits or scrolls inside its box with
-        its first column in view)."""
+        """What is wrong, in words (empty when the table fits, or scrolls inside its box with
+        each of its key columns pinned and in view when scrolled to its right end)."""
         m = self.measures
         if "missing" in m:
             return [m["missing"]]
@@ -299,22 +358,27 @@ class TableFit:
                              f"that does not scroll (overflow-x: {m['overflow_x']})")
             elif m["last_cell"]["right"] > m["scroller"]["right"] + 1:
                 found.append("scrolled to the end, the last column is still cut off")
-            if m["first_cell"]["left"] < m["scroller"]["left"] - 1 or m["first_cell"]["right"] > m["scroller"]["right"] + 1:
-                found.append(f"scrolled to the end, the first column ({m['first_text']!r}) is out of view")
+            if m["pinned"] < self.key_columns:
+                found.append(f"{m['pinned']} column(s) pinned, not the {self.key_columns} key column(s)")
+            for number, cell in enumerate(m["keys"][:max(self.key_columns, m["pinned"])], start=1):
+                if cell["left"] < m["scroller"]["left"] - 1 or cell["right"] > m["scroller"]["right"] + 1:
+                    found.append(f"scrolled to the end, key column {number} ({cell['text']!r}) is out of view")
         return found
 
 
-def measure_table(driver, root, page=None) -> dict:
+def measure_table(driver, root, page=None, key_columns: int = 1) -> dict:
     """Measure the table in `root` (a CSS selector or an element) as :class:`TableFit` reads it.
 
     `page` (a selector or an element) is what scrolls the page, such as JupyterLab's
-    notebook panel; by default the document itself.
+    notebook panel; by default the document itself. The first `key_columns` cells of the
+    first row (more, when more are pinned) are measured scrolled to the table's right end.
     """
-    return driver.execute_script(_FIT_JS, root, page)
+    return driver.execute_script(_FIT_JS, root, page, key_columns)
 
 
 def table_fit(driver, url: str, selector: str, width: int, height: int = 1000,
-              screenshot: Path | None = None, timeout: float = 60.0) -> TableFit:
+              screenshot: Path | None = None, timeout: float = 60.0,
+              key_columns: int = 1) -> TableFit:
     """Open `url` in a window `width` px wide and measure the table inside `selector`.
 
     Interactive tables are measured once DataTables has drawn them. With `screenshot`, the
@@ -330,13 +394,13 @@ def table_fit(driver, url: str, selector: str, width: int, height: int = 1000,
             "(!r.querySelector('table[id^=itables]') || r.querySelector('table.dataTable tbody td'));", selector),
             timeout, f"the table in {selector} to render")
         time.sleep(0.5)  # DataTables adjusts column widths after its first draw
-        measures = measure_table(driver, selector)
+        measures = measure_table(driver, selector, key_columns=key_columns)
         if screenshot is not None:
             driver.execute_script("document.querySelector(arguments[0]).scrollIntoView();", selector)
             driver.save_screenshot(str(screenshot))
     finally:
         driver.set_window_size(saved["width"], saved["height"])
-    return TableFit(selector, width, measures)
+    return TableFit(selector, width, measures, key_columns)
 
 
 def set_inner_width(driver, width: int, height: int = 1000) -> None:

@@ -42,6 +42,20 @@ def test_encoder_is_loaded_once_per_process():
     assert dense.load_encoder() is dense.load_encoder()
 
 
+def test_encoder_load_says_what_it_loads_and_from_where(capsys, tmp_path):
+    """The message comes before the load: a folder that holds no encoder is still named."""
+    from helpers.reader.model_cache import shown
+
+    dense.load_encoder.__wrapped__()  # the cached function itself, so that it loads again
+    said = capsys.readouterr().out
+    assert said == (f"Loading {dense.ENCODER_ID} from the {dense.ENCODER_PACKAGE} package's folder "
+                    f"{shown(dense.encoder_path())} (on the CPU, no network)\n")
+    with pytest.raises(Exception):  # noqa: B017 - whatever sentence-transformers raises
+        dense.load_encoder.__wrapped__(str(tmp_path))
+    assert capsys.readouterr().out == (
+        f"Loading a sentence encoder from the folder {shown(tmp_path)} (on the CPU, no network)\n")
+
+
 def test_encoder_loads_from_the_wheel_without_network():
     path = dense.encoder_path()
     assert (path / "model.safetensors").is_file()
@@ -213,7 +227,7 @@ def test_lesson_executes_and_reports_dense_recall_on_the_original_six(executed):
 @pytest.mark.slow
 def test_lesson_shows_every_table_and_the_q3_figure(executed):
     tables = lesson_tables(executed)
-    for name in ("question_kinds", "extended_questions", "q6_terms", "fusions", "weight_sweep",
+    for name in ("question_kinds", "extended_questions", "q6_terms", "dense_top3", "fusions", "weight_sweep",
                  "gold_ranks", "metrics", "unanswerable", "thresholds", "qwen_lookup",
                  "small_reader"):
         assert name in tables, name

@@ -11,7 +11,6 @@ import html
 import html.parser
 import json
 import re
-import shutil
 import subprocess
 
 import nbformat
@@ -151,16 +150,16 @@ def test_markdown_renders_literally_with_nbconvert():
     assert "<p>Q1 accepts $150|$150 per week; <em>see</em> <code>$x</code>.</p>" in rendered
 
 
-@pytest.mark.skipif(shutil.which("quarto") is None, reason="Quarto is not on PATH")
-def test_markdown_renders_literally_with_quartos_pandoc():
+@pytest.mark.quarto
+def test_markdown_renders_literally_with_quartos_pandoc(quarto):
     """What `quarto render` does with it: no math, the class kept, Markdown still Markdown."""
     source = display.Markdown("Between $5 and$ also $a$ and *b*.")._repr_markdown_()
-    rendered = subprocess.run(["quarto", "pandoc", "--from", "markdown", "--to", "html"], input=source,
+    rendered = subprocess.run([quarto, "pandoc", "--from", "markdown", "--to", "html"], input=source,
                               capture_output=True, text=True, check=True).stdout
     assert 'class="mathjax_ignore tex2jax_ignore"' in rendered
     assert "Between $5 and$ also $a$ and <em>b</em>." in rendered
     assert "math" not in rendered.replace("mathjax_ignore", "")
-    plain = subprocess.run(["quarto", "pandoc", "--from", "markdown", "--to", "html"], input="also $a$",
+    plain = subprocess.run([quarto, "pandoc", "--from", "markdown", "--to", "html"], input="also $a$",
                            capture_output=True, text=True, check=True).stdout
     assert 'class="math inline"' in plain  # the escaping is what prevents it
 

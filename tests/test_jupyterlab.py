@@ -20,6 +20,7 @@ import pytest
 
 import labcheck
 import pagecheck
+from helpers.display import TABLE_MIME
 from helpers.fixture import load_riverton
 from helpers.paths import PROJECT_ROOT
 
@@ -37,7 +38,9 @@ def _digest(path: Path) -> str:
 
 def write_checks_notebook(path: Path) -> None:
     """A notebook with what lesson 1 does not exercise: a wide table shown both ways, a
-    progress bar over questions, and the build detector as a student's kernel sees it."""
+    progress bar over questions, the build detector as a student's kernel sees it, and
+    HTML with dollar signs shown without the helpers, which MathJax must typeset (without
+    it, the dollar-sign checks could not fail)."""
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     setup = textwrap.dedent(
@@ -74,6 +77,11 @@ def write_checks_notebook(path: Path) -> None:
             "        time.sleep(0.3)"
         ),
         nbformat.v4.new_code_cell("#| label: build-detector\nprint('book build:', book_build())"),
+        nbformat.v4.new_code_cell(
+            "#| label: mathjax-control\n"
+            "from IPython.display import HTML\n"
+            "HTML('<p>$a$ and $b$</p>')"
+        ),
     ]
     nbformat.write(nb, path)
 
@@ -183,27 +191,41 @@ def test_no_output_of_lesson_1_is_typeset_as_mathematics(lesson_1, driver):
     assert found == [], f"outputs with text typeset as mathematics: {found}"
 
 
+def _table_payload(driver, label: str) -> dict:
+    """The rows and column labels the cell's table output carries as JSON (TABLE_MIME)."""
+    payloads = labcheck.cell_output_data(driver, label, TABLE_MIME)
+    assert len(payloads) == 1, f"the cell {label!r} has {len(payloads)} table outputs"
+    return payloads[0]
+
+
+def test_every_table_of_lesson_1_sits_in_the_helpers_box(lesson_1, driver):
+    """Tables shown outside helpers.display.show_table get neither the MathJax-ignore
+    container nor the wrapping; lesson 1 shows none."""
+    found = driver.execute_script(
+        "const panel = window.jupyterapp.shell.currentWidget;"
+        "const tables = Array.from(panel.node.querySelectorAll('.jp-OutputArea-output table'));"
+        "return {all: tables.length, loose: tables.filter(t => !t.closest('div.riverton-table.mathjax_ignore'))"
+        "  .map(t => (t.closest('.jp-OutputArea-output').innerText || '').trim().slice(0, 120))};"
+    )
+    assert found["all"] > 0
+    assert found["loose"] == [], f"tables outside helpers.display.show_table: {found['loose']}"
+
+
 def test_handbook_search_leaves_exactly_the_forklift_passages(lesson_1, driver, tmp_path):
     handbook = load_riverton().handbook
-    shown_columns = ["passage_id", "topic", "text"]  # what the lesson's handbook table shows
-    expected = sorted(
-        row.passage_id for row in handbook[shown_columns].itertuples(index=False)
-        if "forklift" in " ".join(row).lower()
-    )
+    payload = _table_payload(driver, "tbl-handbook")  # what the lesson's handbook table shows
+    expected = sorted(row[0] for row in payload["rows"]
+                      if "forklift" in " ".join(map(str, row)).lower())
     assert 0 < len(expected) < len(handbook)
+    assert set(expected) <= set(handbook["passage_id"])
     output = labcheck.cell_output_element(driver, "tbl-handbook")
     before = shown_table(driver, output)
+    assert before["columns"] == payload["columns"]
     assert len(before["rows"]) == len(handbook), f"the handbook table shows {len(before['rows'])} rows"
-    box = driver.execute_script("return arguments[0].querySelector('.dt-search input, input[type=search]');", output)
+    box = pagecheck.search_box(driver, output)
     assert box is not None, f"the handbook table has no search box (screenshot {_screen(driver, tmp_path, 'handbook')})"
-    box.clear()
-    box.send_keys("forklift")
-    deadline = time.monotonic() + 30
-    while True:
-        after = shown_table(driver, output)
-        if len(after["rows"]) != len(before["rows"]) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    after = pagecheck.search_and_wait(box, "forklift", lambda: shown_table(driver, output),
+                                      lambda t: len(t["rows"]) != len(before["rows"]))
     shot = _screen(driver, tmp_path, "handbook-forklift")
     shown = sorted(row[0] for row in after["rows"])
     assert shown == expected, f"searching 'forklift' left {shown}, expected {expected} (screenshot {shot})"
@@ -216,15 +238,10 @@ def test_handbook_rows_redrawn_by_a_search_keep_their_dollar_signs(lesson_1, dri
     expected = {pid: text for pid, text in handbook["text"].items() if "$" in text}
     assert len(expected) >= 2, "the fixture no longer has two passages with a dollar sign"
     output = labcheck.cell_output_element(driver, "tbl-handbook")
-    box = driver.execute_script("return arguments[0].querySelector('.dt-search input, input[type=search]');", output)
-    box.clear()
-    box.send_keys("$")
-    deadline = time.monotonic() + 30
-    while True:
-        after = shown_table(driver, output)
-        if sorted(row[0] for row in after["rows"]) == sorted(expected) or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
+    box = pagecheck.search_box(driver, output)
+    assert box is not None, "the handbook table has no search box"
+    after = pagecheck.search_and_wait(box, "$", lambda: shown_table(driver, output),
+                                      lambda t: sorted(row[0] for row in t["rows"]) == sorted(expected))
     shot = _screen(driver, tmp_path, "handbook-dollar")
     text_column = after["columns"].index("Handbook text")
     assert {row[0]: row[text_column] for row in after["rows"]} == expected, f"screenshot {shot}"
@@ -253,8 +270,9 @@ def test_wide_table_scrolls_inside_its_box_in_jupyterlab(checks, driver, tmp_pat
     try:
         time.sleep(1.0)  # JupyterLab and DataTables re-lay out after a resize
         output = labcheck.cell_output_element(driver, label)
-        measures = pagecheck.measure_table(driver, output, labcheck.notebook_scroller(driver))
-        fit = pagecheck.TableFit(label, width, measures)
+        key_columns = 2 if label == "tbl-wide-interactive" else 1  # as the checks notebook pins them
+        measures = pagecheck.measure_table(driver, output, labcheck.notebook_scroller(driver), key_columns)
+        fit = pagecheck.TableFit(label, width, measures, key_columns)
         shot = _screen(driver, tmp_path, f"{label}-{width}")
         assert fit.scrolls, f"{label} fits at {width} px: this check needs a table that does not"
         assert not fit.problems(), f"{label} at {width} px: " + "; ".join(fit.problems()) + f" (screenshot {shot})"
@@ -271,6 +289,22 @@ def test_progress_bar_counts_and_names_the_questions(checks, driver):
     assert widget is not None, f"no progress widget in the output: {text!r}"
     for part in ("probe reader (live)", "4/4", "Q4"):
         assert part in text, f"the progress bar reads {text!r}, without {part!r}"
+
+
+def test_mathjax_typesets_dollar_signs_outside_the_helpers(checks, driver):
+    """The positive control of the dollar-sign checks: in this JupyterLab, HTML that does not
+    go through the helpers has its `$a$` typeset, so a table that lost its protection would
+    be typeset too."""
+    output = labcheck.cell_output_element(driver, "mathjax-control")
+    deadline = time.monotonic() + 30
+    while True:
+        typeset = driver.execute_script("return arguments[0].querySelectorAll('mjx-container').length;", output)
+        if typeset >= 2 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    text = driver.execute_script("return arguments[0].textContent;", output)
+    assert typeset == 2, f"MathJax typeset {typeset} of the 2 pieces of mathematics in {text!r}"
+    assert "$" not in text
 
 
 def test_a_students_kernel_is_not_taken_for_a_book_build(checks, driver):

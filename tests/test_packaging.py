@@ -168,6 +168,19 @@ def test_pins_written_in_readme_and_makefile_agree():
                     f"but the project pins {declared[name]}"
 
 
+@pytest.mark.parametrize("package", ["selenium", "jupyterlab"])
+def test_what_the_browser_checks_drive_is_pinned_at_the_installed_version(package):
+    """tests/labcheck.py relies on JupyterLab 4's page and tests/pagecheck.py on selenium's
+    API: the test extra pins both, at the versions this environment runs."""
+    import importlib.metadata
+
+    project = tomllib.loads(_require(PYPROJECT))["project"]
+    matches = [_REQUIREMENT.match(r) for r in project["optional-dependencies"]["test"]]
+    pins = {_name(m.group(1)): m.group(2) for m in matches if m}
+    assert package in pins, f"the test extra of pyproject.toml does not pin {package}"
+    assert pins[package] == importlib.metadata.version(package)
+
+
 def test_the_built_from_source_extras_are_documented_in_environment_yml():
     text = _require(ENVIRONMENT)
     project = tomllib.loads(_require(PYPROJECT))["project"]

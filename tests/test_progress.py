@@ -6,6 +6,8 @@ without Quarto, and (when Quarto is on PATH) through `quarto render` itself.
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import subprocess
 import sys
@@ -16,8 +18,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+import pagecheck
 from helpers import progress
-from helpers.paths import PROJECT_ROOT
+from helpers.paths import LESSONS_DIR, PROJECT_ROOT
 from test_build import LESSON, run_build, write_project
 
 LABEL = "probe-progress-label"
@@ -80,6 +83,7 @@ def test_a_person_sees_the_count_and_the_question(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert bar.shown and bar.done == 3
     assert LABEL in err and "3/3" in err and "Q3" in err
+    assert pagecheck.progress_residue(err) != [], f"the residue check misses a terminal bar: {err!r}"
 
 
 def test_a_failing_loop_leaves_the_bar_where_it_stopped(monkeypatch, capsys):
@@ -125,6 +129,8 @@ def test_a_students_kernel_shows_a_widget():
     widgets = [o for o in outputs if WIDGET_MIME in o.get("data", {})]
     assert widgets, f"no progress widget in {outputs}"
     assert LABEL in widgets[0]["data"]["text/plain"]
+    # What a page built from these outputs would carry, which the page checks look for.
+    assert "application/vnd.jupyter.widget" in pagecheck.progress_residue(json.dumps(outputs))
 
 
 @pytest.mark.parametrize("marker", [
@@ -143,9 +149,8 @@ def _progress_project(root: Path) -> Path:
 
 
 def residue(page: str) -> list[str]:
-    """Traces of a progress bar in a built page."""
-    return [mark for mark in (LABEL, "widget-view+json", "3/3", "question/s", "s/question")
-            if mark in page]
+    """Traces of a progress bar in a built page, this test's label and count included."""
+    return pagecheck.progress_residue(page, LABEL, "3/3")
 
 
 def _built_page(root: Path) -> str:
@@ -176,3 +181,83 @@ def test_quarto_leaves_no_progress_bar(tmp_path, how, quarto):
                                 timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert residue(_built_page(root)) == []
+
+
+# --------------------------------------------------------------------------- the lessons' loops
+
+#: Calls that ask a model for one reply (or one verdict) at a time.
+GENERATION_CALLS = {"generate", "generate_constrained", "generate_under_grammar", "judge_replies"}
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _calls(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Call) and _called_name(n) in names for n in ast.walk(node))
+
+
+def silent_generation_loops(source: str) -> list[str]:
+    """Model calls that a cell makes in a loop or comprehension without a progress bar.
+
+    A loop counts as shown when it iterates ``bar.track(...)`` or runs inside ``with
+    QuestionProgress(...)``; helpers that do so themselves (``generate_all``,
+    ``generate_all_constrained``) are not model calls here. Returns "line N: call in a
+    loop" descriptions. IPython's own syntax (magics, shell escapes) is read as IPython does.
+    """
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    tree = ast.parse(TransformerManager().transform_cell(source))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found = []
+    for call in ast.walk(tree):
+        if not (isinstance(call, ast.Call) and _called_name(call) in GENERATION_CALLS):
+            continue
+        looped = tracked = False
+        child, node = call, parents.get(call)
+        while node is not None:
+            if isinstance(node, _LOOPS) and child not in (getattr(node, "iter", None), getattr(node, "test", None)):
+                looped = True
+                tracked |= isinstance(node, (ast.For, ast.AsyncFor)) and _calls(node.iter, {"track"})
+            elif isinstance(node, _COMPREHENSIONS) and call not in set(ast.walk(node.generators[0].iter)):
+                looped = True
+                tracked |= any(_calls(g.iter, {"track"}) for g in node.generators)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                tracked |= any(_calls(item.context_expr, {"QuestionProgress"}) for item in node.items)
+            child, node = node, parents.get(node)
+        if looped and not tracked:
+            found.append(f"line {call.lineno}: {_called_name(call)}(...) in a loop")
+    return found
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("reply = reader.generate(messages, 'Q1')", []),
+    ("results = reader.generate_all(reader_, inputs)", []),
+    ("for q, m in pairs:\n    out.append(reader.generate(m, q))", ["line 2: generate(...) in a loop"]),
+    ("out = [constrained.generate_constrained(r, m, ids, q) for q, m, ids in rows]",
+     ["line 1: generate_constrained(...) in a loop"]),
+    ("out = {q: judge.judge_replies(j, x) for q, x in parts}", ["line 1: judge_replies(...) in a loop"]),
+    ("while todo:\n    q = todo.pop()\n    generate_under_grammar(r, q, g, 'Q')",
+     ["line 3: generate_under_grammar(...) in a loop"]),
+    ("for q in model.generate(x):\n    print(q)", []),  # called once, then iterated
+    ("tokens = [t for t in model.generate(x)]", []),
+    ("with QuestionProgress(3, 'reader') as bar:\n"
+     "    for q, m in bar.track(pairs):\n        reader.generate(m, q)", []),
+    ("out = [reader.generate(m, q) for q, m in bar.track(pairs)]", []),
+    ("%time x = 1\nfor m in ms:\n    reader.generate(m)", ["line 3: generate(...) in a loop"]),
+])
+def test_the_scan_finds_model_calls_in_loops_without_a_bar(source, expected):
+    assert silent_generation_loops(source) == expected
+
+
+@pytest.mark.parametrize("lesson", sorted(p.name for p in LESSONS_DIR.glob("[0-9][0-9]-*.ipynb")))
+def test_no_lesson_asks_a_model_in_a_loop_without_a_progress_bar(lesson):
+    """A loop over questions that calls a model shows a bar while a person runs it: the
+    lessons go through QuestionProgress, or the helpers that use it."""
+    nb = nbformat.read(LESSONS_DIR / lesson, as_version=4)
+    silent = [f"cell {index + 1}, {where}" for index, cell in enumerate(nb.cells)
+              if cell.cell_type == "code" for where in silent_generation_loops(cell.source)]
+    assert silent == [], f"{lesson}: model calls in loops that show no progress: {silent}"

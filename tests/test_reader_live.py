@@ -113,15 +113,17 @@ def test_record_command_writes_entries_that_replay_exactly(reader, inputs, first
 
 
 def test_hf_cache_and_local_folder_sources_load_the_same_weights(reader, inputs, first_run,
-                                                                 tmp_path, monkeypatch):
+                                                                 tmp_path, monkeypatch, capsys):
     """The Hugging Face cache path (how Qwen runs live) and the local-folder path, for real.
 
     SmolLM2's de-quantized weights are saved as a snapshot in a temporary cache and as a
-    plain folder; each registered copy must run live in auto mode and reply as the GGUF did.
+    plain folder; each registered copy must run live in auto mode and reply as the GGUF did,
+    after one line that says what it loads and from where.
     """
     import huggingface_hub.constants
 
     from helpers.reader import REGISTRY, ReaderSpec
+    from helpers.reader.model_cache import shown
     from helpers.reader.registry import HF_CACHE, LOCAL_FOLDER
 
     revision = "0123456789abcdef0123456789abcdef01234567"
@@ -138,9 +140,16 @@ def test_hf_cache_and_local_folder_sources_load_the_same_weights(reader, inputs,
                    license="Apache-2.0", course_uses=("tests",), weights_source=LOCAL_FOLDER,
                    local_path=str(snapshot), cpu_threads=1),
     ]
-    for spec in specs:
+    said = [
+        f"Loading riverton/smollm2-copy at revision {revision[:12]} from the Hugging Face cache "
+        f"{shown(snapshot)}\n",
+        f"Loading riverton/smollm2-copy from the folder {shown(snapshot)}\n",
+    ]
+    capsys.readouterr()
+    for spec, message in zip(specs, said):
         monkeypatch.setitem(REGISTRY, spec.key, spec)
         copy = load_reader(spec.key)
+        assert capsys.readouterr().out == message
         assert copy.mode == "live" and copy.revision == spec.revision
         generation = copy.generate(inputs["messages"].iloc[0], "Q1")
         assert generation.raw_output == first_run[0].raw_output
