@@ -24,11 +24,10 @@ checking yourself, not for grading.
 
 An answer the check cannot read (a number where a dict belongs, a set where the order
 matters) gets a hint that says what form the check expects. Only errors that come from
-reading the answer are turned into that hint: :class:`AnswerShapeError`, and a
-``TypeError``, ``ValueError`` or ``KeyError`` raised in a function of this module that
-was handed the answer, or one of its items, to read. Any other error (a failed internal
-assertion, a damaged fixture, a helper that breaks) is the checker's own fault and is
-raised as it is, never dressed up as a hint.
+reading the answer are turned into that hint: the validators of this module raise
+:class:`AnswerShapeError` for them. Any other error (a failed internal assertion, a
+damaged fixture, a helper that breaks) is the checker's own fault and is raised as it
+is, never dressed up as a hint.
 
 How an exercise sits in a lesson notebook, after "What to remember" and before
 "Sources" (tests/exercise_cells.py reads this layout and the tests rely on it):
@@ -215,44 +214,8 @@ class AnswerShapeError(Exception):
     """
 
 
-#: The code objects of the registered checkers (their own bodies are never "reading").
-_CHECKER_CODES: set = set()
-
-
-def _pieces(answers: Sequence[Any]) -> list[Any]:
-    """The answers and their items one level down (a dict's values, a list's items)."""
-    found = []
-    for answer in answers:
-        found.append(answer)
-        if isinstance(answer, Mapping):
-            found.extend(answer.values())
-        elif isinstance(answer, (list, tuple)):
-            found.extend(answer)
-    # None and booleans are shared singletons: being handed one says nothing.
-    return [piece for piece in found if piece is not None and not isinstance(piece, bool)]
-
-
-def _raised_reading(error: BaseException, answers: Sequence[Any]) -> bool:
-    """Whether ``error`` was raised in a function of this module (not a checker's own
-    body) that was handed one of the answers, or an item of one, as an argument."""
-    trace = error.__traceback__
-    if trace is None:
-        return False
-    while trace.tb_next is not None:
-        trace = trace.tb_next
-    frame = trace.tb_frame
-    code = frame.f_code
-    if frame.f_globals.get("__name__") != __name__ or code in _CHECKER_CODES:
-        return False
-    arguments = [frame.f_locals.get(name) for name in code.co_varnames[:code.co_argcount]]
-    pieces = _pieces(answers)
-    return any(argument is piece for argument in arguments for piece in pieces)
-
-
-def _shape_hint(key: str, error: BaseException, expects: str) -> Verdict:
-    detail = str(error) if isinstance(error, AnswerShapeError) else (
-        f"{type(error).__name__}: {error.args[0] if len(error.args) == 1 else error}")
-    return Verdict(key, HINT, f"The check could not use your answer: {detail}. "
+def _shape_hint(key: str, error: AnswerShapeError, expects: str) -> Verdict:
+    return Verdict(key, HINT, f"The check could not use your answer: {error}. "
                               f"It expects {expects}.")
 
 
@@ -295,13 +258,8 @@ def exercise(key: str, title: str, *, expects: str) -> Callable:
                 outcome = checker(*answers)
             except AnswerShapeError as error:
                 return _shape_hint(key, error, expects)
-            except (TypeError, ValueError, KeyError) as error:
-                if not _raised_reading(error, answers):
-                    raise
-                return _shape_hint(key, error, expects)
             return Verdict(key, outcome.status, outcome.message)
 
-        _CHECKER_CODES.add(checker.__code__)
         run.exercise_key = key
         EXERCISES[key] = Exercise(key, int(lesson), title, expects, run)
         return run
@@ -1312,10 +1270,13 @@ def _screen_lists() -> tuple[list[bool], list[bool]]:
 
 def _number(value: Any, name: str) -> float:
     if isinstance(value, bool) or value is None:
-        raise TypeError(f"{name} must be a number")
-    number = float(value)
+        raise AnswerShapeError(f"{name} must be a number")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise AnswerShapeError(f"{name} must be a number, not {value!r}") from None
     if math.isnan(number):
-        raise ValueError(f"{name} is NaN")
+        raise AnswerShapeError(f"{name} is NaN")
     return number
 
 
@@ -1603,11 +1564,13 @@ def _unheld_controls(attack_id: str) -> list[str]:
 
 def _term_mapping(value: Any, name: str) -> dict[str, frozenset[str]]:
     if not isinstance(value, Mapping):
-        raise TypeError(f"{name} must be a dict: {{category: a set of words}}")
+        raise AnswerShapeError(f"{name} must be a dict: {{category: a set of words}}")
     out = {}
     for category, words in value.items():
-        if isinstance(words, str) or not all(isinstance(w, str) for w in words):
-            raise TypeError(f"{name}[{category!r}] must be a set of words, not one string")
+        if isinstance(words, str):
+            raise AnswerShapeError(f"{name}[{category!r}] must be a set of words, not one string")
+        if not isinstance(words, Iterable) or not all(isinstance(w, str) for w in words):
+            raise AnswerShapeError(f"{name}[{category!r}] must be a set of words")
         out[str(category)] = frozenset(words)
     return out
 
