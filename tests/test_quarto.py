@@ -24,6 +24,7 @@ import nbformat
 import pytest
 import yaml
 
+from helpers.book.freeze import RENDERED_ALONE
 from helpers.book.offline import remote_assets_in_site
 from helpers.paths import PROJECT_ROOT
 from projects import copy_project
@@ -185,9 +186,11 @@ def test_helper_edit_and_reader_setting_execute_again_and_one_file_renders(quart
     assert "RIVERTON_READER_MODE set" in moded.stdout
     assert executions(root) == 3
 
-    # Rendering the one lesson (as `quarto preview` does on save) records its key too.
+    # Rendering the one lesson records its key too; Quarto executes a file it is given by
+    # name whatever its frozen result, and pre-render says so.
     single = render(quarto, root, LESSON, env=env)
     assert single.returncode == 0, (single.stdout + single.stderr)[-4000:]
+    assert f"[freeze] {LESSON}: {RENDERED_ALONE}" in single.stdout
     kept = render(quarto, root, env=env)
     assert f"[freeze] {LESSON}: frozen result kept: inputs unchanged" in kept.stdout
     assert executions(root) == 4  # the single-file render executes; the whole-book one re-uses
@@ -243,6 +246,14 @@ def test_a_prose_edit_executes_that_lesson_alone_and_pre_render_says_so(quarto, 
     assert f"[freeze] {LESSON}: frozen result kept: inputs unchanged" in report
     assert (executions(root), second_executions(root)) == (2, 1)
 
+    # A render of the second lesson alone executes it, and leaves the first alone.
+    alone = render(quarto, root, second)
+    report = alone.stdout + alone.stderr
+    assert alone.returncode == 0, report[-4000:]
+    assert f"[freeze] {second}: {RENDERED_ALONE}" in report
+    assert f"[freeze] {LESSON}: not rendered this time" in report
+    assert (executions(root), second_executions(root)) == (2, 2)
+
     # A reader server answers behind its URL: every lesson executes on every render.
     env = dict(os.environ, RIVERTON_READER_URL="http://127.0.0.1:9/v1")
     for render_number in (1, 2):
@@ -252,7 +263,7 @@ def test_a_prose_edit_executes_that_lesson_alone_and_pre_render_says_so(quarto, 
         for lesson in (LESSON, second):
             assert (f"[freeze] {lesson}: frozen result removed, will execute: replies come from "
                     "the server at http://127.0.0.1:9/v1") in report
-        assert (executions(root), second_executions(root)) == (2 + render_number, 1 + render_number)
+        assert (executions(root), second_executions(root)) == (2 + render_number, 2 + render_number)
 
 
 def _free_port() -> int:

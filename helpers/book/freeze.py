@@ -219,6 +219,7 @@ def pre_render(root: Path, say=print) -> int:
     pending = {}
     started = time.time()
     server = server_reason()
+    alone = _rendered_alone()
     for chapter, nb in chapters:
         key = LessonKey.compute(nb, inputs)
         source = chapter.source
@@ -254,11 +255,40 @@ def pre_render(root: Path, say=print) -> int:
                      "on any edit of its file")
         else:
             state = kept
+        if alone is not None and not reasons:
+            state = (RENDERED_ALONE if source in alone else
+                     "not rendered this time (a render of some files only)")
         say(f"{PREFIX} {source}: {state}")
         pending[source] = {**key.record(), "computed": started, "computed_at": now_text()}
     write_json_atomic(keys / "recorded.json", recorded)
     write_json_atomic(keys / "pending.json", pending)
     return 0
+
+
+#: What pre-render says of a lesson that a render of some files names: Quarto's
+#: ``quarto render FILE`` executes such a file whatever its frozen result, while a
+#: preview's re-render uses the freezer, and pre-render cannot tell the two apart.
+RENDERED_ALONE = ("rendered on its own: `quarto render FILE` executes it whether or not "
+                  "its frozen result holds (a preview's re-render uses the frozen result)")
+
+
+def _rendered_alone() -> set[str] | None:
+    """The chapters of a render of some files only (None when Quarto renders them all).
+
+    Quarto sets ``QUARTO_PROJECT_RENDER_ALL=1`` for a render of the whole project, and lists
+    the files it renders in ``QUARTO_PROJECT_INPUT_FILES`` (or in the file named by
+    ``QUARTO_USE_FILE_FOR_PROJECT_INPUT_FILES``).
+    """
+    if os.environ.get("QUARTO_PROJECT_RENDER_ALL") == "1":
+        return None
+    listing = os.environ.get("QUARTO_USE_FILE_FOR_PROJECT_INPUT_FILES")
+    if listing and Path(listing).is_file():
+        text = Path(listing).read_text(encoding="utf-8")
+    else:
+        text = os.environ.get("QUARTO_PROJECT_INPUT_FILES")
+    if text is None:
+        return None  # not run by Quarto (or by one that says nothing of its inputs)
+    return {Path(line.strip()).as_posix() for line in text.splitlines() if line.strip()}
 
 
 def _rendered_outputs() -> list[str]:
