@@ -251,7 +251,7 @@ def test_starter_cells_leave_a_placeholder_and_check_cells_call_the_checker(less
 
 
 #: Lessons whose tasks are checked for typed figures (lessons 4 and 5 are not yet).
-TYPED_FIGURES_CHECKED = (1, 2, 3)
+TYPED_FIGURES_CHECKED = (1, 2, 3, 4, 5)
 
 
 def test_tasks_quote_the_checks_figures_from_code_never_typed(lesson_cells):
