@@ -22,6 +22,8 @@ pytest.importorskip("openai")
 
 from fake_server import SMOL_FILE, FakeServer, echo_question, good_reply  # noqa: E402
 
+from helpers.reader.generation import _question_of  # noqa: E402
+
 from helpers import reader  # noqa: E402
 from helpers.paths import PROJECT_ROOT  # noqa: E402
 from helpers.reader import (  # noqa: E402
@@ -460,6 +462,29 @@ def test_constrained_replies_from_a_server_running_the_llguidance_grammar_replay
     # The unconstrained replies to the same prompts are still there, untouched.
     assert [e for e in after if e.decoding != CONSTRAINED] == [
         e for e in before if e.decoding != CONSTRAINED]
+
+
+def test_a_constrained_server_reply_cut_short_exits_naming_question_reply_and_url(
+        transcript_copy, capsys):
+    """A reply the server cut at the token cap did not complete the grammar: ``record``
+    says so in one line (question, reply, URL), with no traceback and no entry written."""
+    before = transcript_copy.read_bytes()
+
+    def cut_short(body):
+        qid = _question_of(body.get("messages", [])) or "?"
+        if qid == "Q4":  # all 48 tokens spent inside the answer line
+            return 200, good_reply(text="Answer: the stipend is", finish="length",
+                                   completion_tokens=48), 0.0
+        return 200, good_reply(text=f"Answer: {qid}\nSources: none"), 0.0
+
+    with FakeServer(cut_short, engine="vLLM", model_id=SMOL_ID) as fake:
+        assert reader_cli(["record", "--reader", SMOL, "--server", fake.url, "--constrained",
+                           "--transcript", str(transcript_copy)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: Q4: the constrained reply 'Answer: the stipend is' from "
+                          f"{fake.url} did not complete the grammar"), err
+    assert "Traceback" not in err
+    assert transcript_copy.read_bytes() == before
 
 
 def test_a_constrained_server_reply_is_keyed_by_the_grammar_the_server_ran(inputs):

@@ -65,11 +65,27 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _run(args)
-    except (ReaderError, InputBudgetError) as error:
-        # A refused server, missing weights or an over-long prompt: the message says it
-        # all, and the transcript has not been touched.
+    except Exception as error:
+        if not isinstance(error, _reported_errors()):
+            raise
+        # A refused server, missing weights, an over-long prompt or a constrained reply
+        # that did not complete the grammar: the message names what went wrong (the
+        # question, the reply, the URL), and the transcript has not been touched.
         print(f"error: {error}", file=sys.stderr)
         return 1
+
+
+def _reported_errors() -> tuple[type[Exception], ...]:
+    """The errors ``record`` reports in one line instead of a traceback.
+
+    ``helpers.constrained`` imports transformers, so it is not imported here only to
+    name its error: that error can only come from a run that has already imported it.
+    """
+    errors: tuple[type[Exception], ...] = (ReaderError, InputBudgetError)
+    constrained = sys.modules.get("helpers.constrained")
+    if constrained is not None:
+        errors += (constrained.ConstrainedDecodingError,)
+    return errors
 
 
 def _run(args) -> int:
