@@ -1624,7 +1624,9 @@ def route_child_care(my_topics, my_terms, also_routed):
     given = sorted(set(_id_list(also_routed, "also_routed")))
     unknown = [q for q in given if q not in _question_texts()]
     if unknown:
-        return hint(f"{unknown[0]!r} is not one of lesson 1's six questions (Q1 to Q6).")
+        ids = list(_question_texts())
+        return hint(f"{unknown[0]!r} is not one of lesson 1's {len(ids)} questions "
+                    f"({ids[0]} to {ids[-1]}).")
     already = [q for q in given if before[q]]
     if already:
         return hint(f"{already[0]} went to a person already; list only the questions your "
@@ -1634,8 +1636,9 @@ def route_child_care(my_topics, my_terms, also_routed):
             extra = sorted(set(given) - set(expected))[0]
             return hint(f"{extra} still goes to the reader under your rule: look at what it "
                         "asks and what it retrieves.")
-        return hint("Your rule sends one more of the six lesson 1 questions to a person than "
-                    "you list.")
+        missing = len(expected) - len(given)
+        return hint(f"Your rule sends {missing} more of lesson 1's {len(_question_texts())} "
+                    "questions to a person than you list.")
     controls = _unheld_controls("A06")
     held_now = (f"the author control{'s' if len(controls) != 1 else ''} "
                 f"{', '.join(controls)}, which got past every defence, "

@@ -187,7 +187,9 @@ WRONG_ANSWERS = [
     ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
             "defences.QUESTION_TERMS, ['Q3']", "Q3 still goes to the reader under your rule"),
     ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
-            "{**defences.QUESTION_TERMS, 'care': {'kid'}}, []", "one more of the six lesson 1 questions"),
+            "defences.QUESTION_TERMS, ['Q9']", "'Q9' is not one of lesson 1's 6 questions (Q1 to Q6)"),
+    ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
+            "{**defences.QUESTION_TERMS, 'care': {'kid'}}, []", "sends 1 more of lesson 1's 6 questions to a person than you list"),
     ("5.2", 'planted_text, reply = "Parking costs $7 a day.", "Answer: Room 7\\nSources: P05"',
      "P05 is not among the three passages retrieved"),
     ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 221.", '
