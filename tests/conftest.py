@@ -1,10 +1,12 @@
 """Shared, read-only fixtures: the Riverton fixture, its retrieval and the six replies.
 
-Every fixture here is session-scoped and built from the committed data with the helper
-package; tests must not modify what they receive (copy a frame before changing it).
+Every fixture here but ``bench`` is session-scoped and built from the committed data with
+the helper package; tests must not modify what they receive (copy a frame before changing
+it).
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 
 from helpers.book import skip_unused_schema_grammars
@@ -17,6 +19,17 @@ import pytest  # noqa: E402
 from helpers.fixture import load_riverton  # noqa: E402
 from helpers.parsing import parse_outputs  # noqa: E402
 from helpers.retrieval import TfidfRetriever, gold_ranks  # noqa: E402
+
+@pytest.fixture(scope="module")
+def bench(request):
+    """The benchmark script that the test module names as ``SCRIPT``, imported from its
+    file (``benchmarks/`` is a folder of scripts, not a package)."""
+    script = request.module.SCRIPT
+    spec = importlib.util.spec_from_file_location(script.stem, script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
 
 # The six raw reader outputs printed on the reference render, with its visible line-break
 # marker. They are a record of one render, kept so that parsing and scoring can be

@@ -5,21 +5,11 @@ prints about the concurrency bound against the server timings it is given.
 """
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
 from helpers.paths import PROJECT_ROOT
 
-SCRIPT = PROJECT_ROOT / "benchmarks" / "bench_reader.py"
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_reader", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = PROJECT_ROOT / "benchmarks" / "bench_reader.py"  # loaded by the `bench` fixture
 
 
 @pytest.mark.parametrize("sequential, batched, verdict", [

@@ -2,7 +2,6 @@
 one small run end to end (without bm25s, which only the benchmark extra installs)."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from collections import Counter
@@ -12,15 +11,7 @@ import pytest
 from helpers.paths import PROJECT_ROOT
 from helpers.text import STOP_WORDS, content_tokens
 
-SCRIPT = PROJECT_ROOT / "benchmarks" / "bench_tfidf.py"
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("bench_tfidf", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+SCRIPT = PROJECT_ROOT / "benchmarks" / "bench_tfidf.py"  # loaded by the `bench` fixture
 
 
 def test_the_workload_is_the_one_described(bench):
