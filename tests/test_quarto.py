@@ -32,6 +32,7 @@ from projects import copy_project
 pytestmark = pytest.mark.quarto
 
 LESSON = "lessons/01-gate.ipynb"
+SECOND_LESSON = "lessons/02-second.ipynb"
 PAGE = "_book/lessons/01-gate.html"
 TCP_NOISE = "Kernel is running over TCP without encryption"
 TABLE_NUMBER = r"Table(?:\s|&nbsp;|\u00a0)*(\d+)\.\d+"
@@ -46,7 +47,7 @@ def real_scripts() -> dict:
 def write_gate_book(root: Path) -> Path:
     """A book whose one lesson reads data/replies.txt and stops unless every reply has 2 lines.
 
-    Each execution appends a line to `executions.log` outside the book, so a test can
+    Each execution appends a line to `01-gate.log` outside the book, so a test can
     count how often the lesson really ran.
     """
     shutil.copytree(PROJECT_ROOT / "helpers", root / "helpers",
@@ -66,32 +67,40 @@ def write_gate_book(root: Path) -> Path:
     shutil.copyfile(PROJECT_ROOT / "book.scss", root / "book.scss")
     (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
     (root / "index.qmd").write_text("# Start {.unnumbered}\n\nThe lesson follows.\n")
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    log = root.parent / "executions.log"
-    nb.cells = [
-        nbformat.v4.new_raw_cell("---\ntitle: The gate\n---"),
-        nbformat.v4.new_markdown_cell("Every reply must have two fields; @tbl-replies lists them."),
-        nbformat.v4.new_code_cell(textwrap.dedent(f"""\
+    write_logged_lesson(
+        root, LESSON, "The gate", "Every reply must have two fields; @tbl-replies lists them.",
+        textwrap.dedent("""\
             from pathlib import Path
             import pandas as pd
-            with open({str(log)!r}, "a") as handle:
-                handle.write("executed\\n")
-            lines = Path("data/replies.txt").read_text().splitlines()"""
-        )),
-        nbformat.v4.new_code_cell(textwrap.dedent("""\
+            lines = Path("data/replies.txt").read_text().splitlines()"""),
+        textwrap.dedent("""\
             #| label: tbl-replies
             #| tbl-cap: The replies
-            pd.DataFrame({"reply": [f"REPLY<{line}>" for line in lines]})"""
-        )),
-        nbformat.v4.new_code_cell(textwrap.dedent("""\
+            pd.DataFrame({"reply": [f"REPLY<{line}>" for line in lines]})"""),
+        textwrap.dedent("""\
             #| label: parse-gate
             bad = [line for line in lines if line.count("|") != 1]
-            assert not bad, f"ReplyParseError: {bad[0]!r} does not have two fields\""""
-        )),
-    ]
-    nbformat.write(nb, root / LESSON)
+            assert not bad, f"ReplyParseError: {bad[0]!r} does not have two fields\""""),
+    )
     return root
+
+
+def write_logged_lesson(root: Path, lesson: str, title: str, prose: str, *code: str) -> None:
+    """Lesson ``lesson`` of the book at ``root``: front matter, one prose cell, then the code
+    cells, the first of which appends a line to `<lesson's stem>.log` beside the book on
+    every execution (see :func:`executions`)."""
+    log = root.parent / f"{Path(lesson).stem}.log"
+    logging = f"with open({str(log)!r}, 'a') as handle:\n    handle.write('executed\\n')\n"
+    first, *rest = code or ("",)
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_raw_cell(f"---\ntitle: {title}\n---"),
+        nbformat.v4.new_markdown_cell(prose),
+        nbformat.v4.new_code_cell((logging + first).rstrip("\n")),
+        *(nbformat.v4.new_code_cell(source) for source in rest),
+    ]
+    nbformat.write(nb, root / lesson)
 
 
 def render(quarto: str, root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -106,8 +115,9 @@ def render(quarto: str, root: Path, *args: str, env: dict | None = None) -> subp
                           capture_output=True, text=True, timeout=900)
 
 
-def executions(root: Path) -> int:
-    log = root.parent / "executions.log"
+def executions(root: Path, lesson: str = LESSON) -> int:
+    """How many times ``lesson`` of the book at ``root`` has executed."""
+    log = root.parent / f"{Path(lesson).stem}.log"
     return len(log.read_text().splitlines()) if log.exists() else 0
 
 
@@ -197,26 +207,16 @@ def test_helper_edit_and_reader_setting_execute_again_and_one_file_renders(quart
 
 
 def add_second_lesson(root: Path) -> str:
-    """A second lesson that logs its executions to `second.log` beside the book."""
-    second = "lessons/02-second.ipynb"
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    log = root.parent / "second.log"
-    nb.cells = [
-        nbformat.v4.new_raw_cell("---\ntitle: The second lesson\n---"),
-        nbformat.v4.new_markdown_cell("Nothing changes here."),
-        nbformat.v4.new_code_cell(f"with open({str(log)!r}, 'a') as handle:\n    handle.write('executed\\n')"),
-    ]
-    nbformat.write(nb, root / second)
+    """A second lesson, whose executions :func:`second_executions` counts."""
+    write_logged_lesson(root, SECOND_LESSON, "The second lesson", "Nothing changes here.")
     config = yaml.safe_load((root / "_quarto.yml").read_text())
-    config["book"]["chapters"].append(second)
+    config["book"]["chapters"].append(SECOND_LESSON)
     (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    return second
+    return SECOND_LESSON
 
 
 def second_executions(root: Path) -> int:
-    log = root.parent / "second.log"
-    return len(log.read_text().splitlines()) if log.exists() else 0
+    return executions(root, SECOND_LESSON)
 
 
 def test_a_prose_edit_executes_that_lesson_alone_and_pre_render_says_so(quarto, tmp_path):
