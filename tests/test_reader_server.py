@@ -21,7 +21,6 @@ import uuid
 import pytest
 
 from helpers import constrained, parsing
-from helpers.fixture import update_metadata
 from helpers.paths import DATA_DIR
 from helpers.reader import (
     MAX_NEW_TOKENS,
@@ -40,6 +39,7 @@ from helpers.reader.llama_server import llama_server_installed, local_llama_serv
 from helpers.reader.registry import file_sha256
 from helpers.reader.report import mode_sentence, token_count_note
 from helpers.reader.transcript import CONSTRAINED_GBNF
+from projects import question_subset
 
 pytestmark = [pytest.mark.slow, pytest.mark.llama_server,
               pytest.mark.usefixtures("no_server_environment")]
@@ -221,24 +221,13 @@ def test_record_then_replay_is_identical(first_run, inputs, llama_url, tmp_path,
 def test_record_takes_a_question_file(llama_url, tmp_path, capsys):
     """``--questions``: three extended questions, in a file next to a handbook copy, are
     recorded from the real server in file order and replay for exactly those prompts."""
-    from helpers.fixture import HANDBOOK_FILE, METADATA_FILE
-
-    data = tmp_path / "data"
-    data.mkdir()
-    for name in (HANDBOOK_FILE, METADATA_FILE):
-        shutil.copyfile(DATA_DIR / name, data / name)
+    questions = question_subset(tmp_path / "data", "riverton-extended-questions.csv",
+                                "three-questions.csv", 3, "X01 to X03")
     with open(DATA_DIR / "riverton-extended-questions.csv", newline="") as handle:
         rows = list(csv.reader(handle))
-    with open(data / "three-questions.csv", "w", newline="") as handle:
-        csv.writer(handle, lineterminator="\n").writerows(rows[:4])
-    with open(data / METADATA_FILE, "a") as handle:
-        handle.write("three-questions.csv,X01 to X03,test,CC-BY-4.0,2026-12-02,3,"
-                     + "0" * 64 + "\n")
-    update_metadata(["three-questions.csv"], data)
     transcript = tmp_path / "reader-transcript.jsonl"
     assert reader_cli(["record", "--reader", SMOL, "--server", llama_url, "--questions",
-                       str(data / "three-questions.csv"), "--transcript",
-                       str(transcript)]) == 0
+                       str(questions), "--transcript", str(transcript)]) == 0
     assert "wrote 3 entries of smollm2_135m_instruct" in capsys.readouterr().out
     entries = read_transcript(transcript)
     expected = [row[0] for row in rows[1:4]]
@@ -246,7 +235,7 @@ def test_record_takes_a_question_file(llama_url, tmp_path, capsys):
     version = importlib.metadata.version("llama-cpp-python")
     assert all(e.provenance.startswith(f"server llama-cpp-python {version}, serving "
                                        f"{smollm2_gguf().name}") for e in entries)
-    inputs = lesson_reader_inputs("three-questions.csv", data)
+    inputs = lesson_reader_inputs(questions.name, questions.parent)
     replayed = generate_all(load_reader(SMOL, mode="recorded", transcript=transcript), inputs)
     assert list(replayed["question_id"]) == expected
     assert list(replayed["raw_output"]) == [e.raw_output for e in entries]

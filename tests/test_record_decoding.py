@@ -7,15 +7,11 @@ marked ``slow`` run SmolLM2 live.
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
-import shutil
 
 import pytest
 
 from helpers import constrained
-from helpers.fixture import HANDBOOK_FILE, METADATA_FILE, update_metadata
-from helpers.paths import DATA_DIR
 from helpers.reader import ReplayError, load_reader, read_transcript, transcript_key
 from helpers.reader.__main__ import main as reader_main
 
@@ -29,6 +25,7 @@ from helpers.reader.transcript import (
     merge_entries,
     write_transcript,
 )
+from projects import question_subset
 
 SMOL = "smollm2_135m_instruct"
 
@@ -212,19 +209,10 @@ def test_recording_constrained_replies_keeps_the_unconstrained_ones(live, inputs
 @pytest.mark.slow
 def test_record_command_takes_constrained(live, tmp_path, capsys):
     """``record --constrained`` on a one-question file kept next to a handbook copy."""
-    data = tmp_path / "data"
-    data.mkdir()
-    for name in (HANDBOOK_FILE, METADATA_FILE, "riverton-handbook-questions.csv"):
-        shutil.copyfile(DATA_DIR / name, data / name)
-    with open(DATA_DIR / "riverton-handbook-questions.csv", newline="") as handle:
-        rows = list(csv.reader(handle))
-    with open(data / "one-question.csv", "w", newline="") as handle:
-        csv.writer(handle, lineterminator="\n").writerows(rows[:2])
-    with open(data / METADATA_FILE, "a") as handle:
-        handle.write("one-question.csv,Q1 only,test,CC-BY-4.0,2026-12-02,1," + "0" * 64 + "\n")
-    update_metadata(["one-question.csv"], data)
+    questions = question_subset(tmp_path / "data", "riverton-handbook-questions.csv",
+                                "one-question.csv", 1, "Q1 only")
     transcript = tmp_path / "transcript.jsonl"
-    code = reader_main(["record", "--reader", SMOL, "--questions", str(data / "one-question.csv"),
+    code = reader_main(["record", "--reader", SMOL, "--questions", str(questions),
                         "--transcript", str(transcript), "--constrained"])
     assert code == 0
     (entry,) = read_transcript(transcript)
