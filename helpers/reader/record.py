@@ -43,29 +43,34 @@ def recorder_label(constrained: bool = False, *, command: str | None = None,
     return f"{command} ({', '.join(versions)}, CPU, {decoding})"
 
 
+def _complete(generation, source: str = ""):
+    """``generation``, if its constrained reply completed the grammar; else the error that
+    names the question, the reply and ``source`` (where it came from, if not live)."""
+    from ..constrained import ConstrainedDecodingError
+
+    if not generation.grammar_complete:
+        raise ConstrainedDecodingError(
+            f"{generation.question_id}: the constrained reply {generation.raw_output!r}"
+            f"{source} did not complete the grammar; nothing was recorded"
+        )
+    return generation
+
+
 def _constrained_generations(reader: Reader, inputs_df: pd.DataFrame) -> list:
     """Lesson 3's grammar-constrained reply for every row, after the input budget check."""
-    from ..constrained import ConstrainedDecodingError, generate_constrained
+    from ..constrained import generate_constrained
 
     check_input_budget({qid: reader.prompt_tokens(messages, qid) for qid, messages in
                         zip(inputs_df["question_id"], inputs_df["messages"])})
-    generations = []
-    for row in inputs_df.itertuples(index=False):
-        generation = generate_constrained(reader, row.messages, row.retrieved_ids,
-                                          row.question_id)
-        if not generation.grammar_complete:
-            raise ConstrainedDecodingError(
-                f"{row.question_id}: the constrained reply {generation.raw_output!r} did not "
-                "complete the grammar; nothing was recorded"
-            )
-        generations.append(generation)
-    return generations
+    return [_complete(generate_constrained(reader, row.messages, row.retrieved_ids,
+                                           row.question_id))
+            for row in inputs_df.itertuples(index=False)]
 
 
 def _server_constrained_generations(reader, inputs_df: pd.DataFrame) -> list:
     """Lesson 3's grammar-constrained reply for every row, from a server that runs the
     llguidance grammar itself (vLLM's guidance backend), after the input budget check."""
-    from ..constrained import ConstrainedDecodingError, generate_constrained_many
+    from ..constrained import generate_constrained_many
     from .server import ServerError
 
     info = reader.server
@@ -86,13 +91,7 @@ def _server_constrained_generations(reader, inputs_df: pd.DataFrame) -> list:
         reader, list(inputs_df["messages"]), list(inputs_df["retrieved_ids"]),
         list(inputs_df["question_id"]))
     check_input_budget({g.question_id: g.prompt_tokens for g in generations})
-    for generation in generations:
-        if not generation.grammar_complete:
-            raise ConstrainedDecodingError(
-                f"{generation.question_id}: the constrained reply {generation.raw_output!r} "
-                f"from {info.url} did not complete the grammar; nothing was recorded"
-            )
-    return generations
+    return [_complete(generation, f" from {info.url}") for generation in generations]
 
 
 def record_entries(reader: Reader, inputs_df: pd.DataFrame,
@@ -113,11 +112,10 @@ def record_entries(reader: Reader, inputs_df: pd.DataFrame,
     """
     if reader.mode not in ("live", "server"):
         raise ValueError(f"recording needs a live or server reader, not a {reader.mode} one")
-    if constrained and reader.mode == "server":
-        generations = _server_constrained_generations(reader, inputs_df)
-        settings = [g.settings for g in generations]
-    elif constrained:
-        generations = _constrained_generations(reader, inputs_df)
+    if constrained:
+        generate = (_server_constrained_generations if reader.mode == "server"
+                    else _constrained_generations)
+        generations = generate(reader, inputs_df)
         settings = [g.settings for g in generations]
     else:
         table = generate_all(reader, inputs_df)
