@@ -222,6 +222,12 @@ def attack_index(handbook: pd.DataFrame, planted: pd.DataFrame,
     ``metadata`` records (:func:`check_fingerprinted`); any other table is refused.
     """
     check_fingerprinted(handbook, metadata)
+    return _joined_index(handbook, planted, planted_ids)
+
+
+def _joined_index(handbook: pd.DataFrame, planted: pd.DataFrame,
+                  planted_ids: Iterable[str] | None) -> pd.DataFrame:
+    """:func:`attack_index` for a handbook its caller has already checked."""
     if planted_ids is not None:
         planted_ids = tuple(planted_ids)
     chosen = planted if planted_ids is None else planted[planted["passage_id"].isin(
@@ -253,8 +259,9 @@ def attack_reader_inputs(attacks: pd.DataFrame, handbook: pd.DataFrame,
     question is asked as written; without the attack, it is fitted on the handbook
     alone and the payload is taken out of the question (:func:`without_payload`). Each
     attack gets an index of its own, so what one attack does is not mixed up with
-    another's. ``index_passages`` holds the index (see :func:`attack_index`, which
-    checks the handbook against ``metadata``). ``messages`` is lesson 1's prompt;
+    another's. ``index_passages`` holds the index (see :func:`attack_index`; the
+    handbook is checked against ``metadata`` once, for all of them). ``messages`` is
+    lesson 1's prompt;
     ``quoted_messages`` the quoting prompt over the same passages
     (:func:`helpers.defences.build_quoted_messages`).
     """
@@ -263,8 +270,7 @@ def attack_reader_inputs(attacks: pd.DataFrame, handbook: pd.DataFrame,
     for attack in attacks.itertuples(index=False):
         for condition in (WITHOUT_ATTACK, UNDER_ATTACK):
             attacked = condition == UNDER_ATTACK
-            index = attack_index(handbook, planted, attack.planted_ids if attacked else (),
-                                 metadata)
+            index = _joined_index(handbook, planted, attack.planted_ids if attacked else ())
             question = attack.question if attacked else without_payload(
                 attack.question, attack.payload)
             asked = pd.DataFrame({"question_id": [attack.attack_id], "question": [question]})
