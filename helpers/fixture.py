@@ -20,7 +20,6 @@ import hashlib
 import io
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +27,7 @@ import pandas as pd
 import regex
 
 from .attacks import ATTACK_KINDS, RuleError, parse_rule
+from .files import write_text_atomic
 from .paths import DATA_DIR, PROJECT_ROOT
 from .reader.transcript import TRANSCRIPT_PATH
 
@@ -577,9 +577,7 @@ def update_metadata(artifacts: list[str], data_dir: str | os.PathLike = DATA_DIR
     writer.writerow(METADATA_COLUMNS)
     for record in metadata.itertuples(index=False):
         writer.writerow([str(value) for value in record])
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=data_dir, delete=False) as tmp:
-        tmp.write(buffer.getvalue())
-    os.replace(tmp.name, meta_path)
+    write_text_atomic(meta_path, buffer.getvalue())
 
 
 def check_all(data_dir: str | os.PathLike = DATA_DIR) -> list[str]:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
+import io
 import os
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +37,7 @@ from .fixture import (
     _Row,
     read_metadata,
 )
+from .files import write_text_atomic
 from .parsing import parse_reader_output
 from .paths import DATA_DIR, PROJECT_ROOT
 from .reader.registry import REGISTRY
@@ -468,26 +469,18 @@ def write_template(path: str | os.PathLike, review: pd.DataFrame) -> Path:
     if path.exists():
         raise FileExistsError(f"{path} exists; choose another name or delete it first")
     path.parent.mkdir(parents=True, exist_ok=True)
-    # Written to a temporary file beside the target and renamed into place, so a failure
-    # part of the way through leaves no half-written review behind.
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp",
-                                             dir=path.parent)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(REVIEW_COLUMNS)
+    for record in review.itertuples(index=False):
+        values = record._asdict()
+        writer.writerow([values[c] for c in REPLY_COLUMNS] + [""] * len(JUDGMENT_COLUMNS))
+    # All at once, so a failure part of the way through leaves no half-written review.
     try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as handle:
-            writer = csv.writer(handle, lineterminator="\n")
-            writer.writerow(REVIEW_COLUMNS)
-            for record in review.itertuples(index=False):
-                values = record._asdict()
-                writer.writerow([values[c] for c in REPLY_COLUMNS]
-                                + [""] * len(JUDGMENT_COLUMNS))
-        if path.exists():
-            raise FileExistsError(f"{path} appeared while the template was written; "
-                                  "choose another name or delete it first")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-    return path
+        return write_text_atomic(path, buffer.getvalue(), overwrite=False)
+    except FileExistsError:
+        raise FileExistsError(f"{path} appeared while the template was written; "
+                              "choose another name or delete it first") from None
 
 
 # ------------------------------------------------------------------ the reviewed replies

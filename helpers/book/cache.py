@@ -51,6 +51,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from helpers.files import write_json_atomic, write_text_atomic
 from helpers.progress import BUILD_ENV, SWITCH_ENV
 
 #: Bump when what the key covers, or how entries are stored, changes.
@@ -509,36 +510,6 @@ def explain(old: dict | None, new: LessonKey) -> list[str]:
 
 
 # --------------------------------------------------------------------------- storage
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` all at once, or not at all.
-
-    It goes to a temporary file of a unique name in the same folder, which is flushed to
-    disk and renamed over ``path``; on any error the temporary file is removed and the
-    error raised, so ``path`` keeps its old contents and nothing is left beside it.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def write_json_atomic(path: Path, value, **dump_options) -> None:
-    """Write ``value`` as JSON to ``path`` with :func:`write_text_atomic`.
-
-    ``dump_options`` go to :func:`json.dumps` (default: ``indent=1, sort_keys=True``).
-    """
-    options = {"indent": 1, "sort_keys": True, **dump_options}
-    write_text_atomic(path, json.dumps(value, **options))
 
 
 def read_json(path: Path):

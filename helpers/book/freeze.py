@@ -69,10 +69,9 @@ from helpers.book.cache import (  # noqa: E402
     now_text,
     read_json,
     server_reason,
-    write_json_atomic,
-    write_text_atomic,
 )
 from helpers.book.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
+from helpers.files import write_json_atomic, write_text_atomic  # noqa: E402
 
 PREFIX = "[freeze]"
 

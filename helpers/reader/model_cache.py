@@ -32,6 +32,7 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from ..files import write_json_atomic
 from .registry import ReaderSpec, file_sha256, remember_sha256
 
 CACHE_ENV = "RIVERTON_MODEL_CACHE"
@@ -81,11 +82,7 @@ def gguf_sha256(path: Path) -> str:
     known = known if isinstance(known, dict) else {}
     known[str(path)] = {"stamp": stamp, "sha256": sha}
     try:
-        index.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".gguf-sha256.", suffix=".tmp", dir=index.parent)
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(known, stream, indent=1)
-        os.replace(temporary, index)
+        write_json_atomic(index, known, sort_keys=False)
     except OSError:
         pass  # the next run hashes the file again
     return sha

@@ -11,11 +11,11 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..files import write_text_atomic
 from ..paths import DATA_DIR
 
 TRANSCRIPT_PATH = DATA_DIR / "reader-transcript.jsonl"
@@ -182,17 +182,7 @@ def read_transcript(path: str | os.PathLike = TRANSCRIPT_PATH) -> list[Transcrip
 
 def write_transcript(path: str | os.PathLike, entries: Iterable[TranscriptEntry]) -> None:
     """Write ``entries`` as JSONL, atomically: a reader never sees a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8", newline="\n") as handle:
-            for entry in entries:
-                handle.write(entry.to_json() + "\n")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, "".join(entry.to_json() + "\n" for entry in entries))
 
 
 _PASSAGE_LINE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]*): ")
