@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
 LLAMA_STAMP := $(VENV)/.llama-server-installed
 
-.PHONY: book preview test test-fast browser benchmarks clean
+.PHONY: book preview test test-deps test-fast browser benchmarks clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -37,7 +37,10 @@ preview: $(STAMP)
 browser:
 	@bash scripts/ensure-chromium.sh
 
-test: $(STAMP) $(LLAMA_STAMP) browser
+# Everything the tests need installed (CI times it apart from the tests).
+test-deps: $(STAMP) $(LLAMA_STAMP) browser
+
+test: test-deps
 	$(PY) -m pytest -ra --durations=15
 
 test-fast: $(STAMP)

@@ -104,26 +104,70 @@ def parsed(source_raw_outputs) -> pd.DataFrame:
 
 
 @pytest.fixture(scope="session")
-def lesson_run():
-    """Execute a lesson once per session and keep its kernel: ``lesson_run(path, env)``.
-
-    The lesson tests read the executed notebook (``.nb``); the exercise tests run the
-    solutions in the same kernel afterwards (``.run(code)``). Each distinct (notebook,
-    environment) pair is executed once; every kernel is shut down at the end.
+def book(tmp_path_factory):
+    """The session's copy of the book: ``book.lesson(path)`` is that lesson executed once
+    per session (its kernel stays up: ``.nb`` is the executed notebook, ``.run(code)`` runs
+    more code after its cells); every kernel is shut down at the end. See book_session.py.
     """
-    from lesson_outputs import LessonRun
+    from book_session import SessionBook
 
-    runs: dict = {}
+    session = SessionBook(tmp_path_factory.mktemp("book-nbclient") / "book")
+    yield session
+    session.close()
 
-    def get(notebook, env=None, timeout=1800):
-        key = (str(notebook), tuple(sorted((env or {}).items())))
-        if key not in runs:
-            runs[key] = LessonRun(notebook, timeout=timeout, env=env)
-        return runs[key]
 
-    yield get
-    for run in runs.values():
-        run.close()
+@pytest.fixture(scope="session")
+def nbclient_site(book):
+    """The whole book built without Quarto, re-using the session's lesson executions."""
+    return book.build()
+
+
+@pytest.fixture(scope="session")
+def quarto_build(request, tmp_path_factory):
+    """The whole book built with real Quarto, started when the session starts if any test
+    reads it (see :func:`pytest_collection_modifyitems`), else on first use."""
+    from book_session import QuartoBuild
+
+    build = None
+    if reads_the_quarto_site(request.session.items):
+        found = quarto_command()
+        if found is not None:
+            build = QuartoBuild(tmp_path_factory.mktemp("book-quarto") / "book", found).start()
+    yield build
+    if build is not None:
+        build.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_the_quarto_build(quarto_build):
+    """Set up (so: start) the background Quarto build before the first test runs."""
+
+
+@pytest.fixture(scope="session")
+def quarto_site(quarto, quarto_build, tmp_path_factory):
+    """The whole book as real Quarto builds it (waits for the background build)."""
+    from book_session import QuartoBuild
+
+    if quarto_build is None:  # not started with the session: build it now
+        quarto_build = QuartoBuild(tmp_path_factory.mktemp("book-quarto") / "book", quarto)
+    return quarto_build.wait()
+
+
+def reads_the_quarto_site(items) -> bool:
+    return any(_reads_quarto_site(item) for item in items)
+
+
+def _reads_quarto_site(item) -> bool:
+    if "quarto_site" in getattr(item, "fixturenames", ()):
+        return True
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("site") == "quarto"
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The tests that read the Quarto site run last, so that its build (started with the
+    session, on the second core) has the longest time to finish beside the other tests."""
+    items.sort(key=_reads_quarto_site)  # stable: the order is otherwise kept
 
 
 @pytest.fixture(scope="session")

@@ -1,62 +1,72 @@
-"""Read what an executed lesson notebook shows: its tables and its computed prose.
+"""Execute a lesson as the book build does, and read what the executed notebook shows.
 
-Tables are read from the machine-readable copy that helpers.display attaches to every
-table output, so the tests see exactly the rows a reader sees. :func:`start` executes a
-lesson and keeps its kernel up, so that a test can run more code after the lesson's
-cells, as a student would (the exercise tests do).
+Lessons are executed with the build's own code (:func:`helpers.book.build.execute_chapter`:
+a clean kernel, the project folder as working folder, marked as a book build so that no
+progress bar lands in the outputs). Tables are read from the machine-readable copy that
+helpers.display attaches to every table output, so the tests see exactly the rows a reader
+sees. A :class:`LessonRun` keeps its kernel up, so that a test can run more code after the
+lesson's cells, as a student would (the exercise tests do).
 """
 from __future__ import annotations
 
-import copy
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
-import nbformat
-from nbclient import NotebookClient
-
+from helpers.book.build import (
+    Chapter,
+    _for_cache,
+    cell_options,
+    execute_chapter,
+    load_book_config,
+    read_chapter,
+)
+from helpers.book.cache import LessonKey, ProjectInputs
 from helpers.display import TABLE_MIME
 from helpers.paths import PROJECT_ROOT
-from helpers.progress import build_environment
 
 
-def execute(notebook: Path, timeout: int = 1200):
-    """Execute a notebook from a clean kernel with the project root as working folder."""
-    nb = nbformat.read(notebook, as_version=4)
-    client = NotebookClient(
-        nb, kernel_name="python3", timeout=timeout,
-        resources={"metadata": {"path": str(PROJECT_ROOT)}},
-    )
-    # Executed like a book build: no progress bars in the outputs (helpers.progress).
-    client.execute(env=build_environment("tests"))
-    return nb
+def chapter_source(notebook: Path | str, project: Path = PROJECT_ROOT) -> str:
+    """A lesson as `_quarto.yml` lists it (``lessons/01-….ipynb``), from a path or that name."""
+    path = Path(notebook)
+    if path.is_absolute():
+        path = path.relative_to(PROJECT_ROOT if path.is_relative_to(PROJECT_ROOT) else project)
+    return path.as_posix()
 
 
 class LessonRun:
-    """A lesson executed from a clean kernel that stays up until :meth:`close`.
+    """Lesson ``source`` of the project at ``project`` executed from a clean kernel that
+    stays up until :meth:`close`.
 
-    ``nb`` is the executed lesson, its outputs as a reader sees them; :meth:`run` executes
-    more code in the same kernel, after the lesson's cells.
+    ``nb`` is the executed lesson as the build caches it (its front matter moved into the
+    metadata, as :func:`helpers.book.build.read_chapter` reads it); ``key`` its lesson key
+    under ``env`` (:class:`helpers.book.cache.LessonKey`); :meth:`run` executes more code in
+    the same kernel, after the lesson's cells.
     """
 
-    def __init__(self, notebook: Path, timeout: int = 1800,
-                 env: Mapping[str, str] | None = None):
-        self.notebook = Path(notebook)
-        nb = nbformat.read(self.notebook, as_version=4)
-        self.client = NotebookClient(
-            nb, kernel_name="python3", timeout=timeout,
-            resources={"metadata": {"path": str(PROJECT_ROOT)}},
-        )
-        kernel_env = {**os.environ, **(env or {})}
-        try:
-            self.client.execute(cleanup_kc=False, env=kernel_env)
-        except BaseException:
-            self.close()
-            raise
-        self.nb = copy.deepcopy(self.client.nb)
+    def __init__(self, project: Path, source: str, env: Mapping[str, str], timeout: int = 1800,
+                 inputs: ProjectInputs | None = None):
+        self.project = Path(project)
+        self.source = source
+        config = load_book_config(self.project)
+        chapter = Chapter(source=source, page=str(Path(source).with_suffix(".html").as_posix()))
+        nb = read_chapter(self.project, chapter)
+        options = cell_options(nb, chapter, config.execute_defaults)
+        if inputs is None:
+            inputs = ProjectInputs.collect(self.project, config.kernel, environ=env)
+        self.inputs = inputs
+        self.key = LessonKey.compute(nb, inputs)
+        started = time.perf_counter()
+        self.client = execute_chapter(nb, chapter, options, config, timeout, env=dict(env),
+                                      keep_kernel=True)
+        self.seconds = time.perf_counter() - started
+        self.nb = _for_cache(nb)
 
     def run(self, code: str) -> list[dict]:
         """Execute ``code`` as one more cell; its outputs (a failing cell raises)."""
+        import nbformat
+
         cell = nbformat.v4.new_code_cell(code)
         self.client.nb.cells.append(cell)
         self.client.execute_cell(cell, len(self.client.nb.cells) - 1)
@@ -65,6 +75,19 @@ class LessonRun:
     def close(self) -> None:
         if self.client.km is not None:
             self.client._cleanup_kernel()
+
+
+def execute(notebook: Path, env: Mapping[str, str] | None = None, timeout: int = 1200):
+    """The executed notebook of one lesson of this project, run as the build runs it, in
+    ``env`` (default: this process's environment); its kernel is shut down afterwards.
+
+    For runs with inputs of their own (a student's review, a reader server); the lessons
+    as the book runs them come from the session's book (``book.lesson``, tests/conftest.py).
+    """
+    run = LessonRun(PROJECT_ROOT, chapter_source(notebook), os.environ if env is None else env,
+                    timeout=timeout)
+    run.close()
+    return run.nb
 
 
 def tables(nb) -> dict[str, dict]:

@@ -1,9 +1,10 @@
 """Built pages opened in headless Chromium: tables render offline, search filters rows.
 
 The whole book is built once per engine and test session, each time into a fresh copy of
-the project: with nbclient + nbconvert, and with real Quarto when a `quarto` command is
-found ($QUARTO or PATH; skipped otherwise, an error under BOOK_REQUIRE_QUARTO=1). Every
-page check runs on both sites.
+the project (tests/book_session.py): with nbclient + nbconvert, re-using the session's
+lesson executions, and with real Quarto when a `quarto` command is found ($QUARTO or PATH;
+skipped otherwise, an error under BOOK_REQUIRE_QUARTO=1). Every page check runs on both
+sites.
 
 Needs Debian's `chromium` and `chromium-driver`. Without them these tests are skipped,
 unless BOOK_REQUIRE_BROWSER=1 (as in CI), which turns the skip into a failure.
@@ -12,12 +13,10 @@ unless BOOK_REQUIRE_BROWSER=1 (as in CI), which turns the skip into a failure.
 from __future__ import annotations
 
 import ast
-import os
 import subprocess
 import sys
 import textwrap
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -25,8 +24,8 @@ import pandas as pd
 import pytest
 
 import pagecheck
+from book_session import BuiltSite
 from helpers.paths import PROJECT_ROOT
-from projects import copy_project
 
 pytestmark = pytest.mark.browser
 
@@ -203,49 +202,20 @@ LESSON_PAGES = [
 ]
 LESSONS = sorted({lesson for lesson, *_ in LESSON_PAGES})
 ENGINES = ["nbclient", "quarto"]
-# What the build prints last, per engine (helpers.book.build).
-ENGINE_LINE = {"nbclient": "[build] engine: nbclient + nbconvert", "quarto": "[build] engine: Quarto"}
-
-
-@dataclass
-class BookSite:
-    engine: str
-    folder: Path  # the built site
-
-
-def _build_environment(project: Path, quarto: str | None) -> dict[str, str]:
-    """This environment, minus reader settings a developer may have set, plus the copy's
-    helpers on the kernels' path (and Quarto, for the Quarto build)."""
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith(("RIVERTON_READER_", "QUARTO_"))}
-    env.update(PYTHONPATH=str(project), QUARTO_PYTHON=sys.executable)
-    if quarto is not None:
-        env["QUARTO"] = quarto
-    return env
 
 
 @pytest.fixture(scope="session", params=ENGINES)
-def book_site(request, tmp_path_factory) -> BookSite:
-    """The whole book built with one engine into a fresh copy of the project (once per
-    session and engine; never the checkout's `_book`, which may be stale or another
-    engine's)."""
-    engine = request.param
-    quarto = request.getfixturevalue("quarto") if engine == "quarto" else None
+def site(request) -> BuiltSite:
+    """The whole book as one engine built it, once per session, in a copy of the project
+    (tests/book_session.py): never the checkout's `_book`, which may be stale or another
+    engine's."""
+    built = request.getfixturevalue(f"{request.param}_site")
     missing = [lesson for lesson in LESSONS if not (PROJECT_ROOT / lesson).is_file()]
-    if missing:
-        pytest.fail(f"lessons listed for the page check are missing: {missing}")
-    project = copy_project(tmp_path_factory.mktemp(f"book-{engine}") / "book")
-    result = subprocess.run(
-        [sys.executable, "-m", "helpers.book", "--engine", engine], cwd=project,
-        env=_build_environment(project, quarto), capture_output=True, text=True, timeout=3600,
-    )
-    report = result.stdout + result.stderr
-    assert result.returncode == 0, f"the {engine} build failed:\n{report[-6000:]}"
-    assert ENGINE_LINE[engine] in result.stdout, report[-3000:]
-    site = project / "_book"
+    assert not missing, f"lessons listed for the page check are missing: {missing}"
     for lesson in LESSONS:
-        assert (site / Path(lesson).with_suffix(".html")).is_file(), f"the {engine} build wrote no page for {lesson}"
-    return BookSite(engine, site)
+        assert (built.folder / Path(lesson).with_suffix(".html")).is_file(), \
+            f"the {built.engine} build wrote no page for {lesson}"
+    return built
 
 
 def _page(lesson: str) -> str:
@@ -254,24 +224,24 @@ def _page(lesson: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", ["index.html", *map(_page, LESSONS)])
-def test_pages_load_without_console_errors(browser, book_site, page):
-    with pagecheck.serve_folder(book_site.folder) as base:
+def test_pages_load_without_console_errors(browser, site, page):
+    with pagecheck.serve_folder(site.folder) as base:
         browser.get_log("browser")  # drop entries left by earlier pages of the shared browser
         browser.get(base + page)
         pagecheck.wait_for_tables(browser, timeout=60)
         console = browser.get_log("browser")
         title = browser.execute_script("const h = document.querySelector('h1'); return h && h.textContent;")
-    assert title, f"{book_site.engine}: {page} has no title"
+    assert title, f"{site.engine}: {page} has no title"
     severe = [e["message"] for e in console if e["level"] == "SEVERE"]
-    assert severe == [], f"{book_site.engine}: {page}: browser console errors: {severe}"
+    assert severe == [], f"{site.engine}: {page}: browser console errors: {severe}"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("lesson", "term", "predicate"), LESSON_PAGES,
                          ids=[f"{Path(l).stem[:2]}-{t}" for l, t, _ in LESSON_PAGES])
-def test_lesson_page_tables_render_and_search_filters(browser, book_site, tmp_path,
+def test_lesson_page_tables_render_and_search_filters(browser, site, tmp_path,
                                                       lesson, term, predicate):
-    with pagecheck.serve_folder(book_site.folder) as base:
+    with pagecheck.serve_folder(site.folder) as base:
         result = pagecheck.check_page(
             base + _page(lesson), term, predicate,
             screenshot=tmp_path / f"{Path(lesson).stem}.png", driver=browser, timeout=60,
@@ -282,14 +252,14 @@ def test_lesson_page_tables_render_and_search_filters(browser, book_site, tmp_pa
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: Path(lesson).stem[:2])
-def test_every_output_table_sits_in_the_helpers_box(browser, book_site, lesson):
-    with pagecheck.serve_folder(book_site.folder) as base:
+def test_every_output_table_sits_in_the_helpers_box(browser, site, lesson):
+    with pagecheck.serve_folder(site.folder) as base:
         browser.get(base + _page(lesson))
         pagecheck.wait_for_tables(browser, timeout=60)
         boxes = browser.execute_script("return document.querySelectorAll('div.riverton-table').length;")
         loose = pagecheck.loose_tables(browser)
-    assert boxes >= 1, f"{book_site.engine}: {lesson} shows no table of the helpers"
-    assert loose == [], f"{book_site.engine}: {lesson}: tables outside helpers.display.show_table: {loose}"
+    assert boxes >= 1, f"{site.engine}: {lesson} shows no table of the helpers"
+    assert loose == [], f"{site.engine}: {lesson}: tables outside helpers.display.show_table: {loose}"
 
 
 # --------------------------------------------------------------------------- exercises on the page
@@ -345,24 +315,24 @@ def _lessons_with_exercises() -> list[str]:
     """The lessons that test_exercises.py requires to have exercises, as page paths."""
     from test_exercises import LESSONS as EXERCISE_LESSONS
 
-    return [f"lessons/{notebook}" for _, (notebook, _env) in sorted(EXERCISE_LESSONS.items())]
+    return [f"lessons/{notebook}" for _, notebook in sorted(EXERCISE_LESSONS.items())]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", _lessons_with_exercises(),
                          ids=lambda lesson: Path(lesson).stem[:2])
-def test_solutions_are_collapsed_on_the_page_until_opened(browser, book_site, lesson):
+def test_solutions_are_collapsed_on_the_page_until_opened(browser, site, lesson):
     from exercise_cells import exercise_cells
 
     cells = exercise_cells(nbformat.read(PROJECT_ROOT / lesson, as_version=4), lesson)
     assert cells, f"{lesson} has no exercises"
     first_line = _distinctive_line(cells[0], lesson)
-    with pagecheck.serve_folder(book_site.folder) as base:
+    with pagecheck.serve_folder(site.folder) as base:
         browser.get_log("browser")  # drop entries left by earlier pages of the shared browser
         browser.get(base + _page(lesson))
         solutions = _solutions(browser)
         visible_text = browser.execute_script("return document.body.innerText;")
-        assert solutions, f"{book_site.engine}: {lesson} shows no solution"
+        assert solutions, f"{site.engine}: {lesson} shows no solution"
         browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", solutions[0]["toggle"])
         solutions[0]["toggle"].click()
         deadline = time.monotonic() + 10
@@ -370,7 +340,7 @@ def test_solutions_are_collapsed_on_the_page_until_opened(browser, book_site, le
             time.sleep(0.1)
         visible_after = browser.execute_script("return document.body.innerText;")
         console = browser.get_log("browser")
-    engine = book_site.engine
+    engine = site.engine
     assert [s["title"] for s in solutions] == [f"Solution to exercise {c.key}" for c in cells], engine
     assert {s["kind"] for s in solutions} == {SOLUTION_KIND[engine]}, engine
     shown = [s["title"] for s in solutions if s["open"] or s["shown"] or not s["collapsed"]]
@@ -401,16 +371,16 @@ def _key_columns(lesson: str, label: str) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("width", [1400, 1000, 700])
-def test_side_by_side_table_fits_or_scrolls_inside_its_box(browser, book_site, tmp_path, width):
+def test_side_by_side_table_fits_or_scrolls_inside_its_box(browser, site, tmp_path, width):
     """Lesson 3's widest table: the page never scrolls sideways, the table does so inside its
     own box, and scrolled to its last column it still shows every key column."""
     key_columns = _key_columns(LESSON_3, "tbl-side-by-side")
     assert key_columns == 2, "lesson 3 no longer pins the question and its expected action"
-    shot = tmp_path / f"side-by-side-{book_site.engine}-{width}.png"
-    with pagecheck.serve_folder(book_site.folder) as base:
+    shot = tmp_path / f"side-by-side-{site.engine}-{width}.png"
+    with pagecheck.serve_folder(site.folder) as base:
         fit = pagecheck.table_fit(browser, base + _page(LESSON_3), "#tbl-side-by-side", width,
                                   screenshot=shot, key_columns=key_columns)
-    where = f"{book_site.engine}: {_page(LESSON_3)} at {width} px"
+    where = f"{site.engine}: {_page(LESSON_3)} at {width} px"
     assert not fit.problems(), f"{where}: " + "; ".join(fit.problems()) + f" (screenshot {shot})"
     if width == 700:
         assert fit.scrolls, f"{where}: the table fits, so its key columns were never tested"
@@ -418,13 +388,13 @@ def test_side_by_side_table_fits_or_scrolls_inside_its_box(browser, book_site, t
 
 
 @pytest.mark.slow
-def test_questions_table_keeps_its_dollar_signs_on_the_page(browser, book_site):
+def test_questions_table_keeps_its_dollar_signs_on_the_page(browser, site):
     """The built page shows Q1's acceptable answers as the fixture holds them, untypeset."""
     from helpers.fixture import load_riverton
 
     expected = load_riverton().questions.set_index("question_id").loc["Q1", "acceptable_answers"]
     assert expected == "$150|$150 per week|$150 a week|150 dollars per week"
-    with pagecheck.serve_folder(book_site.folder) as base:
+    with pagecheck.serve_folder(site.folder) as base:
         browser.get(base + _page(LESSON_1))
         time.sleep(1.0)  # MathJax, where a page loads it, typesets after the page has loaded
         found = browser.execute_script(
@@ -437,14 +407,14 @@ def test_questions_table_keeps_its_dollar_signs_on_the_page(browser, book_site):
                     math: document.querySelectorAll('mjx-container, .MathJax, span.math').length};
             """
         )
-    assert found is not None, f"{book_site.engine}: the page has no table under #tbl-questions"
-    assert found["cell"] == expected, book_site.engine
-    assert found["math"] == 0, book_site.engine
+    assert found is not None, f"{site.engine}: the page has no table under #tbl-questions"
+    assert found["cell"] == expected, site.engine
+    assert found["math"] == 0, site.engine
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: Path(lesson).stem[:2])
-def test_lesson_pages_carry_no_progress_bar(book_site, lesson):
-    page = (book_site.folder / _page(lesson)).read_text(encoding="utf-8")
+def test_lesson_pages_carry_no_progress_bar(site, lesson):
+    page = (site.folder / _page(lesson)).read_text(encoding="utf-8")
     residue = pagecheck.progress_residue(page)
-    assert residue == [], f"{book_site.engine}: {lesson}: progress-bar residue in the page: {residue}"
+    assert residue == [], f"{site.engine}: {lesson}: progress-bar residue in the page: {residue}"

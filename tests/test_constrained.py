@@ -275,8 +275,8 @@ def test_a_recorded_reader_cannot_be_constrained():
 
 
 @pytest.fixture(scope="module")
-def lesson(lesson_run):
-    return lesson_run(LESSON).nb
+def lesson(book):
+    return book.lesson(LESSON).nb
 
 
 @pytest.mark.slow

@@ -203,8 +203,8 @@ def test_lesson_is_committed_without_outputs():
 
 
 @pytest.fixture(scope="module")
-def executed(lesson_run):
-    return lesson_run(LESSON).nb
+def executed(book):
+    return book.lesson(LESSON).nb
 
 
 @pytest.mark.slow

@@ -174,7 +174,7 @@ def quarto_exercises(quarto, tmp_path_factory):
     project = tmp_path_factory.mktemp("quarto-exercises")
     (project / "lessons").mkdir()
     pages = {}
-    for lesson, (notebook, _env) in sorted(LESSONS.items()):
+    for lesson, notebook in sorted(LESSONS.items()):
         path, cells = exercise_section(project / "lessons", LESSONS_DIR / notebook, notebook)
         pages[lesson] = (f"lessons/{path.with_suffix('.html').name}", cells)
     shutil.copy2(PROJECT_ROOT / "book.scss", project / "book.scss")

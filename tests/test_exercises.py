@@ -22,20 +22,18 @@ import pytest
 from helpers import exercises
 from helpers.exercises import CORRECT, HINT, NOT_ATTEMPTED, VERDICT_MIME, Verdict
 from helpers.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
-from helpers.review import REVIEWS_ENV
 
 from exercise_cells import check_key, exercise_cells, section_index
 
-#: Lessons with exercises: notebook and the environment their tests execute them in.
+#: Lessons with exercises, by number. Their slow tests run the session's execution of each
+#: lesson (tests/book_session.py): lesson 1 replays the transcript, and lesson 4 finds no
+#: student review, so a review of your own in data/reviews cannot change them.
 LESSONS = {
-    1: ("01-answering-from-retrieved-passages.ipynb", {"RIVERTON_READER_MODE": "recorded"}),
-    2: ("02-when-words-dont-match.ipynb", {}),
-    3: ("03-format-is-not-truth.ipynb", {}),
-    # Lesson 4 reads students' reviews from a folder; the exercises run with none (a
-    # missing folder), so a review of your own in data/reviews cannot change them.
-    4: ("04-human-support-review.ipynb",
-        {REVIEWS_ENV: str(PROJECT_ROOT / "tests" / "no-student-reviews")}),
-    5: ("05-evidence-not-instructions.ipynb", {}),
+    1: "01-answering-from-retrieved-passages.ipynb",
+    2: "02-when-words-dont-match.ipynb",
+    3: "03-format-is-not-truth.ipynb",
+    4: "04-human-support-review.ipynb",
+    5: "05-evidence-not-instructions.ipynb",
 }
 
 # A function body of an F1 that treats tokens as a set, one that does not normalise, one
@@ -211,14 +209,14 @@ WRONG_ANSWERS = [
 
 
 def lesson_path(lesson: int):
-    return LESSONS_DIR / LESSONS[lesson][0]
+    return LESSONS_DIR / LESSONS[lesson]
 
 
 @pytest.fixture(scope="module", params=sorted(LESSONS), ids=lambda n: f"lesson{n}")
 def lesson_cells(request):
     lesson = request.param
     nb = nbformat.read(lesson_path(lesson), as_version=4)
-    return lesson, nb, exercise_cells(nb, LESSONS[lesson][0])
+    return lesson, nb, exercise_cells(nb, LESSONS[lesson])
 
 
 # --------------------------------------------------------------------------- layout, fast
@@ -523,9 +521,9 @@ def verdict_of(outputs: list[dict]) -> dict:
 
 
 @pytest.fixture(scope="module")
-def executed(lesson_cells, lesson_run):
+def executed(lesson_cells, book):
     lesson, _, cells = lesson_cells
-    return lesson, cells, lesson_run(lesson_path(lesson), LESSONS[lesson][1])
+    return lesson, cells, book.lesson(lesson_path(lesson))
 
 
 @pytest.mark.slow

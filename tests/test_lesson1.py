@@ -12,13 +12,11 @@ LESSON = LESSONS_DIR / "01-answering-from-retrieved-passages.ipynb"
 pytestmark = pytest.mark.slow
 
 
-#: The reference render's figures come from the pinned Qwen reader; replay its transcript.
-READER_ENV = {"RIVERTON_READER_MODE": "recorded"}
-
-
 @pytest.fixture(scope="module")
-def lesson(lesson_run):
-    return lesson_run(LESSON, READER_ENV).nb
+def lesson(book):
+    """The session's execution, which replays the transcript: the reference render's
+    figures come from the pinned Qwen reader (tests/book_session.py)."""
+    return book.lesson(LESSON).nb
 
 
 def column(nb, table, label):

@@ -4,7 +4,7 @@ The expected values are computed here from ``data/riverton/support-review.csv`` 
 the csv module, the transcript, and the screen applied afresh to the reviewed answers, so
 a page that drifted from its record would fail. One run has a student review in a
 temporary folder (through ``RIVERTON_REVIEWS_DIR``), so the two-reviewer path executes;
-another has none (the exercise tests' run, shared through the ``lesson_run`` fixture).
+another has none (the session's execution, shared with the exercise tests: ``book.lesson``).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import pytest
 
 from helpers import agreement, judge, parsing, review, screen
 from helpers.fixture import load_riverton
-from helpers.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
+from helpers.paths import DATA_DIR, LESSONS_DIR
 from helpers.reader import load_reader
 from helpers.reader.lesson import lesson_retrieval
 
@@ -27,7 +27,6 @@ LESSON = LESSONS_DIR / "04-human-support-review.ipynb"
 SEED, RESAMPLES = agreement.BOOTSTRAP_SEED, agreement.BOOTSTRAP_RESAMPLES
 INTERVAL_LABEL = f"Kappa, {agreement.BOOTSTRAP_LEVEL:.0%} interval"
 #: The folder the exercise tests point lesson 4 at: it does not exist, so no student review.
-NO_REVIEWS = {review.REVIEWS_ENV: str(PROJECT_ROOT / "tests" / "no-student-reviews")}
 REVISED = "revised on re-reading:"
 YES_NO = (review.SUPPORTED, review.NOT_SUPPORTED)
 
@@ -66,21 +65,13 @@ def write_student_review(folder):
 def lesson(tmp_path_factory):
     folder = tmp_path_factory.mktemp("reviews")
     write_student_review(folder)
-    saved = os.environ.get(review.REVIEWS_ENV)
-    os.environ[review.REVIEWS_ENV] = str(folder)
-    try:
-        return execute(LESSON)
-    finally:
-        if saved is None:
-            del os.environ[review.REVIEWS_ENV]
-        else:
-            os.environ[review.REVIEWS_ENV] = saved
+    return execute(LESSON, {**os.environ, review.REVIEWS_ENV: str(folder)})
 
 
 @pytest.fixture(scope="module")
-def lesson_without_review(lesson_run):
-    """The lesson executed with no student review, as the exercise tests execute it."""
-    return lesson_run(LESSON, NO_REVIEWS).nb
+def lesson_without_review(book):
+    """The session's execution: no student review (tests/book_session.py)."""
+    return book.lesson(LESSON).nb
 
 
 @pytest.fixture(scope="module")

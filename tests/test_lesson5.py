@@ -19,7 +19,7 @@ from helpers.attacks import rule_holds
 from helpers.fixture import load_attack_fixture, load_riverton
 from helpers.paths import LESSONS_DIR
 
-from lesson_outputs import execute, markdown_outputs, table_rows, tables
+from lesson_outputs import markdown_outputs, table_rows, tables
 
 LESSON = LESSONS_DIR / "05-evidence-not-instructions.ipynb"
 
@@ -36,8 +36,8 @@ RUNS = [
 
 
 @pytest.fixture(scope="module")
-def lesson():
-    return execute(LESSON)
+def lesson(book):
+    return book.lesson(LESSON).nb
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ import yaml
 from helpers.book.freeze import RENDERED_ALONE
 from helpers.book.offline import remote_assets_in_site
 from helpers.paths import PROJECT_ROOT
-from projects import copy_project
+from book_session import session_environment
 
 pytestmark = pytest.mark.quarto
 
@@ -317,15 +317,11 @@ def test_preview_restarts_on_a_data_edit_and_serves_the_new_result(quarto, tmp_p
 
 
 @pytest.mark.slow
-def test_the_real_book_renders_with_quarto(quarto, tmp_path):
-    """The whole book with real Quarto, in a copy: every lesson page, numbered by chapter."""
-    project = copy_project(tmp_path / "book")
-    result = subprocess.run([sys.executable, "-m", "helpers.book", "--engine", "quarto"],
-                            cwd=project, env=dict(os.environ, QUARTO=quarto, PYTHONPATH=str(project)),
-                            capture_output=True, text=True, timeout=1800)
-    report = result.stdout + result.stderr
-    assert result.returncode == 0, report[-6000:]
-    assert "engine: Quarto" in result.stdout
+def test_the_real_book_renders_with_quarto(quarto, quarto_site, tmp_path):
+    """The whole book with real Quarto (the session's build, in a copy): every lesson page,
+    numbered by chapter; then a plain `quarto render` of a copy re-uses every frozen lesson."""
+    project, report = quarto_site.project, quarto_site.report
+    assert "engine: Quarto" in report
     assert TCP_NOISE not in report
     chapters = yaml.safe_load((PROJECT_ROOT / "_quarto.yml").read_text())["book"]["chapters"]
     for number, lesson in enumerate(chapters[1:], start=1):
@@ -341,14 +337,17 @@ def test_the_real_book_renders_with_quarto(quarto, tmp_path):
         assert copied.read_bytes() == path.read_bytes(), f"the render changed {copied.name}"
     # Offline: no page or stylesheet refers to the network (CDN scripts, web fonts).
     assert remote_assets_in_site(project / "_book") == []
-    # A second, plain `quarto render` thaws every lesson from the notebooks as committed.
-    again = subprocess.run([quarto, "render"], cwd=project,
-                           env=dict(os.environ, QUARTO_PYTHON=sys.executable, PYTHONPATH=str(project)),
+    # A second, plain `quarto render`, in a copy with the frozen results (the session's site
+    # stays as it is for the other tests), thaws every lesson from the notebooks as committed.
+    again_root = tmp_path / "book"
+    shutil.copytree(project, again_root, symlinks=True)
+    env = session_environment(again_root, QUARTO_PYTHON=sys.executable)
+    again = subprocess.run([quarto, "render"], cwd=again_root, env=env,
                            capture_output=True, text=True, timeout=1800)
     report = again.stdout + again.stderr
     assert again.returncode == 0, report[-6000:]
     for number, lesson in enumerate(chapters[1:], start=1):
         assert f"[freeze] {lesson}: frozen result kept: inputs unchanged" in report
-        text = (project / "_book" / Path(lesson).with_suffix(".html")).read_text(encoding="utf-8")
+        text = (again_root / "_book" / Path(lesson).with_suffix(".html")).read_text(encoding="utf-8")
         assert set(re.findall(TABLE_NUMBER, text)) == {str(number)}, f"{lesson} lost its tables"
     assert "Executing" not in report and "Cell 1/" not in report, "a frozen lesson was executed"

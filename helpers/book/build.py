@@ -310,8 +310,15 @@ def cell_options(nb, chapter: Chapter, defaults: dict) -> list[dict]:
     return merged
 
 
-def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfig, timeout: int):
-    """Run every code cell of `nb` in a fresh kernel, in place; raise ChapterFailure on error."""
+def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfig, timeout: int,
+                    *, env: dict | None = None, keep_kernel: bool = False):
+    """Run every code cell of `nb` in a fresh kernel, in place; raise ChapterFailure on error.
+
+    ``env`` is the kernel's environment (default: this process's), marked as a book build
+    either way. Returns the nbclient client; its kernel is shut down, unless
+    ``keep_kernel``, which leaves it running for more code after the chapter's cells (the
+    caller shuts it down; the test suite runs the exercise solutions there).
+    """
     from nbclient import NotebookClient
     from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
@@ -349,8 +356,13 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
                               label, ename, _ANSI.sub("", evalue or ""), tail)
 
     try:
-        # Marked as a book build, so the lessons show no progress bars (helpers.progress).
-        client.execute(env=build_environment("nbclient"))
+        try:
+            # Marked as a book build, so the lessons show no progress bars (helpers.progress).
+            client.execute(cleanup_kc=not keep_kernel, env=build_environment("nbclient", env))
+        except BaseException:
+            if keep_kernel and client.km is not None:
+                client._cleanup_kernel()
+            raise
     except CellExecutionError as error:
         raise failure(error.ename, error.evalue, error.traceback) from None
     except CellTimeoutError as error:
@@ -361,7 +373,7 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
         raise failure(type(error).__name__, str(error), "") from None
     for index, source in skipped.items():
         nb.cells[index].source = source
-    return nb
+    return client
 
 
 def kernel_manager_config():
