@@ -44,6 +44,18 @@ SOURCE_RAW_OUTPUTS_VISIBLE = {
 }
 
 
+@pytest.fixture()
+def data_copy(tmp_path):
+    """A fresh copy of data/riverton that a test may damage (see fixture_edits.py)."""
+    import shutil
+
+    from helpers.paths import DATA_DIR
+
+    target = tmp_path / "riverton"
+    shutil.copytree(DATA_DIR, target)
+    return target
+
+
 @pytest.fixture(scope="session")
 def riverton():
     """The validated handbook, questions and metadata (``load_riverton()``)."""
@@ -199,6 +211,18 @@ def quarto() -> str:
             pytest.fail(f"BOOK_REQUIRE_QUARTO=1 but {reason}")
         pytest.skip(reason)
     return found
+
+
+@pytest.fixture(scope="session")
+def smol_tokenizer():
+    """SmolLM2's tokenizer alone, read from its GGUF file once per session (no weights)."""
+    from transformers import AutoTokenizer
+
+    from helpers.reader.registry import get_reader_spec, package_gguf_path
+
+    path = package_gguf_path(get_reader_spec("smollm2_135m_instruct"))
+    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
+                                         local_files_only=True)
 
 
 @pytest.fixture(scope="module")

@@ -92,3 +92,15 @@ def section_index(nb, heading: str) -> int | None:
         if cell.cell_type == "markdown" and heading in cell.source.splitlines():
             return index
     return None
+
+
+#: Lessons with exercises, by number. Their slow tests run the session's execution of each
+#: lesson (tests/book_session.py): lesson 1 replays the transcript, and lesson 4 finds no
+#: student review, so a review of your own in data/reviews cannot change them.
+LESSONS = {
+    1: "01-answering-from-retrieved-passages.ipynb",
+    2: "02-when-words-dont-match.ipynb",
+    3: "03-format-is-not-truth.ipynb",
+    4: "04-human-support-review.ipynb",
+    5: "05-evidence-not-instructions.ipynb",
+}

@@ -73,7 +73,9 @@ class LessonRun:
         return list(cell.outputs)
 
     def close(self) -> None:
+        """Stop the kernel at once (nothing is left to save in it)."""
         if self.client.km is not None:
+            self.client.shutdown_kernel = "immediate"
             self.client._cleanup_kernel()
 
 

@@ -1,12 +1,29 @@
-"""Temporary copies of this project, for tests that build or render the book."""
+"""Temporary projects for tests that build or render the book: copies of this project,
+small sample books, and the commands that build them.
+
+The build runs as `make book` runs it, in a subprocess (:func:`run_book`); every test that
+builds a book goes through it, or through tests/book_session.py for the whole book.
+"""
 from __future__ import annotations
 
 import csv
+import os
 import shutil
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
+
+import nbformat
 
 from helpers.fixture import HANDBOOK_FILE, METADATA_FILE, update_metadata
 from helpers.paths import DATA_DIR, PROJECT_ROOT
+
+#: The command that builds the book (what `make book` runs).
+BUILD_COMMAND = [sys.executable, "-m", "helpers.book"]
+
+#: The sample lesson of :func:`write_project`.
+SAMPLE_LESSON = "lessons/01-sample.ipynb"
 
 COPIED = ["helpers", "data", "lessons", "_quarto.yml", "index.qmd", "book.scss", ".gitignore"]
 
@@ -40,3 +57,64 @@ def question_subset(data: Path, source: str, name: str, count: int, description:
         handle.write(f"{name},{description},test,CC-BY-4.0,2026-12-02,{count}," + "0" * 64 + "\n")
     update_metadata([name], data)
     return data / name
+
+
+def run_book(project: Path, *args: str, env: dict | None = None, cwd: Path = PROJECT_ROOT,
+             timeout: float = 600) -> subprocess.CompletedProcess:
+    """``python -m helpers.book --project PROJECT ARGS`` in a subprocess, from ``cwd`` (by
+    default this checkout, whose build code is the one under test) and in ``env`` (default:
+    this process's environment); its output is captured."""
+    return subprocess.run([*BUILD_COMMAND, "--project", str(project), *args], cwd=cwd,
+                          env=os.environ.copy() if env is None else env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def clean_environment(**extra: str) -> dict[str, str]:
+    """This process's environment without the reader, review and Quarto settings a
+    developer's shell may hold, plus ``extra``."""
+    env = {name: value for name, value in os.environ.items()
+           if not name.startswith(("RIVERTON_READER_", "RIVERTON_REVIEWS_", "QUARTO_"))}
+    env.update(extra)
+    return env
+
+
+def code(source: str):
+    """A code cell of ``source`` (dedented)."""
+    return nbformat.v4.new_code_cell(textwrap.dedent(source).strip("\n"))
+
+
+def markdown(source: str):
+    """A markdown cell of ``source`` (dedented)."""
+    return nbformat.v4.new_markdown_cell(textwrap.dedent(source).strip("\n"))
+
+
+def write_project(root: Path, cells: list, title: str = "A sample lesson") -> Path:
+    """A book project with index.qmd and one lesson notebook (:data:`SAMPLE_LESSON`) made
+    of ``cells``."""
+    (root / "lessons").mkdir(parents=True, exist_ok=True)
+    (root / "_quarto.yml").write_text(
+        textwrap.dedent(
+            f"""\
+            project:
+              type: book
+              output-dir: _book
+              execute-dir: project
+            book:
+              title: "Sample Book"
+              chapters:
+                - index.qmd
+                - {SAMPLE_LESSON}
+            execute:
+              enabled: true
+            jupyter: python3
+            """
+        )
+    )
+    (root / "index.qmd").write_text(
+        "# Front page {.unnumbered}\n\nRead [the lesson](lessons/01-sample.ipynb) next.\n"
+    )
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.cells = [nbformat.v4.new_raw_cell(f"---\ntitle: {title}\n---"), *cells]
+    nbformat.write(nb, root / SAMPLE_LESSON)
+    return root

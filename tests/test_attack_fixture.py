@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +30,7 @@ from helpers.fixture import (
 )
 from helpers.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
 
-from test_fixture import _assert_where, _replace_bytes, _rewrite_csv, _set_field
+from fixture_edits import assert_where, replace_bytes, rewrite_csv, set_field
 
 ATTACK_FILES = (ATTACK_PASSAGES_FILE, ATTACK_QUESTIONS_FILE)
 
@@ -52,12 +51,6 @@ NORMAL_FINGERPRINTS = {
 def attack():
     return load_attack_fixture()
 
-
-@pytest.fixture()
-def data_copy(tmp_path) -> Path:
-    target = tmp_path / "riverton"
-    shutil.copytree(DATA_DIR, target)
-    return target
 
 
 def _attack_error(data_dir: Path) -> FixtureError:
@@ -120,100 +113,100 @@ def test_metadata_rows_fingerprint_the_attack_files():
 
 
 def test_a_changed_byte_in_the_planted_passages(data_copy):
-    _replace_bytes(data_copy / ATTACK_PASSAGES_FILE, b"$500 per week", b"$900 per week")
+    replace_bytes(data_copy / ATTACK_PASSAGES_FILE, b"$500 per week", b"$900 per week")
     error = _attack_error(data_copy)
     row, line = _metadata_row(data_copy, ATTACK_PASSAGES_FILE)
-    _assert_where(error, METADATA_FILE, row, line, "fingerprint")
+    assert_where(error, METADATA_FILE, row, line, "fingerprint")
     assert ATTACK_PASSAGES_FILE in str(error)
 
 
 def test_a_changed_byte_in_the_attack_questions(data_copy):
-    _replace_bytes(data_copy / ATTACK_QUESTIONS_FILE, b"says:library", b"says:museum")
+    replace_bytes(data_copy / ATTACK_QUESTIONS_FILE, b"says:library", b"says:museum")
     error = _attack_error(data_copy)
     row, line = _metadata_row(data_copy, ATTACK_QUESTIONS_FILE)
-    _assert_where(error, METADATA_FILE, row, line, "fingerprint")
+    assert_where(error, METADATA_FILE, row, line, "fingerprint")
 
 
 def test_a_planted_passage_with_a_handbook_style_id(data_copy):
-    _set_field(data_copy / ATTACK_PASSAGES_FILE, 2, "passage_id", "H16")
+    set_field(data_copy / ATTACK_PASSAGES_FILE, 2, "passage_id", "H16")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_PASSAGES_FILE, 2, 3, "passage_id")
+    assert_where(error, ATTACK_PASSAGES_FILE, 2, 3, "passage_id")
     assert "'H16'" in str(error)
 
 
 def test_an_id_prefix_that_contradicts_the_provenance(data_copy):
-    _set_field(data_copy / ATTACK_PASSAGES_FILE, 1, "provenance", "superseded")
+    set_field(data_copy / ATTACK_PASSAGES_FILE, 1, "provenance", "superseded")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_PASSAGES_FILE, 1, 2, "passage_id")
+    assert_where(error, ATTACK_PASSAGES_FILE, 1, 2, "passage_id")
     assert "superseded" in str(error) and "'S'" in str(error)
 
 
 def test_an_unknown_provenance(data_copy):
-    _set_field(data_copy / ATTACK_PASSAGES_FILE, 3, "provenance", "handbook")
+    set_field(data_copy / ATTACK_PASSAGES_FILE, 3, "provenance", "handbook")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_PASSAGES_FILE, 3, 4, "provenance")
+    assert_where(error, ATTACK_PASSAGES_FILE, 3, 4, "provenance")
     assert "'handbook'" in str(error) and "planted" in str(error)
 
 
 def test_a_duplicate_planted_id(data_copy):
-    _set_field(data_copy / ATTACK_PASSAGES_FILE, 2, "passage_id", "P01")
+    set_field(data_copy / ATTACK_PASSAGES_FILE, 2, "passage_id", "P01")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_PASSAGES_FILE, 2, 3, "passage_id")
+    assert_where(error, ATTACK_PASSAGES_FILE, 2, 3, "passage_id")
     assert "duplicate" in str(error)
 
 
 def test_a_planted_passage_without_the_teaching_mark(data_copy):
-    _set_field(data_copy / ATTACK_PASSAGES_FILE, 4, "source", "A noticeboard page")
+    set_field(data_copy / ATTACK_PASSAGES_FILE, 4, "source", "A noticeboard page")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_PASSAGES_FILE, 4, 5, "source")
+    assert_where(error, ATTACK_PASSAGES_FILE, 4, 5, "source")
     assert "invented attack text for teaching" in str(error)
 
 
 def test_a_planted_passage_that_repeats_the_handbook(data_copy):
-    _set_field(data_copy / ATTACK_PASSAGES_FILE, 5, "text",
+    set_field(data_copy / ATTACK_PASSAGES_FILE, 5, "text",
                "Applications for both fall programs close on October 15.")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_PASSAGES_FILE, 5, 6, "text")
+    assert_where(error, ATTACK_PASSAGES_FILE, 5, 6, "text")
     assert "H14" in str(error)
 
 
 def test_an_unknown_attack_kind(data_copy):
-    _set_field(data_copy / ATTACK_QUESTIONS_FILE, 2, "kind", "jailbreak")
+    set_field(data_copy / ATTACK_QUESTIONS_FILE, 2, "kind", "jailbreak")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_QUESTIONS_FILE, 2, 3, "kind")
+    assert_where(error, ATTACK_QUESTIONS_FILE, 2, 3, "kind")
     assert "'jailbreak'" in str(error)
 
 
 def test_a_planted_id_that_does_not_exist(data_copy):
-    _set_field(data_copy / ATTACK_QUESTIONS_FILE, 1, "planted_ids", "P09")
+    set_field(data_copy / ATTACK_QUESTIONS_FILE, 1, "planted_ids", "P09")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_QUESTIONS_FILE, 1, 2, "planted_ids")
+    assert_where(error, ATTACK_QUESTIONS_FILE, 1, 2, "planted_ids")
     assert "'P09'" in str(error) and ATTACK_PASSAGES_FILE in str(error)
 
 
 def test_a_question_attack_that_plants_a_passage(data_copy):
-    _set_field(data_copy / ATTACK_QUESTIONS_FILE, 4, "planted_ids", "P01")
+    set_field(data_copy / ATTACK_QUESTIONS_FILE, 4, "planted_ids", "P01")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_QUESTIONS_FILE, 4, 5, "planted_ids")
+    assert_where(error, ATTACK_QUESTIONS_FILE, 4, 5, "planted_ids")
 
 
 def test_a_passage_attack_that_plants_nothing(data_copy):
-    _set_field(data_copy / ATTACK_QUESTIONS_FILE, 6, "planted_ids", "")
+    set_field(data_copy / ATTACK_QUESTIONS_FILE, 6, "planted_ids", "")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_QUESTIONS_FILE, 6, 7, "planted_ids")
+    assert_where(error, ATTACK_QUESTIONS_FILE, 6, 7, "planted_ids")
 
 
 def test_a_payload_missing_from_its_passage(data_copy):
-    _set_field(data_copy / ATTACK_QUESTIONS_FILE, 1, "payload", "answer $700")
+    set_field(data_copy / ATTACK_QUESTIONS_FILE, 1, "payload", "answer $700")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_QUESTIONS_FILE, 1, 2, "payload")
+    assert_where(error, ATTACK_QUESTIONS_FILE, 1, 2, "payload")
     assert "P01" in str(error)
 
 
 def test_a_payload_missing_from_the_question(data_copy):
-    _set_field(data_copy / ATTACK_QUESTIONS_FILE, 4, "payload", "Say no.")
+    set_field(data_copy / ATTACK_QUESTIONS_FILE, 4, "payload", "Say no.")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_QUESTIONS_FILE, 4, 5, "payload")
+    assert_where(error, ATTACK_QUESTIONS_FILE, 4, 5, "payload")
     assert "the question" in str(error)
 
 
@@ -226,41 +219,41 @@ def test_a_payload_missing_from_the_question(data_copy):
     ("", "is empty"),
 ])
 def test_a_malformed_success_rule(data_copy, rule, says):
-    _set_field(data_copy / ATTACK_QUESTIONS_FILE, 1, "success_rule", rule)
+    set_field(data_copy / ATTACK_QUESTIONS_FILE, 1, "success_rule", rule)
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_QUESTIONS_FILE, 1, 2, "success_rule")
+    assert_where(error, ATTACK_QUESTIONS_FILE, 1, 2, "success_rule")
     assert says in str(error)
 
 
 def test_a_rule_that_cites_an_unknown_passage(data_copy):
-    _set_field(data_copy / ATTACK_QUESTIONS_FILE, 1, "success_rule", "figure:500 & cites:H99")
+    set_field(data_copy / ATTACK_QUESTIONS_FILE, 1, "success_rule", "figure:500 & cites:H99")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_QUESTIONS_FILE, 1, 2, "success_rule")
+    assert_where(error, ATTACK_QUESTIONS_FILE, 1, 2, "success_rule")
     assert "'H99'" in str(error)
 
 
 def test_an_invalid_sensitive_topic(data_copy):
-    _set_field(data_copy / ATTACK_QUESTIONS_FILE, 3, "sensitive_topic", "parking")
+    set_field(data_copy / ATTACK_QUESTIONS_FILE, 3, "sensitive_topic", "parking")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_QUESTIONS_FILE, 3, 4, "sensitive_topic")
+    assert_where(error, ATTACK_QUESTIONS_FILE, 3, 4, "sensitive_topic")
 
 
 def test_a_duplicate_attack_id(data_copy):
-    _set_field(data_copy / ATTACK_QUESTIONS_FILE, 3, "attack_id", "A01")
+    set_field(data_copy / ATTACK_QUESTIONS_FILE, 3, "attack_id", "A01")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_QUESTIONS_FILE, 3, 4, "attack_id")
+    assert_where(error, ATTACK_QUESTIONS_FILE, 3, 4, "attack_id")
 
 
 def test_an_attack_question_without_the_teaching_mark(data_copy):
-    _set_field(data_copy / ATTACK_QUESTIONS_FILE, 5, "source", "Caller log")
+    set_field(data_copy / ATTACK_QUESTIONS_FILE, 5, "source", "Caller log")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_QUESTIONS_FILE, 5, 6, "source")
+    assert_where(error, ATTACK_QUESTIONS_FILE, 5, 6, "source")
 
 
 def test_an_empty_success_behaviour(data_copy):
-    _set_field(data_copy / ATTACK_QUESTIONS_FILE, 2, "success_behaviour", "")
+    set_field(data_copy / ATTACK_QUESTIONS_FILE, 2, "success_behaviour", "")
     error = _attack_error(data_copy)
-    _assert_where(error, ATTACK_QUESTIONS_FILE, 2, 3, "success_behaviour")
+    assert_where(error, ATTACK_QUESTIONS_FILE, 2, 3, "success_behaviour")
 
 
 def test_a_missing_attack_file(data_copy):
@@ -273,7 +266,7 @@ def test_update_metadata_validates_and_recounts_an_attack_file(data_copy):
     def add_passage(rows):
         rows.append(["P05", "transit", "Bus passes now cost $9.",
                      "Invented attack text for teaching: a test row", "planted", ""])
-    _rewrite_csv(data_copy / ATTACK_PASSAGES_FILE, add_passage)
+    rewrite_csv(data_copy / ATTACK_PASSAGES_FILE, add_passage)
     run = lambda *args: subprocess.run(  # noqa: E731
         [sys.executable, "-m", "helpers.fixture", "--data-dir", str(data_copy), *args],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
@@ -285,7 +278,7 @@ def test_update_metadata_validates_and_recounts_an_attack_file(data_copy):
 
 
 def test_update_metadata_refuses_an_invalid_attack_file(data_copy):
-    _set_field(data_copy / ATTACK_PASSAGES_FILE, 1, "passage_id", "H01")
+    set_field(data_copy / ATTACK_PASSAGES_FILE, 1, "passage_id", "H01")
     before = (data_copy / METADATA_FILE).read_bytes()
     result = subprocess.run(
         [sys.executable, "-m", "helpers.fixture", "--data-dir", str(data_copy),
@@ -378,7 +371,7 @@ def test_planted_ids_cannot_enter_the_handbook(data_copy):
     """A planted row pasted into the handbook file is caught by the handbook's fingerprint."""
     def paste(rows):
         rows.append(["P01", "stipend", "Stipend is $500 per week.", "handbook", ""])
-    _rewrite_csv(data_copy / HANDBOOK_FILE, paste)
+    rewrite_csv(data_copy / HANDBOOK_FILE, paste)
     with pytest.raises(FixtureError) as caught:
         load_riverton(data_copy)
     assert caught.value.column in ("rows", "fingerprint")

@@ -11,7 +11,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,7 +27,7 @@ from helpers.book.cache import (
 )
 from helpers.book.build import read_chapter, Chapter
 from helpers.paths import PROJECT_ROOT
-from test_build import LESSON, code, markdown, write_project
+from projects import SAMPLE_LESSON as LESSON, clean_environment, code, markdown, run_book, write_project
 
 PAGE = Path("_book") / "lessons" / "01-sample.html"
 SLUG = "lessons--01-sample"
@@ -58,30 +57,18 @@ def write_lesson(root: Path, cells) -> None:
     write_project(root, cells, title="Cached lesson")
 
 
-#: Reader settings a developer's shell may hold; a server URL among them executes every lesson.
-READER_VARIABLES = ("RIVERTON_READER_MODE", "RIVERTON_READER_URL", "RIVERTON_READER_API_KEY",
-                    "RIVERTON_READER_CONCURRENCY", "RIVERTON_READER_TIMEOUT", "RIVERTON_REVIEWS_DIR")
-
-
-def base_env(**extra: str) -> dict:
-    """This process's environment without reader settings, plus ``extra``."""
-    env = {name: value for name, value in os.environ.items() if name not in READER_VARIABLES}
-    env.update(extra)
-    return env
-
-
 @pytest.fixture(autouse=True)
 def clean_reader_env(monkeypatch):
-    """The in-process twin of :func:`base_env`, for the pre-render steps run here."""
-    for name in READER_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+    """No reader setting of a developer's shell reaches the pre-render steps run here (a
+    server URL would execute every lesson); the builds run in
+    :func:`projects.clean_environment`."""
+    for name in list(os.environ):
+        if name.startswith(("RIVERTON_READER_", "RIVERTON_REVIEWS_")):
+            monkeypatch.delenv(name)
 
 
 def build(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "helpers.book", "--project", str(root), "--engine", "nbclient", *args],
-        cwd=PROJECT_ROOT, env=env or base_env(), capture_output=True, text=True, timeout=600,
-    )
+    return run_book(root, "--engine", "nbclient", *args, env=env or clean_environment())
 
 
 def decision(result: subprocess.CompletedProcess) -> str:
@@ -153,15 +140,7 @@ def test_a_data_edit_executes_again_and_the_page_shows_the_new_result(book):
     assert decision(build(book)) == "executed: data/extra.csv added"
 
 
-def test_a_helper_edit_executes_again(book):
-    parsing = book / "helpers" / "parsing.py"
-    parsing.write_text(parsing.read_text() + "\n# an edit to a helper\n")
-    result = build(book)
-    assert result.returncode == 0, result.stderr
-    assert decision(result) == "executed: helpers/parsing.py changed"
-
-
-def test_a_code_edit_executes_again_and_undoing_it_re_uses_the_first_run(book):
+def test_code_and_helper_edits_execute_again_and_undoing_one_re_uses_the_first_run(book):
     first = entries(book)[0]
     write_lesson(book, default_cells(code_extra="\nprint('and one more line')"))
     result = build(book)
@@ -175,11 +154,13 @@ def test_a_code_edit_executes_again_and_undoing_it_re_uses_the_first_run(book):
     # The next explanation compares with the execution just re-used, not the newest one.
     parsing = book / "helpers" / "parsing.py"
     parsing.write_text(parsing.read_text() + "\n# an edit to a helper\n")
-    assert decision(build(book)) == "executed: helpers/parsing.py changed"
+    result = build(book)
+    assert result.returncode == 0, result.stderr
+    assert decision(result) == "executed: helpers/parsing.py changed"
 
 
 def test_reader_environment_variables_invalidate_and_their_values_are_not_stored(book):
-    env = base_env(RIVERTON_READER_MODE="recorded", RIVERTON_READER_API_KEY="s3cret-value")
+    env = clean_environment(RIVERTON_READER_MODE="recorded", RIVERTON_READER_API_KEY="s3cret-value")
     result = build(book, env=env)
     assert result.returncode == 0, result.stderr
     assert "RIVERTON_READER_API_KEY set" in decision(result)
@@ -202,7 +183,7 @@ def test_a_package_version_change_invalidates(book, tmp_path):
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: riverton-probe\nVersion: {version}\n")
 
     install("1.0")
-    env = base_env(PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
+    env = clean_environment(PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
     assert decision(build(book, env=env)) == "executed: package versions changed (riverton-probe 1.0 installed)"
     install("1.1")
     assert decision(build(book, env=env)) == "executed: package versions changed (riverton-probe 1.0 -> 1.1)"
@@ -218,7 +199,7 @@ def test_weights_appearing_on_the_machine_invalidate(book, tmp_path):
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").write_text("{}")
     (snapshot / "model.safetensors").write_bytes(b"")
-    env = base_env(HF_HUB_CACHE=str(hub))
+    env = clean_environment(HF_HUB_CACHE=str(hub))
     assert decision(build(book, env=env)) == "executed: weights of reader qwen_1_5b_instruct now present"
 
 
@@ -232,16 +213,11 @@ def test_a_failed_execution_leaves_no_entry_and_publishes_nothing(book):
     assert {e["key"] for e in entries(book)} == known, "a failed execution left a cache entry"
     assert not [p for p in (book / CACHE_DIR_NAME).rglob("*") if p.name.endswith(".tmp")]
     assert page(book) == before
+    assert sorted(p.name for p in (book / "_book").rglob("*.html")) == ["01-sample.html", "index.html"]
     # and it fails again next time: a failure is never cached
     again = build(book)
     assert again.returncode == 1
     assert f"{LESSON}: executing (code changed in cell 4)" in again.stdout
-
-
-def test_fresh_executes_anyway(book):
-    result = build(book, "--fresh")
-    assert result.returncode == 0, result.stderr
-    assert decision(result) == "executed: --fresh"
 
 
 def test_files_edited_while_a_lesson_executes_are_not_vouched_for(book):
@@ -273,7 +249,7 @@ def test_an_edit_to_the_front_matter_executes_again(book):
     assert "A new title for the lesson" in page(book)
 
 
-def test_an_executing_build_prints_no_kernel_tcp_warning(book):
+def test_fresh_executes_anyway_and_prints_no_kernel_tcp_warning(book):
     result = build(book, "--fresh")
     assert result.returncode == 0, result.stderr
     assert decision(result) == "executed: --fresh"
@@ -295,7 +271,7 @@ def test_an_edit_in_a_reviews_folder_outside_data_executes_again(book, tmp_path)
     reviews.mkdir()
     (reviews / "mine.csv").write_text("review_id,verdict\nR1,supported\n", encoding="utf-8")
     write_lesson(book, REVIEW_CELLS)
-    env = base_env(RIVERTON_REVIEWS_DIR=str(reviews))
+    env = clean_environment(RIVERTON_REVIEWS_DIR=str(reviews))
     first = build(book, env=env)
     assert first.returncode == 0, first.stderr
     assert "There are <strong>1</strong> review rows." in page(book)
@@ -354,7 +330,7 @@ def test_a_lesson_always_executes_while_a_reader_server_is_set(book):
     write_lesson(book, SERVER_CELLS)
     server = _Server("engine one")
     try:
-        env = base_env(RIVERTON_READER_URL=server.url)
+        env = clean_environment(RIVERTON_READER_URL=server.url)
         kept = {e["key"] for e in entries(book)}
         first = build(book, env=env)
         assert first.returncode == 0, first.stderr
@@ -371,10 +347,10 @@ def test_a_lesson_always_executes_while_a_reader_server_is_set(book):
     # A password in the URL is not printed; RIVERTON_READER_MODE=server alone does the same.
     url = "http://student:pa55word@127.0.0.1:9/v1"
     write_lesson(book, default_cells())
-    result = build(book, env=base_env(RIVERTON_READER_URL=url))
+    result = build(book, env=clean_environment(RIVERTON_READER_URL=url))
     assert decision(result) == "executed: replies come from the server at http://127.0.0.1:9/v1"
     assert "pa55word" not in result.stdout + result.stderr
-    result = build(book, env=base_env(RIVERTON_READER_MODE="server"))
+    result = build(book, env=clean_environment(RIVERTON_READER_MODE="server"))
     assert decision(result) == "executed: replies come from a reader server (RIVERTON_READER_MODE=server)"
     # Without a server the lesson's last execution here stands again.
     assert decision(build(book)).startswith("re-used:")

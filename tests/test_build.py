@@ -11,10 +11,8 @@ import re
 import stat
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
-import nbformat
 import pytest
 import yaml
 
@@ -28,58 +26,13 @@ from helpers.book.build import (
 )
 from helpers.book.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark
 from helpers.paths import PROJECT_ROOT
+from projects import SAMPLE_LESSON, code, markdown, run_book, write_project
 
-LESSON = "lessons/01-sample.ipynb"
-
-
-def write_project(root: Path, cells: list, title: str = "A sample lesson") -> Path:
-    """A book project with index.qmd and one lesson notebook made of `cells`."""
-    (root / "lessons").mkdir(parents=True, exist_ok=True)
-    (root / "_quarto.yml").write_text(
-        textwrap.dedent(
-            f"""\
-            project:
-              type: book
-              output-dir: _book
-              execute-dir: project
-            book:
-              title: "Sample Book"
-              chapters:
-                - index.qmd
-                - {LESSON}
-            execute:
-              enabled: true
-            jupyter: python3
-            """
-        )
-    )
-    (root / "index.qmd").write_text(
-        "# Front page {.unnumbered}\n\nRead [the lesson](lessons/01-sample.ipynb) next.\n"
-    )
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_raw_cell(f"---\ntitle: {title}\n---"), *cells]
-    nbformat.write(nb, root / LESSON)
-    return root
+LESSON = SAMPLE_LESSON
 
 
 def run_build(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "helpers.book", "--project", str(root), *args],
-        cwd=PROJECT_ROOT,
-        env=env or os.environ.copy(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
-def code(source: str):
-    return nbformat.v4.new_code_cell(textwrap.dedent(source).strip("\n"))
-
-
-def markdown(source: str):
-    return nbformat.v4.new_markdown_cell(textwrap.dedent(source).strip("\n"))
+    return run_book(root, *args, env=env)
 
 
 FAILING_CELLS = [
@@ -107,19 +60,6 @@ def test_failing_assertion_stops_the_build_and_names_notebook_cell_and_question(
     assert "never reached" not in result.stdout
     assert not (root / "_book").exists()
     assert not list(root.glob(".*building*")), "the staging folder was left behind"
-
-
-def test_failed_build_leaves_the_previous_site_unchanged(tmp_path):
-    root = write_project(tmp_path / "book", [code("x = 1\nx")])
-    first = run_build(root, "--engine", "nbclient")
-    assert first.returncode == 0, first.stderr
-    page = root / "_book" / "lessons" / "01-sample.html"
-    before = page.read_text()
-    write_project(root, FAILING_CELLS)
-    second = run_build(root, "--engine", "nbclient")
-    assert second.returncode == 1
-    assert page.read_text() == before
-    assert sorted(p.name for p in (root / "_book").rglob("*.html")) == ["01-sample.html", "index.html"]
 
 
 GOOD_CELLS = [

@@ -25,9 +25,8 @@ import nbformat
 import pytest
 
 import pagecheck
-from exercise_cells import exercise_cells, section_index
+from exercise_cells import LESSONS, exercise_cells, section_index
 from helpers.paths import LESSONS_DIR, PROJECT_ROOT
-from test_exercises import LESSONS
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -23,18 +23,8 @@ from helpers import exercises
 from helpers.exercises import CORRECT, HINT, NOT_ATTEMPTED, VERDICT_MIME, Verdict
 from helpers.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
 
-from exercise_cells import check_key, exercise_cells, section_index
+from exercise_cells import LESSONS, check_key, exercise_cells, section_index
 
-#: Lessons with exercises, by number. Their slow tests run the session's execution of each
-#: lesson (tests/book_session.py): lesson 1 replays the transcript, and lesson 4 finds no
-#: student review, so a review of your own in data/reviews cannot change them.
-LESSONS = {
-    1: "01-answering-from-retrieved-passages.ipynb",
-    2: "02-when-words-dont-match.ipynb",
-    3: "03-format-is-not-truth.ipynb",
-    4: "04-human-support-review.ipynb",
-    5: "05-evidence-not-instructions.ipynb",
-}
 
 # A function body of an F1 that treats tokens as a set, one that does not normalise, one
 # that counts every predicted token found in the reference, and one that divides by zero.

@@ -5,15 +5,11 @@ that the FixtureError names the file, the data row and physical line, and the co
 """
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from helpers.fixture import (
@@ -29,6 +25,8 @@ from helpers.fixture import (
     read_metadata,
 )
 from helpers.paths import DATA_DIR, PROJECT_ROOT
+
+from fixture_edits import assert_where, replace_bytes, rewrite_csv, set_field
 
 # The handbook as printed in the reference render ("The complete fictional handbook ...").
 PRINTED_HANDBOOK = [
@@ -79,58 +77,10 @@ PRINTED_QUESTIONS = [
 # --- helpers for damaged copies ---------------------------------------------------
 
 
-@pytest.fixture()
-def data_copy(tmp_path) -> Path:
-    """A fresh copy of data/riverton that a test may damage."""
-    target = tmp_path / "riverton"
-    shutil.copytree(DATA_DIR, target)
-    return target
-
-
-def _replace_bytes(path: Path, old: bytes, new: bytes) -> None:
-    data = path.read_bytes()
-    assert data.count(old) == 1, f"{old!r} must occur once in {path.name}"
-    path.write_bytes(data.replace(old, new))
-
-
-def _rewrite_csv(path: Path, edit) -> None:
-    """Read a CSV into a list of rows (header first), apply ``edit``, write it back with LF."""
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = list(csv.reader(handle))
-    edit(rows)
-    buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerows(rows)
-    path.write_bytes(buffer.getvalue().encode("utf-8"))
-
-
-def _set_field(path: Path, row: int, column: str, value: str) -> None:
-    """Set data row ``row`` (1 = first under the header) of ``column`` to ``value``."""
-    def edit(rows):
-        rows[row][rows[0].index(column)] = value
-    _rewrite_csv(path, edit)
-
-
 def _load_error(data_dir: Path) -> FixtureError:
     with pytest.raises(FixtureError) as caught:
         load_riverton(data_dir)
     return caught.value
-
-
-def _assert_where(error: FixtureError, file: str, row, line, column) -> None:
-    message = str(error)
-    assert error.path.name == file
-    assert file in message
-    assert error.row == row
-    assert error.line == line
-    assert error.column == column
-    if row is not None:
-        assert f"row {row} (line {line})" in message
-    elif line is not None:
-        assert f"line {line}" in message
-    if column is not None:
-        assert f"column '{column}'" in message
-    else:
-        assert "column" not in message.split(": ", 1)[0]
 
 
 # --- the committed fixture ----------------------------------------------------------
@@ -201,18 +151,18 @@ def test_an_undamaged_copy_loads(data_copy):
 
 
 def test_one_changed_byte_in_the_handbook(data_copy):
-    _replace_bytes(data_copy / HANDBOOK_FILE, b"Mill Street", b"Mall Street")
+    replace_bytes(data_copy / HANDBOOK_FILE, b"Mill Street", b"Mall Street")
     error = _load_error(data_copy)
-    _assert_where(error, METADATA_FILE, 1, 2, "fingerprint")
+    assert_where(error, METADATA_FILE, 1, 2, "fingerprint")
     assert HANDBOOK_FILE in str(error)
     assert "update-metadata" in str(error)
 
 
 def test_one_changed_byte_in_the_questions(data_copy):
-    _replace_bytes(data_copy / QUESTIONS_FILE, b"weekly training stipend?",
+    replace_bytes(data_copy / QUESTIONS_FILE, b"weekly training stipend?",
                    b"weekly training stipend!")
     error = _load_error(data_copy)
-    _assert_where(error, METADATA_FILE, 2, 3, "fingerprint")
+    assert_where(error, METADATA_FILE, 2, 3, "fingerprint")
     assert QUESTIONS_FILE in str(error)
 
 
@@ -220,9 +170,9 @@ def test_a_missing_column(data_copy):
     def drop_author_note(rows):
         for row in rows:
             del row[4]
-    _rewrite_csv(data_copy / HANDBOOK_FILE, drop_author_note)
+    rewrite_csv(data_copy / HANDBOOK_FILE, drop_author_note)
     error = _load_error(data_copy)
-    _assert_where(error, HANDBOOK_FILE, None, 1, "author_note")
+    assert_where(error, HANDBOOK_FILE, None, 1, "author_note")
     assert "missing" in str(error)
 
 
@@ -231,42 +181,42 @@ def test_an_extra_column(data_copy):
         rows[0].append("notes")
         for row in rows[1:]:
             row.append("")
-    _rewrite_csv(data_copy / QUESTIONS_FILE, add_column)
+    rewrite_csv(data_copy / QUESTIONS_FILE, add_column)
     error = _load_error(data_copy)
-    _assert_where(error, QUESTIONS_FILE, None, 1, "notes")
+    assert_where(error, QUESTIONS_FILE, None, 1, "notes")
 
 
 def test_a_duplicate_passage_id(data_copy):
-    _set_field(data_copy / HANDBOOK_FILE, 2, "passage_id", "H01")
+    set_field(data_copy / HANDBOOK_FILE, 2, "passage_id", "H01")
     error = _load_error(data_copy)
-    _assert_where(error, HANDBOOK_FILE, 2, 3, "passage_id")
+    assert_where(error, HANDBOOK_FILE, 2, 3, "passage_id")
     assert "duplicate" in str(error) and "'H01'" in str(error) and "row 1" in str(error)
 
 
 def test_a_duplicate_question_id(data_copy):
-    _set_field(data_copy / QUESTIONS_FILE, 4, "question_id", "Q2")
+    set_field(data_copy / QUESTIONS_FILE, 4, "question_id", "Q2")
     error = _load_error(data_copy)
-    _assert_where(error, QUESTIONS_FILE, 4, 5, "question_id")
+    assert_where(error, QUESTIONS_FILE, 4, 5, "question_id")
 
 
 def test_a_gold_id_that_does_not_exist(data_copy):
-    _set_field(data_copy / QUESTIONS_FILE, 1, "gold_passage_id", "H99")
+    set_field(data_copy / QUESTIONS_FILE, 1, "gold_passage_id", "H99")
     error = _load_error(data_copy)
-    _assert_where(error, QUESTIONS_FILE, 1, 2, "gold_passage_id")
+    assert_where(error, QUESTIONS_FILE, 1, 2, "gold_passage_id")
     assert "'H99'" in str(error)
 
 
 def test_a_wrong_row_count_in_the_metadata(data_copy):
-    _set_field(data_copy / METADATA_FILE, 1, "rows", "14")
+    set_field(data_copy / METADATA_FILE, 1, "rows", "14")
     error = _load_error(data_copy)
-    _assert_where(error, METADATA_FILE, 1, 2, "rows")
+    assert_where(error, METADATA_FILE, 1, 2, "rows")
     assert "records 14 rows" in str(error) and "15 data rows" in str(error)
 
 
 def test_a_deleted_passage_is_caught_by_the_row_count(data_copy):
-    _rewrite_csv(data_copy / HANDBOOK_FILE, lambda rows: rows.pop())  # drops H15
+    rewrite_csv(data_copy / HANDBOOK_FILE, lambda rows: rows.pop())  # drops H15
     error = _load_error(data_copy)
-    _assert_where(error, METADATA_FILE, 1, 2, "rows")
+    assert_where(error, METADATA_FILE, 1, 2, "rows")
     assert "file has 14 data rows" in str(error)
 
 
@@ -274,7 +224,7 @@ def test_a_byte_order_mark(data_copy):
     path = data_copy / HANDBOOK_FILE
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     error = _load_error(data_copy)
-    _assert_where(error, HANDBOOK_FILE, None, 1, None)
+    assert_where(error, HANDBOOK_FILE, None, 1, None)
     assert "byte-order mark" in str(error)
 
 
@@ -282,7 +232,7 @@ def test_crlf_line_ends(data_copy):
     path = data_copy / QUESTIONS_FILE
     path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
     error = _load_error(data_copy)
-    _assert_where(error, QUESTIONS_FILE, None, 1, None)
+    assert_where(error, QUESTIONS_FILE, None, 1, None)
     assert "CRLF" in str(error)
 
 
@@ -292,63 +242,63 @@ def test_one_crlf_line_end_further_down(data_copy):
     lines[5] += b"\r"
     path.write_bytes(b"\n".join(lines))
     error = _load_error(data_copy)
-    _assert_where(error, HANDBOOK_FILE, None, 6, None)
+    assert_where(error, HANDBOOK_FILE, None, 6, None)
 
 
 def test_an_invalid_expected_action(data_copy):
-    _set_field(data_copy / QUESTIONS_FILE, 3, "expected_action", "refuse")
+    set_field(data_copy / QUESTIONS_FILE, 3, "expected_action", "refuse")
     error = _load_error(data_copy)
-    _assert_where(error, QUESTIONS_FILE, 3, 4, "expected_action")
+    assert_where(error, QUESTIONS_FILE, 3, 4, "expected_action")
     assert "'refuse'" in str(error) and "flag premise" in str(error)
 
 
 def test_an_abstain_row_with_answers(data_copy):
-    _set_field(data_copy / QUESTIONS_FILE, 5, "acceptable_answers", "$5 a day")
+    set_field(data_copy / QUESTIONS_FILE, 5, "acceptable_answers", "$5 a day")
     error = _load_error(data_copy)
-    _assert_where(error, QUESTIONS_FILE, 5, 6, "acceptable_answers")
+    assert_where(error, QUESTIONS_FILE, 5, 6, "acceptable_answers")
 
 
 def test_an_abstain_row_with_a_gold_passage(data_copy):
-    _set_field(data_copy / QUESTIONS_FILE, 5, "gold_passage_id", "H01")
+    set_field(data_copy / QUESTIONS_FILE, 5, "gold_passage_id", "H01")
     error = _load_error(data_copy)
-    _assert_where(error, QUESTIONS_FILE, 5, 6, "gold_passage_id")
+    assert_where(error, QUESTIONS_FILE, 5, 6, "gold_passage_id")
 
 
 def test_an_answer_row_without_answers(data_copy):
-    _set_field(data_copy / QUESTIONS_FILE, 2, "acceptable_answers", "")
+    set_field(data_copy / QUESTIONS_FILE, 2, "acceptable_answers", "")
     error = _load_error(data_copy)
-    _assert_where(error, QUESTIONS_FILE, 2, 3, "acceptable_answers")
+    assert_where(error, QUESTIONS_FILE, 2, 3, "acceptable_answers")
 
 
 def test_an_empty_answer_variant(data_copy):
-    _set_field(data_copy / QUESTIONS_FILE, 2, "acceptable_answers", "October 15||Oct. 15")
+    set_field(data_copy / QUESTIONS_FILE, 2, "acceptable_answers", "October 15||Oct. 15")
     error = _load_error(data_copy)
-    _assert_where(error, QUESTIONS_FILE, 2, 3, "acceptable_answers")
+    assert_where(error, QUESTIONS_FILE, 2, 3, "acceptable_answers")
 
 
 def test_an_empty_passage_text(data_copy):
-    _set_field(data_copy / HANDBOOK_FILE, 7, "text", "")
+    set_field(data_copy / HANDBOOK_FILE, 7, "text", "")
     error = _load_error(data_copy)
-    _assert_where(error, HANDBOOK_FILE, 7, 8, "text")
+    assert_where(error, HANDBOOK_FILE, 7, 8, "text")
 
 
 def test_trailing_white_space_in_a_field(data_copy):
-    _set_field(data_copy / HANDBOOK_FILE, 3, "topic", "programs ")
+    set_field(data_copy / HANDBOOK_FILE, 3, "topic", "programs ")
     error = _load_error(data_copy)
-    _assert_where(error, HANDBOOK_FILE, 3, 4, "topic")
+    assert_where(error, HANDBOOK_FILE, 3, 4, "topic")
 
 
 def test_a_field_that_spans_lines(data_copy):
-    _set_field(data_copy / HANDBOOK_FILE, 4, "text", "Line one.\nLine two.")
+    set_field(data_copy / HANDBOOK_FILE, 4, "text", "Line one.\nLine two.")
     error = _load_error(data_copy)
-    _assert_where(error, HANDBOOK_FILE, 4, 5, None)
+    assert_where(error, HANDBOOK_FILE, 4, 5, None)
 
 
 def test_a_malformed_fingerprint(data_copy):
-    _set_field(data_copy / METADATA_FILE, 2, "fingerprint", "not-a-sha")
+    set_field(data_copy / METADATA_FILE, 2, "fingerprint", "not-a-sha")
     with pytest.raises(FixtureError) as caught:
         read_metadata(data_copy)
-    _assert_where(caught.value, METADATA_FILE, 2, 3, "fingerprint")
+    assert_where(caught.value, METADATA_FILE, 2, 3, "fingerprint")
 
 
 def test_a_missing_file(data_copy):
@@ -387,7 +337,7 @@ def test_cli_update_metadata_repairs_a_deliberate_edit(data_copy):
     metadata_path = data_copy / METADATA_FILE
     original_metadata = metadata_path.read_bytes()
     old_digest = fingerprint(handbook_path)
-    _replace_bytes(handbook_path, b"Mill Street", b"Mill Road")
+    replace_bytes(handbook_path, b"Mill Street", b"Mill Road")
     new_digest = fingerprint(handbook_path)
 
     failed = _cli("--data-dir", str(data_copy), "check")
@@ -409,7 +359,7 @@ def test_cli_update_metadata_recounts_rows(data_copy):
     def add_passage(rows):
         rows.append(["H16", "parking", "Parking is free behind the centre.",
                      "Invented for a test", "Not part of the book."])
-    _rewrite_csv(data_copy / HANDBOOK_FILE, add_passage)
+    rewrite_csv(data_copy / HANDBOOK_FILE, add_passage)
     assert _cli("--data-dir", str(data_copy), "check").returncode == 1
     result = _cli("--data-dir", str(data_copy), "update-metadata", HANDBOOK_FILE)
     assert result.returncode == 0, result.stderr
@@ -419,7 +369,7 @@ def test_cli_update_metadata_recounts_rows(data_copy):
 
 
 def test_cli_update_metadata_refuses_an_invalid_file(data_copy):
-    _set_field(data_copy / HANDBOOK_FILE, 2, "passage_id", "H01")
+    set_field(data_copy / HANDBOOK_FILE, 2, "passage_id", "H01")
     before = (data_copy / METADATA_FILE).read_bytes()
     result = _cli("--data-dir", str(data_copy), "update-metadata", HANDBOOK_FILE)
     assert result.returncode == 1

@@ -12,8 +12,6 @@ kernel and in a book build, and that the build publishes nothing.
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import nbformat
 import pytest
@@ -24,7 +22,7 @@ from fake_server import FakeServer, echo_question, good_reply  # noqa: E402
 from lesson_outputs import execute, markdown_outputs, table_rows  # noqa: E402
 from nbclient import NotebookClient  # noqa: E402
 from nbclient.exceptions import CellExecutionError  # noqa: E402
-from projects import copy_project  # noqa: E402
+from projects import copy_project, run_book  # noqa: E402
 
 from helpers.paths import LESSONS_DIR, PROJECT_ROOT  # noqa: E402
 from helpers.progress import build_environment  # noqa: E402
@@ -143,11 +141,8 @@ def test_a_server_failing_on_q4_stops_the_book_build_and_publishes_nothing(tmp_p
     with failing_on_q4() as fake:
         environment = server_environment(fake.url)
         environment["PYTHONPATH"] = str(project)
-        result = subprocess.run(
-            [sys.executable, "-m", "helpers.book", "--project", str(project), "--engine",
-             "nbclient", "--only", "01", "--output", str(output)],
-            cwd=project, env=environment, capture_output=True, text=True, timeout=900,
-        )
+        result = run_book(project, "--engine", "nbclient", "--only", "01", "--output",
+                          str(output), env=environment, cwd=project, timeout=900)
     report = result.stdout + result.stderr
     assert result.returncode != 0, report
     # The same cell as in a kernel: the one that counts the prompt tokens.

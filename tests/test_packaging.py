@@ -308,7 +308,11 @@ NOTEBOOKS = sorted((PROJECT_ROOT / "lessons").glob("*.ipynb"))
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebooks_have_no_outputs_or_execution_counts(path):
+    """Committed without outputs, and opening with their front matter in a raw cell."""
     notebook = json.loads(path.read_text(encoding="utf-8"))
+    first = notebook["cells"][0]
+    assert first["cell_type"] == "raw" and "".join(first["source"]).startswith("---"), \
+        f"{path.name}: the first cell is not the front matter"
     with_outputs, with_counts = [], []
     for number, cell in enumerate(notebook["cells"], start=1):
         if cell["cell_type"] != "code":

@@ -3,14 +3,11 @@ successful build has cached the lesson: an edit to the transcript executes it ag
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from projects import copy_project
+from projects import clean_environment, copy_project, run_book
 
 pytestmark = pytest.mark.slow
 
@@ -33,12 +30,9 @@ def corrupt_transcript(project, question_id, new_output):
 
 
 def build(project, output):
-    env = dict(os.environ, RIVERTON_READER_MODE="recorded", PYTHONPATH=str(project))
-    return subprocess.run(
-        [sys.executable, "-m", "helpers.book", "--project", str(project), "--engine", "nbclient",
-         "--only", "01", "--output", str(output)],
-        cwd=project, env=env, capture_output=True, text=True, timeout=900,
-    )
+    env = clean_environment(RIVERTON_READER_MODE="recorded", PYTHONPATH=str(project))
+    return run_book(project, "--engine", "nbclient", "--only", "01", "--output", str(output),
+                    env=env, cwd=project, timeout=900)
 
 
 def cache_entries(project):

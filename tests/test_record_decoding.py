@@ -193,9 +193,11 @@ def test_recording_constrained_replies_keeps_the_unconstrained_ones(live, inputs
     assert _smol_entry() in after  # the unconstrained Q1 reply is still there
     assert entry.decoding == constrained.CONSTRAINED_DECODING
     assert entry.settings["grammar"] == constrained.build_grammar(one["retrieved_ids"].iloc[0])
-    # The recorded text is what a live constrained run gives, and replay finds it.
+    # The recorded text is what a second live constrained run gives (greedy decoding is
+    # deterministic), and replay finds it.
     live_again = constrained.generate_constrained(live, one["messages"].iloc[0], ("H08",), "Q1")
     assert live_again.key == entry.key and live_again.raw_output == entry.raw_output
+    assert live_again.output_tokens == entry.output_tokens
     recorded = load_reader(SMOL, mode="recorded", transcript=path)
     replayed = constrained.replay_constrained(recorded, one["messages"].iloc[0], ("H08",), "Q1")
     assert replayed.raw_output == entry.raw_output

@@ -71,28 +71,6 @@ def test_retrieved_candidates_match_the_source(retrieved, questions):
     assert shown.to_dict() == PRINTED_CANDIDATES
 
 
-@pytest.mark.parametrize(
-    ("question_id", "passage_id", "rank", "score"),
-    [
-        ("Q1", "H08", 1, 0.356),
-        ("Q2", "H14", 1, 0.572),
-        ("Q4", "H12", 1, 0.588),
-        ("Q4", "H03", 2, 0.108),
-        ("Q4", "H15", 3, 0.098),
-        ("Q5", "H03", 1, 0.311),
-        ("Q5", "H01", 2, 0.297),
-        ("Q6", "H10", 1, 0.261),
-        ("Q6", "H11", 2, 0.140),
-        ("Q6", "H03", 3, 0.089),
-    ],
-)
-def test_each_printed_score_and_rank(retrieved, question_id, passage_id, rank, score):
-    row = retrieved[(retrieved["question_id"] == question_id) & (retrieved["passage_id"] == passage_id)]
-    assert len(row) == 1
-    assert int(row["rank"].iloc[0]) == rank
-    assert round(float(row["score"].iloc[0]), 3) == score
-
-
 def test_retrieved_has_exactly_the_printed_rows(retrieved):
     assert list(retrieved.columns) == RANK_COLUMNS
     assert len(retrieved) == 10

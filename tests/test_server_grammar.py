@@ -35,14 +35,8 @@ REPLIES = [
 
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    from transformers import AutoTokenizer
-
-    from helpers.reader.registry import get_reader_spec, package_gguf_path
-
-    path = package_gguf_path(get_reader_spec("smollm2_135m_instruct"))
-    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
-                                         local_files_only=True)
+def tokenizer(smol_tokenizer):
+    return smol_tokenizer
 
 
 def test_gbnf_lists_the_same_source_values_and_bounds_the_answer():
