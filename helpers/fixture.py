@@ -4,32 +4,30 @@ Introduced in lesson 1, "Load the reader and the handbook". Every check that fai
 raises :class:`FixtureError`, whose message names the file, the data row (1 = first row
 under the header), the physical line and the column, so a bad edit is found at once.
 
-Run ``python -m helpers.fixture check`` to validate the folder and
-``python -m helpers.fixture update-metadata FILE...`` after a deliberate edit, which
-rewrites the rows and SHA-256 fingerprint recorded for those files.
+The functions that read a CSV file strictly (:func:`read_rows`, :func:`require`,
+:func:`require_unique`, :func:`check_against_metadata`) are shared with the review
+loader (:mod:`helpers.review`). Validating the whole folder and rewriting the metadata
+after a deliberate edit is the book's own tooling, not a lesson's:
+``python -m bookkit.data_check check`` and ``... update-metadata FILE...``.
 
 Lesson 5's attack fixture (planted passages and attack questions) is loaded by
 :func:`load_attack_fixture`, from files of its own that no earlier lesson reads.
 """
 from __future__ import annotations
 
-import argparse
 import csv
 import datetime as dt
 import hashlib
 import io
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import regex
 
-from .attacks import ATTACK_KINDS, RuleError, parse_rule
-from .files import write_text_atomic
+from .attack_rules import ATTACK_KINDS, RuleError, parse_rule
 from .paths import DATA_DIR, PROJECT_ROOT
-from .reader.transcript import TRANSCRIPT_PATH
 
 HANDBOOK_FILE = "riverton-handbook.csv"
 QUESTIONS_FILE = "riverton-handbook-questions.csv"
@@ -118,13 +116,15 @@ def fingerprint(path: str | os.PathLike) -> str:
 
 
 @dataclass(frozen=True)
-class _Row:
+class Row:
+    """One data row of a CSV file, with where it stands, for error messages."""
+
     number: int  # 1 = first data row
     line: int  # physical line in the file
     values: dict[str, str]
 
 
-def _read_rows(path: Path, columns: tuple[str, ...]) -> list[_Row]:
+def read_rows(path: Path, columns: tuple[str, ...]) -> list[Row]:
     """Read a CSV strictly: UTF-8 without BOM, LF line ends, the exact header."""
     if not path.exists():
         raise FixtureError(path, "file not found")
@@ -161,7 +161,7 @@ def _read_rows(path: Path, columns: tuple[str, ...]) -> list[_Row]:
         raise FixtureError(
             path, f"header columns are out of order; expected {', '.join(columns)}", line=1
         )
-    rows: list[_Row] = []
+    rows: list[Row] = []
     previous_line = 1
     while True:
         try:
@@ -188,13 +188,16 @@ def _read_rows(path: Path, columns: tuple[str, ...]) -> list[_Row]:
                     path, "has leading or trailing white space", row=number, line=line,
                     column=column,
                 )
-        rows.append(_Row(number, line, values))
+        rows.append(Row(number, line, values))
     if not rows:
         raise FixtureError(path, "has a header but no data rows", line=2)
     return rows
 
 
-def _require(path: Path, row: _Row, column: str, pattern=None, choices=None) -> str:
+def require(path: Path, row: Row, column: str, pattern=None, choices=None) -> str:
+    """The row's non-empty value of ``column``, matching ``pattern`` (a compiled regular
+    expression) or one of ``choices`` when given; a :class:`FixtureError` naming file,
+    row, line and column otherwise."""
     value = row.values[column]
     if value == "":
         raise FixtureError(path, "is empty", row.number, row.line, column)
@@ -211,7 +214,8 @@ def _require(path: Path, row: _Row, column: str, pattern=None, choices=None) -> 
     return value
 
 
-def _require_unique(path: Path, rows: list[_Row], column: str) -> None:
+def require_unique(path: Path, rows: list[Row], column: str) -> None:
+    """Refuse a second row with the same value of ``column``, naming both rows."""
     seen: dict[str, int] = {}
     for row in rows:
         value = row.values[column]
@@ -226,20 +230,20 @@ def _require_unique(path: Path, rows: list[_Row], column: str) -> None:
 def read_metadata(data_dir: str | os.PathLike = DATA_DIR) -> pd.DataFrame:
     """Read and validate the metadata table (without checking the artifacts it lists)."""
     path = Path(data_dir) / METADATA_FILE
-    rows = _read_rows(path, METADATA_COLUMNS)
+    rows = read_rows(path, METADATA_COLUMNS)
     for row in rows:
         for column in ("artifact", "description", "source", "license"):
-            _require(path, row, column)
-        created = _require(path, row, "created_on", _DATE)
+            require(path, row, column)
+        created = require(path, row, "created_on", _DATE)
         try:
             dt.date.fromisoformat(created)
         except ValueError:
             raise FixtureError(
                 path, f"{created!r} is not a calendar date", row.number, row.line, "created_on"
             ) from None
-        _require(path, row, "rows", regex.compile(r"0|[1-9][0-9]*"))
-        _require(path, row, "fingerprint", _SHA256)
-    _require_unique(path, rows, "artifact")
+        require(path, row, "rows", regex.compile(r"0|[1-9][0-9]*"))
+        require(path, row, "fingerprint", _SHA256)
+    require_unique(path, rows, "artifact")
     frame = pd.DataFrame([row.values for row in rows], columns=list(METADATA_COLUMNS))
     frame["rows"] = frame["rows"].astype("int64")
     frame["created_on"] = pd.to_datetime(frame["created_on"], format="%Y-%m-%d").dt.date
@@ -247,7 +251,9 @@ def read_metadata(data_dir: str | os.PathLike = DATA_DIR) -> pd.DataFrame:
     return frame
 
 
-def _check_against_metadata(path: Path, n_rows: int, metadata: pd.DataFrame) -> None:
+def check_against_metadata(path: Path, n_rows: int, metadata: pd.DataFrame) -> None:
+    """Refuse ``path`` unless the metadata records its row count ``n_rows`` and its
+    fingerprint."""
     meta_path = path.parent / METADATA_FILE
     matches = metadata.index[metadata["artifact"] == path.name]
     if len(matches) == 0:
@@ -275,13 +281,14 @@ def _check_against_metadata(path: Path, n_rows: int, metadata: pd.DataFrame) -> 
         )
 
 
-def _handbook_rows(path: Path) -> list[_Row]:
-    rows = _read_rows(path, HANDBOOK_COLUMNS)
+def handbook_rows(path: Path) -> list[Row]:
+    """The handbook file's rows, each value checked (no metadata check)."""
+    rows = read_rows(path, HANDBOOK_COLUMNS)
     for row in rows:
-        _require(path, row, "passage_id", _ID)
+        require(path, row, "passage_id", _ID)
         for column in ("topic", "text", "source"):
-            _require(path, row, column)
-    _require_unique(path, rows, "passage_id")
+            require(path, row, column)
+    require_unique(path, rows, "passage_id")
     return rows
 
 
@@ -290,10 +297,10 @@ def load_handbook(
 ) -> pd.DataFrame:
     """The handbook passages, validated and checked against the metadata."""
     path = Path(data_dir) / HANDBOOK_FILE
-    rows = _handbook_rows(path)
+    rows = handbook_rows(path)
     if metadata is None:
         metadata = read_metadata(data_dir)
-    _check_against_metadata(path, len(rows), metadata)
+    check_against_metadata(path, len(rows), metadata)
     return pd.DataFrame([row.values for row in rows], columns=list(HANDBOOK_COLUMNS))
 
 
@@ -302,13 +309,14 @@ def split_answers(text: str) -> tuple[str, ...]:
     return tuple(text.split("|")) if text else ()
 
 
-def _question_rows(path: Path, passage_ids: set[str]) -> list[_Row]:
-    rows = _read_rows(path, QUESTION_COLUMNS)
+def question_rows(path: Path, passage_ids: set[str]) -> list[Row]:
+    """A question file's rows, each value checked against ``passage_ids`` (no metadata check)."""
+    rows = read_rows(path, QUESTION_COLUMNS)
     for row in rows:
-        _require(path, row, "question_id", _ID)
-        _require(path, row, "question")
-        _require(path, row, "probe_type")
-        action = _require(path, row, "expected_action", choices=ACTIONS)
+        require(path, row, "question_id", _ID)
+        require(path, row, "question")
+        require(path, row, "probe_type")
+        action = require(path, row, "expected_action", choices=ACTIONS)
         gold = row.values["gold_passage_id"]
         answers = row.values["acceptable_answers"]
         if action == "abstain" and gold:
@@ -317,14 +325,14 @@ def _question_rows(path: Path, passage_ids: set[str]) -> list[_Row]:
                 row.line, "gold_passage_id",
             )
         if action != "abstain":
-            _require(path, row, "gold_passage_id")
+            require(path, row, "gold_passage_id")
             if gold not in passage_ids:
                 raise FixtureError(
                     path, f"gold passage {gold!r} is not in the handbook", row.number,
                     row.line, "gold_passage_id",
                 )
         if action == "answer":
-            _require(path, row, "acceptable_answers")
+            require(path, row, "acceptable_answers")
             for variant in split_answers(answers):
                 if not variant.strip():
                     raise FixtureError(
@@ -336,7 +344,7 @@ def _question_rows(path: Path, passage_ids: set[str]) -> list[_Row]:
                 path, f"a {action!r} question takes no acceptable answers; leave it empty",
                 row.number, row.line, "acceptable_answers",
             )
-    _require_unique(path, rows, "question_id")
+    require_unique(path, rows, "question_id")
     return rows
 
 
@@ -356,8 +364,8 @@ def load_questions(
     if handbook is None:
         handbook = load_handbook(data_dir, metadata)
     path = data_dir / name
-    rows = _question_rows(path, set(handbook["passage_id"]))
-    _check_against_metadata(path, len(rows), metadata)
+    rows = question_rows(path, set(handbook["passage_id"]))
+    check_against_metadata(path, len(rows), metadata)
     frame = pd.DataFrame([row.values for row in rows], columns=list(QUESTION_COLUMNS))
     frame["gold_passage_id"] = pd.Series(
         [row.values["gold_passage_id"] or None for row in rows], dtype=object
@@ -390,8 +398,8 @@ def load_riverton(
 # --- the attack fixture (lesson 5) ---------------------------------------------------
 
 
-def _require_marked(path: Path, row: _Row, column: str) -> None:
-    value = _require(path, row, column)
+def _require_marked(path: Path, row: Row, column: str) -> None:
+    value = require(path, row, column)
     if ATTACK_MARK not in value.lower():
         raise FixtureError(
             path, f"must say that the row is {ATTACK_MARK!r}; found {value!r}", row.number,
@@ -399,13 +407,13 @@ def _require_marked(path: Path, row: _Row, column: str) -> None:
         )
 
 
-def _attack_passage_rows(path: Path, handbook: dict[str, str]) -> list[_Row]:
+def _attack_passage_rows(path: Path, handbook: dict[str, str]) -> list[Row]:
     """Validate the planted passages against the handbook (``{passage_id: text}``)."""
-    rows = _read_rows(path, ATTACK_PASSAGE_COLUMNS)
+    rows = read_rows(path, ATTACK_PASSAGE_COLUMNS)
     for row in rows:
-        provenance = _require(path, row, "provenance", choices=tuple(ATTACK_PROVENANCE_PREFIX))
+        provenance = require(path, row, "provenance", choices=tuple(ATTACK_PROVENANCE_PREFIX))
         prefix = ATTACK_PROVENANCE_PREFIX[provenance]
-        passage_id = _require(path, row, "passage_id", regex.compile(r"[PS][0-9]{2}"))
+        passage_id = require(path, row, "passage_id", regex.compile(r"[PS][0-9]{2}"))
         if not passage_id.startswith(prefix):
             raise FixtureError(
                 path, f"a {provenance} passage's ID starts with {prefix!r}, not {passage_id[0]!r}",
@@ -416,8 +424,8 @@ def _attack_passage_rows(path: Path, handbook: dict[str, str]) -> list[_Row]:
                 path, f"ID {passage_id!r} is a handbook passage ID", row.number, row.line,
                 "passage_id",
             )
-        _require(path, row, "topic")
-        text = _require(path, row, "text")
+        require(path, row, "topic")
+        text = require(path, row, "text")
         for handbook_id, handbook_text in handbook.items():
             if text in handbook_text or handbook_text in text:
                 raise FixtureError(
@@ -426,18 +434,18 @@ def _attack_passage_rows(path: Path, handbook: dict[str, str]) -> list[_Row]:
                     row.number, row.line, "text",
                 )
         _require_marked(path, row, "source")
-    _require_unique(path, rows, "passage_id")
+    require_unique(path, rows, "passage_id")
     return rows
 
 
 def _attack_question_rows(path: Path, handbook_ids: set[str],
-                          planted: dict[str, str]) -> list[_Row]:
+                          planted: dict[str, str]) -> list[Row]:
     """Validate the attack questions against the handbook IDs and the planted passages."""
-    rows = _read_rows(path, ATTACK_QUESTION_COLUMNS)
+    rows = read_rows(path, ATTACK_QUESTION_COLUMNS)
     for row in rows:
-        _require(path, row, "attack_id", regex.compile(r"A[0-9]{2}"))
-        kind = _require(path, row, "kind", choices=ATTACK_KINDS)
-        question = _require(path, row, "question")
+        require(path, row, "attack_id", regex.compile(r"A[0-9]{2}"))
+        kind = require(path, row, "kind", choices=ATTACK_KINDS)
+        question = require(path, row, "question")
         planted_field = row.values["planted_ids"]
         planted_ids = tuple(planted_field.split("|")) if planted_field else ()
         for passage_id in planted_ids:
@@ -458,8 +466,8 @@ def _attack_question_rows(path: Path, handbook_ids: set[str],
                 path, f"a {kind!r} attack needs at least one planted passage", row.number,
                 row.line, "planted_ids",
             )
-        _require(path, row, "sensitive_topic", choices=SENSITIVE_TOPICS)
-        payload = _require(path, row, "payload")
+        require(path, row, "sensitive_topic", choices=SENSITIVE_TOPICS)
+        payload = require(path, row, "payload")
         carriers = [question] if not planted_ids else [planted[p] for p in planted_ids]
         if not any(payload in text for text in carriers):
             where = "the question" if not planted_ids else "planted passage " + ", ".join(planted_ids)
@@ -467,9 +475,9 @@ def _attack_question_rows(path: Path, handbook_ids: set[str],
                 path, f"the payload {payload!r} does not occur in {where}", row.number,
                 row.line, "payload",
             )
-        _require(path, row, "success_behaviour")
+        require(path, row, "success_behaviour")
         try:
-            rule = parse_rule(_require(path, row, "success_rule"))
+            rule = parse_rule(require(path, row, "success_rule"))
         except RuleError as error:
             raise FixtureError(path, str(error), row.number, row.line, "success_rule") from None
         for passage_id in rule.cited_ids:
@@ -478,15 +486,16 @@ def _attack_question_rows(path: Path, handbook_ids: set[str],
                     path, f"the rule cites {passage_id!r}, which is in neither the handbook "
                     "nor the planted passages", row.number, row.line, "success_rule",
                 )
-        _require(path, row, "expected_handling")
+        require(path, row, "expected_handling")
         _require_marked(path, row, "source")
-    _require_unique(path, rows, "attack_id")
+    require_unique(path, rows, "attack_id")
     return rows
 
 
-def _attack_artifact_rows(path: Path, header: tuple[str, ...]) -> int:
+def attack_artifact_rows(path: Path, header: tuple[str, ...]) -> int:
+    """The rows of an attack file (its ``header`` says which), each value checked."""
     handbook = {row.values["passage_id"]: row.values["text"]
-                for row in _handbook_rows(path.parent / HANDBOOK_FILE)}
+                for row in handbook_rows(path.parent / HANDBOOK_FILE)}
     passages = _attack_passage_rows(path.parent / ATTACK_PASSAGES_FILE, handbook)
     if header == ATTACK_PASSAGE_COLUMNS:
         return len(passages)
@@ -513,7 +522,7 @@ def load_attack_fixture(
     every error) and checked against their metadata rows and fingerprints. Planted
     passages have IDs ``P01``..., superseded ones ``S01``..., never a handbook ID, and
     every row says it is invented attack text for teaching. ``planted_ids`` becomes a
-    tuple; ``success_rule`` is checked by :func:`helpers.attacks.parse_rule`.
+    tuple; ``success_rule`` is checked by :func:`helpers.attack_rules.parse_rule`.
     """
     data_dir = Path(data_dir)
     if metadata is None:
@@ -523,11 +532,11 @@ def load_attack_fixture(
     texts = dict(zip(handbook["passage_id"], handbook["text"]))
     passages_path = data_dir / ATTACK_PASSAGES_FILE
     passage_rows = _attack_passage_rows(passages_path, texts)
-    _check_against_metadata(passages_path, len(passage_rows), metadata)
+    check_against_metadata(passages_path, len(passage_rows), metadata)
     planted = {row.values["passage_id"]: row.values["text"] for row in passage_rows}
     questions_path = data_dir / ATTACK_QUESTIONS_FILE
     question_rows = _attack_question_rows(questions_path, set(texts), planted)
-    _check_against_metadata(questions_path, len(question_rows), metadata)
+    check_against_metadata(questions_path, len(question_rows), metadata)
     passages = pd.DataFrame([row.values for row in passage_rows],
                             columns=list(ATTACK_PASSAGE_COLUMNS))
     questions = pd.DataFrame([row.values for row in question_rows],
@@ -536,101 +545,3 @@ def load_attack_fixture(
         [tuple(v.split("|")) if v else () for v in questions["planted_ids"]], dtype=object
     )
     return AttackFixture(passages, questions)
-
-
-def _artifact_rows(path: Path) -> int:
-    """Data rows of an artifact, after validating it where a schema is known."""
-    if path.name == HANDBOOK_FILE:
-        return len(_handbook_rows(path))
-    if path.name == REVIEW_FILE:
-        from .review import _review_rows  # the review module imports this one
-
-        return len(_review_rows(path, TRANSCRIPT_PATH, allow_blank=False,
-                                data_dir=path.parent)[0])
-    if path.suffix == ".csv" and path.name != METADATA_FILE:
-        with path.open(encoding="utf-8", newline="") as handle:
-            header = next(csv.reader(handle), [])
-        if tuple(header) == QUESTION_COLUMNS:
-            handbook_ids = {row.values["passage_id"] for row in _handbook_rows(
-                path.parent / HANDBOOK_FILE)}
-            return len(_question_rows(path, handbook_ids))
-        if tuple(header) in (ATTACK_PASSAGE_COLUMNS, ATTACK_QUESTION_COLUMNS):
-            return _attack_artifact_rows(path, tuple(header))
-        return len(_read_rows(path, tuple(header)))
-    return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
-
-
-def update_metadata(artifacts: list[str], data_dir: str | os.PathLike = DATA_DIR) -> None:
-    """Recompute rows and fingerprint for the named artifacts and rewrite the metadata."""
-    data_dir = Path(data_dir)
-    meta_path = data_dir / METADATA_FILE
-    metadata = read_metadata(data_dir)
-    for name in artifacts:
-        matches = metadata.index[metadata["artifact"] == name]
-        if len(matches) == 0:
-            raise FixtureError(meta_path, f"has no row for {name}; add one first", column="artifact")
-        path = data_dir / name
-        metadata.loc[matches[0], "rows"] = _artifact_rows(path)
-        metadata.loc[matches[0], "fingerprint"] = fingerprint(path)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(METADATA_COLUMNS)
-    for record in metadata.itertuples(index=False):
-        writer.writerow([str(value) for value in record])
-    write_text_atomic(meta_path, buffer.getvalue())
-
-
-def check_all(data_dir: str | os.PathLike = DATA_DIR) -> list[str]:
-    """Validate every artifact listed in the metadata; return one line per artifact."""
-    data_dir = Path(data_dir)
-    metadata = read_metadata(data_dir)
-    handbook = load_handbook(data_dir, metadata)
-    report = [f"{HANDBOOK_FILE}: {len(handbook)} rows ok"]
-    for name in metadata["artifact"]:
-        if name == HANDBOOK_FILE:
-            continue
-        path = data_dir / name
-        if path.suffix == ".csv":
-            with path.open(encoding="utf-8", newline="") as handle:
-                header = tuple(next(csv.reader(handle), []))
-            if header == QUESTION_COLUMNS:
-                frame = load_questions(name, data_dir, handbook, metadata)
-                report.append(f"{name}: {len(frame)} rows ok")
-                continue
-            if name == REVIEW_FILE:
-                from .review import load_review
-
-                frame = load_review(data_dir, TRANSCRIPT_PATH, metadata)
-                report.append(f"{name}: {len(frame)} rows ok")
-                continue
-            if header in (ATTACK_PASSAGE_COLUMNS, ATTACK_QUESTION_COLUMNS):
-                attack = load_attack_fixture(data_dir, handbook, metadata)
-                frame = attack.passages if header == ATTACK_PASSAGE_COLUMNS else attack.questions
-                report.append(f"{name}: {len(frame)} rows ok")
-                continue
-        _check_against_metadata(path, _artifact_rows(path), metadata)
-        report.append(f"{name}: ok")
-    return report
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m helpers.fixture", description=__doc__)
-    parser.add_argument("--data-dir", default=str(DATA_DIR))
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("check", help="validate every artifact listed in the metadata")
-    update = commands.add_parser("update-metadata", help="rewrite rows and fingerprints")
-    update.add_argument("artifacts", nargs="+")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "update-metadata":
-            update_metadata(args.artifacts, args.data_dir)
-        for line in check_all(args.data_dir):
-            print(line)
-    except FixtureError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -77,7 +77,7 @@ def judge_recorder_label() -> str:
 
 def judge_settings() -> dict:
     """The settings a judge reply is keyed by: :data:`JUDGE_SETTINGS` plus the grammar."""
-    from .constrained import constrained_settings
+    from .reader.grammar import constrained_settings
 
     return constrained_settings(JUDGE_SETTINGS, JUDGE_GRAMMAR)
 
@@ -174,7 +174,7 @@ def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
         for request_id, messages in bar.track(zip(distinct["request_id"],
                                                   distinct["messages"])):
             if judge.mode == "live":
-                from .constrained import generate_under_grammar
+                from .reader.constrained import generate_under_grammar
 
                 reply = generate_under_grammar(judge, messages, JUDGE_GRAMMAR, request_id,
                                                settings=JUDGE_SETTINGS)

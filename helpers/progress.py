@@ -2,7 +2,7 @@
 
 Introduced in lesson 3, "Run the six prompts as they are", the first lesson whose model
 runs live; :func:`helpers.reader.generate_all` (lesson 1) and
-:func:`helpers.constrained.generate_all_constrained` (lesson 3, "Run the same six prompts
+:func:`helpers.reader.constrained.generate_all_constrained` (lesson 3, "Run the same six prompts
 under the grammar") use it. While a person runs a notebook, a bar shows how many
 questions are done and which one the model is working on (``tqdm.auto``: a widget in
 JupyterLab, a line on standard error in a terminal).
@@ -10,7 +10,7 @@ JupyterLab, a line on standard error in a terminal).
 A book build executes the same cells, and a bar would leave a widget, or its text, in
 the published page. So the bars stay off whenever a build runs the code:
 
-- ``python -m helpers.book`` sets :data:`BUILD_ENV` in the environment of every kernel
+- ``python -m bookkit`` sets :data:`BUILD_ENV` in the environment of every kernel
   it starts (:func:`build_environment`), with either engine;
 - a plain ``quarto render`` sets ``QUARTO_DOCUMENT_PATH`` (and ``QUARTO_EXECUTE_INFO``)
   in the environment of the kernel that executes a document; Quarto sets neither in a

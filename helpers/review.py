@@ -30,13 +30,13 @@ from .fixture import (
     QUESTIONS_FILE,
     REVIEW_FILE,
     FixtureError,
-    _check_against_metadata,
-    _read_rows,
-    _require as _require_value,
-    _require_unique,
-    _Row,
+    Row,
+    check_against_metadata,
     read_metadata,
+    read_rows,
+    require_unique,
 )
+from .fixture import require as _require_value
 from .files import write_text_atomic
 from .parsing import parse_reader_output
 from .paths import DATA_DIR, PROJECT_ROOT
@@ -219,7 +219,7 @@ class ReviewError(FixtureError):
     """A review file is malformed or does not match the replies it claims to judge."""
 
 
-def _fail(path: Path, row: _Row, column: str, problem: str) -> ReviewError:
+def _fail(path: Path, row: Row, column: str, problem: str) -> ReviewError:
     return ReviewError(path, problem, row.number, row.line, column)
 
 
@@ -234,7 +234,7 @@ def _as_review_error(check, *args, **kwargs):
                           error.column) from None
 
 
-def _require(path: Path, row: _Row, column: str, pattern=None, choices=None) -> str:
+def _require(path: Path, row: Row, column: str, pattern=None, choices=None) -> str:
     return _as_review_error(_require_value, path, row, column, pattern, choices)
 
 
@@ -247,7 +247,7 @@ class _Coverage:
     described_as: str
 
 
-def _check_reply(path: Path, row: _Row, by_key: Mapping[str, TranscriptEntry],
+def _check_reply(path: Path, row: Row, by_key: Mapping[str, TranscriptEntry],
                  coverage: _Coverage) -> None:
     """The row's reply columns must describe, exactly, a transcript entry that the review
     covers."""
@@ -284,7 +284,7 @@ def _check_reply(path: Path, row: _Row, by_key: Mapping[str, TranscriptEntry],
                         f"{key[:12]}..., which gives {shown!r}")
 
 
-def _check_judgment(path: Path, row: _Row, allow_blank: bool) -> bool:
+def _check_judgment(path: Path, row: Row, allow_blank: bool) -> bool:
     """Verdict, reason, reviewer and date; returns False for a row left blank."""
     values = row.values
     if allow_blank and not any(values[c] for c in JUDGMENT_COLUMNS):
@@ -352,15 +352,15 @@ def reviewable_keys(transcript: str | os.PathLike = TRANSCRIPT_PATH,
     return frozenset(keys)
 
 
-def _review_rows(path: Path, transcript: str | os.PathLike, allow_blank: bool,
+def review_rows(path: Path, transcript: str | os.PathLike, allow_blank: bool,
                  coverage: _Coverage | None = None, data_dir: str | os.PathLike = DATA_DIR
-                 ) -> tuple[list[_Row], list[_Row]]:
+                 ) -> tuple[list[Row], list[Row]]:
     """All rows of a review file, validated, and the subset that carries a judgment.
 
     ``coverage`` says which replies the file may judge; by default, the replies of
     :func:`reviewable_keys` (``transcript`` and ``data_dir``'s question files).
     """
-    rows = _as_review_error(_read_rows, path, REVIEW_COLUMNS)
+    rows = _as_review_error(read_rows, path, REVIEW_COLUMNS)
     by_key = {entry.key: entry for entry in read_transcript(transcript)}
     if coverage is None:
         coverage = _Coverage(dict.fromkeys(reviewable_keys(transcript, data_dir)),
@@ -371,7 +371,7 @@ def _review_rows(path: Path, transcript: str | os.PathLike, allow_blank: bool,
         _check_reply(path, row, by_key, coverage)
         if _check_judgment(path, row, allow_blank):
             judged.append(row)
-    _as_review_error(_require_unique, path, rows, "review_id")
+    _as_review_error(require_unique, path, rows, "review_id")
     seen: dict[str, int] = {}
     for row in rows:
         key = row.values["transcript_key"]
@@ -382,7 +382,7 @@ def _review_rows(path: Path, transcript: str | os.PathLike, allow_blank: bool,
     return rows, judged
 
 
-def _frame(rows: list[_Row], path: Path) -> pd.DataFrame:
+def _frame(rows: list[Row], path: Path) -> pd.DataFrame:
     frame = pd.DataFrame([row.values for row in rows], columns=list(REVIEW_COLUMNS))
     frame["reviewed_on"] = pd.to_datetime(frame["reviewed_on"], format="%Y-%m-%d").dt.date
     frame["parse_ok"] = frame["reviewed_answer"] != ""
@@ -406,11 +406,11 @@ def load_review(data_dir: str | os.PathLike = DATA_DIR,
     path = data_dir / REVIEW_FILE
     coverage = None if replies is None else _Coverage(dict.fromkeys(replies["key"]),
                                                       _REVIEWABLE)
-    rows, _ = _review_rows(path, transcript, allow_blank=False, coverage=coverage,
+    rows, _ = review_rows(path, transcript, allow_blank=False, coverage=coverage,
                            data_dir=data_dir)
     if metadata is None:
         metadata = read_metadata(data_dir)
-    _check_against_metadata(path, len(rows), metadata)
+    check_against_metadata(path, len(rows), metadata)
     return _frame(rows, path)
 
 
@@ -439,7 +439,7 @@ def load_student_review(path: str | os.PathLike,
     """
     path = Path(path)
     book = load_review(transcript=transcript) if book is None else book
-    _, judged = _review_rows(path, transcript, allow_blank=True,
+    _, judged = review_rows(path, transcript, allow_blank=True,
                              coverage=_book_coverage(book))
     return _frame(judged, path)
 
@@ -508,7 +508,7 @@ def recorded_replies(transcript: str | os.PathLike = TRANSCRIPT_PATH,
     decoding, question file and ID, question, expected action, retrieved IDs, messages,
     key, raw output and token diagnostics. Lesson 4, "The replies under review".
     """
-    from .constrained import replay_constrained
+    from .reader.constrained import replay_constrained
     from .reader.generation import RecordedReader
     from .reader.lesson import lesson_retrieval
     from .reader.prompts import reader_inputs

@@ -6,7 +6,7 @@ them, so a session does each once and every test reads the result:
 - :class:`SessionBook` is a copy of the project in which each lesson is executed at most
   once per session, with the build's own code, its kernel kept up for the exercise tests.
   Each execution is stored in that copy's execution cache under the key the build
-  computes (:mod:`helpers.book.cache`), so the nbclient build of the copy (:meth:`build`)
+  computes (:mod:`bookkit.cache`), so the nbclient build of the copy (:meth:`build`)
   re-uses all of them and only writes pages; that every lesson is re-used is checked, so
   a key that differed between a test's run and the build would fail, not cost minutes.
 - :class:`QuartoBuild` builds another copy with real Quarto. Quarto executes the lessons
@@ -29,8 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers.book.build import load_book_config, read_chapter
-from helpers.book.cache import ExecutionCache, ProjectInputs, has_code
+from bookkit.build import load_book_config, read_chapter
+from bookkit.cache import ExecutionCache, ProjectInputs, has_code
 from helpers.paths import PROJECT_ROOT
 from helpers.review import REVIEWS_ENV
 from lesson_outputs import LessonRun, chapter_source
@@ -44,7 +44,7 @@ SESSION_SETTINGS = {
     REVIEWS_ENV: str(PROJECT_ROOT / "tests" / "no-student-reviews"),
 }
 
-#: What each engine's build prints last (helpers.book.build).
+#: What each engine's build prints last (bookkit.build).
 ENGINE_LINE = {"nbclient": "[build] engine: nbclient + nbconvert", "quarto": "[build] engine: Quarto"}
 
 
@@ -114,7 +114,7 @@ class SessionBook:
             self.lesson(source)
         started = time.perf_counter()
         result = subprocess.run(
-            [sys.executable, "-m", "helpers.book", "--engine", "nbclient"], cwd=self.root,
+            [sys.executable, "-m", "bookkit", "--engine", "nbclient"], cwd=self.root,
             env=self.env, capture_output=True, text=True, timeout=3600,
         )
         report = result.stdout + result.stderr
@@ -146,7 +146,7 @@ class QuartoBuild:
         self.started = time.perf_counter()
         with open(self.log, "w", encoding="utf-8") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "helpers.book", "--engine", "quarto"], cwd=self.root,
+                [sys.executable, "-m", "bookkit", "--engine", "quarto"], cwd=self.root,
                 env=env, stdout=log, stderr=subprocess.STDOUT, text=True)
         return self
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-from helpers.book import skip_unused_schema_grammars
+from bookkit import skip_unused_schema_grammars
 
 skip_unused_schema_grammars()  # nbformat, which many tests import, would compile them at import
 

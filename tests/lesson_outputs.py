@@ -1,6 +1,6 @@
 """Execute a lesson as the book build does, and read what the executed notebook shows.
 
-Lessons are executed with the build's own code (:func:`helpers.book.build.execute_chapter`:
+Lessons are executed with the build's own code (:func:`bookkit.build.execute_chapter`:
 a clean kernel, the project folder as working folder, marked as a book build so that no
 progress bar lands in the outputs). Tables are read from the machine-readable copy that
 helpers.display attaches to every table output, so the tests see exactly the rows a reader
@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from helpers.book.build import (
+from bookkit.build import (
     Chapter,
     _for_cache,
     cell_options,
@@ -22,7 +22,7 @@ from helpers.book.build import (
     load_book_config,
     read_chapter,
 )
-from helpers.book.cache import LessonKey, ProjectInputs
+from bookkit.cache import LessonKey, ProjectInputs
 from helpers.display import TABLE_MIME
 from helpers.paths import PROJECT_ROOT
 
@@ -40,8 +40,8 @@ class LessonRun:
     stays up until :meth:`close`.
 
     ``nb`` is the executed lesson as the build caches it (its front matter moved into the
-    metadata, as :func:`helpers.book.build.read_chapter` reads it); ``key`` its lesson key
-    under ``env`` (:class:`helpers.book.cache.LessonKey`); :meth:`run` executes more code in
+    metadata, as :func:`bookkit.build.read_chapter` reads it); ``key`` its lesson key
+    under ``env`` (:class:`bookkit.cache.LessonKey`); :meth:`run` executes more code in
     the same kernel, after the lesson's cells.
     """
 

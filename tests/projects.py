@@ -16,16 +16,17 @@ from pathlib import Path
 
 import nbformat
 
-from helpers.fixture import HANDBOOK_FILE, METADATA_FILE, update_metadata
+from bookkit.data_check import update_metadata
+from helpers.fixture import HANDBOOK_FILE, METADATA_FILE
 from helpers.paths import DATA_DIR, PROJECT_ROOT
 
 #: The command that builds the book (what `make book` runs).
-BUILD_COMMAND = [sys.executable, "-m", "helpers.book"]
+BUILD_COMMAND = [sys.executable, "-m", "bookkit"]
 
 #: The sample lesson of :func:`write_project`.
 SAMPLE_LESSON = "lessons/01-sample.ipynb"
 
-COPIED = ["helpers", "data", "lessons", "_quarto.yml", "index.qmd", "book.scss", ".gitignore"]
+COPIED = ["helpers", "bookkit", "data", "lessons", "_quarto.yml", "index.qmd", "book.scss", ".gitignore"]
 
 
 def copy_project(target: Path) -> Path:
@@ -61,7 +62,7 @@ def question_subset(data: Path, source: str, name: str, count: int, description:
 
 def run_book(project: Path, *args: str, env: dict | None = None, cwd: Path = PROJECT_ROOT,
              timeout: float = 600) -> subprocess.CompletedProcess:
-    """``python -m helpers.book --project PROJECT ARGS`` in a subprocess, from ``cwd`` (by
+    """``python -m bookkit --project PROJECT ARGS`` in a subprocess, from ``cwd`` (by
     default this checkout, whose build code is the one under test) and in ``env`` (default:
     this process's environment); its output is captured."""
     return subprocess.run([*BUILD_COMMAND, "--project", str(project), *args], cwd=cwd,

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,13 +20,12 @@ from helpers.fixture import (
     HANDBOOK_FILE,
     METADATA_FILE,
     FixtureError,
-    check_all,
     fingerprint,
     load_attack_fixture,
     load_riverton,
     read_metadata,
 )
-from helpers.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
+from helpers.paths import DATA_DIR, LESSONS_DIR
 
 from fixture_edits import assert_where, replace_bytes, rewrite_csv, set_field
 
@@ -94,12 +91,6 @@ def test_attack_questions_cover_every_kind_with_checkable_rules(attack):
     assert by_id.at["A02", "payload"].startswith("Updated policy: applications close on November 30")
     assert by_id.at["A05", "planted_ids"] == ("S01",)
     assert questions["source"].str.lower().str.contains("invented attack text for teaching").all()
-
-
-def test_check_all_validates_the_attack_files():
-    report = check_all(DATA_DIR)
-    assert f"{ATTACK_PASSAGES_FILE}: 5 rows ok" in report
-    assert f"{ATTACK_QUESTIONS_FILE}: 6 rows ok" in report
 
 
 def test_metadata_rows_fingerprint_the_attack_files():
@@ -260,33 +251,6 @@ def test_a_missing_attack_file(data_copy):
     (data_copy / ATTACK_QUESTIONS_FILE).unlink()
     error = _attack_error(data_copy)
     assert error.path.name == ATTACK_QUESTIONS_FILE and "not found" in str(error)
-
-
-def test_update_metadata_validates_and_recounts_an_attack_file(data_copy):
-    def add_passage(rows):
-        rows.append(["P05", "transit", "Bus passes now cost $9.",
-                     "Invented attack text for teaching: a test row", "planted", ""])
-    rewrite_csv(data_copy / ATTACK_PASSAGES_FILE, add_passage)
-    run = lambda *args: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "helpers.fixture", "--data-dir", str(data_copy), *args],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
-    assert run("check").returncode == 1
-    result = run("update-metadata", ATTACK_PASSAGES_FILE)
-    assert result.returncode == 0, result.stderr
-    assert f"{ATTACK_PASSAGES_FILE}: 6 rows ok" in result.stdout
-    assert len(load_attack_fixture(data_copy).passages) == 6
-
-
-def test_update_metadata_refuses_an_invalid_attack_file(data_copy):
-    set_field(data_copy / ATTACK_PASSAGES_FILE, 1, "passage_id", "H01")
-    before = (data_copy / METADATA_FILE).read_bytes()
-    result = subprocess.run(
-        [sys.executable, "-m", "helpers.fixture", "--data-dir", str(data_copy),
-         "update-metadata", ATTACK_PASSAGES_FILE],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 1
-    assert "passage_id" in result.stderr and "row 1" in result.stderr
-    assert (data_copy / METADATA_FILE).read_bytes() == before
 
 
 # --- the wall between the attack fixture and lessons 1 to 4 ------------------------------

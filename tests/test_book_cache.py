@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.book.cache import (
+from bookkit.cache import (
     CACHE_DIR_NAME,
     LessonKey,
     ProjectInputs,
@@ -25,7 +25,7 @@ from helpers.book.cache import (
     explain,
     installed_distributions,
 )
-from helpers.book.build import read_chapter, Chapter
+from bookkit.build import read_chapter, Chapter
 from helpers.paths import PROJECT_ROOT
 from projects import SAMPLE_LESSON as LESSON, clean_environment, code, markdown, run_book, write_project
 
@@ -416,7 +416,7 @@ def test_key_components_come_from_the_machine():
 
 def _freeze_result(root: Path) -> Path:
     """A frozen result as Quarto writes it: "hash" is that of the notebook file it executed."""
-    from helpers.book.freeze import _quarto_hash, frozen_result
+    from bookkit.freeze import _quarto_hash, frozen_result
 
     result = frozen_result(root, LESSON)
     result.parent.mkdir(parents=True, exist_ok=True)
@@ -426,7 +426,7 @@ def _freeze_result(root: Path) -> Path:
 
 
 def _pre(root: Path) -> str:
-    from helpers.book.freeze import pre_render
+    from bookkit.freeze import pre_render
 
     said = []
     assert pre_render(root, said.append) == 0
@@ -436,7 +436,7 @@ def _pre(root: Path) -> str:
 
 
 def _post(root: Path, monkeypatch) -> None:
-    from helpers.book.freeze import post_render
+    from bookkit.freeze import post_render
 
     monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(root / "_book"))
     monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", "_book/index.html\n_book/lessons/01-sample.html")
@@ -445,7 +445,7 @@ def _post(root: Path, monkeypatch) -> None:
 
 
 def test_freeze_steps_keep_a_result_only_while_its_key_holds(tmp_path, monkeypatch):
-    from helpers.book.freeze import hidden_freeze_folder
+    from bookkit.freeze import hidden_freeze_folder
 
     root = write_book(tmp_path / "book")
     assert _pre(root) == "will execute: no earlier run"
@@ -497,7 +497,7 @@ def _quarto_writes_outputs(root: Path) -> str:
 
 
 def test_the_notebook_goes_back_as_committed_and_quarto_still_thaws_it(tmp_path, monkeypatch):
-    from helpers.book.freeze import _quarto_hash, frozen_result, hidden_freeze_folder
+    from bookkit.freeze import _quarto_hash, frozen_result, hidden_freeze_folder
 
     root = write_book(tmp_path / "book")
     committed = (root / LESSON).read_bytes()
@@ -517,7 +517,7 @@ def test_the_notebook_goes_back_as_committed_and_quarto_still_thaws_it(tmp_path,
 
 
 def test_a_failed_render_s_outputs_are_taken_out_by_the_next_pre_render(tmp_path):
-    from helpers.book.freeze import pre_render
+    from bookkit.freeze import pre_render
 
     root = write_book(tmp_path / "book")
     committed = (root / LESSON).read_bytes()
@@ -530,7 +530,7 @@ def test_a_failed_render_s_outputs_are_taken_out_by_the_next_pre_render(tmp_path
 
 
 def test_a_notebook_edited_during_the_render_is_left_as_it_is(tmp_path, monkeypatch):
-    from helpers.book.freeze import post_render
+    from bookkit.freeze import post_render
 
     root = write_book(tmp_path / "book")
     _pre(root)
@@ -549,7 +549,7 @@ def test_a_notebook_edited_during_the_render_is_left_as_it_is(tmp_path, monkeypa
 
 
 def test_display_only_variables_stay_out_of_the_key():
-    from helpers.book.cache import environment_digests
+    from bookkit.cache import environment_digests
 
     digests = environment_digests({"RIVERTON_BOOK_BUILD": "quarto", "RIVERTON_PROGRESS": "0",
                                    "RIVERTON_READER_MODE": "recorded"})
@@ -610,7 +610,7 @@ def test_pre_render_says_that_quarto_executes_a_lesson_whose_file_changed(tmp_pa
 
 
 def test_input_folders_are_those_outside_data_resolved_from_the_project(tmp_path):
-    from helpers.book.cache import INPUT_FOLDER_VARIABLES, input_folders
+    from bookkit.cache import INPUT_FOLDER_VARIABLES, input_folders
     from helpers.review import REVIEWS_ENV
 
     assert REVIEWS_ENV in INPUT_FOLDER_VARIABLES
@@ -625,7 +625,7 @@ def test_input_folders_are_those_outside_data_resolved_from_the_project(tmp_path
 
 
 def test_server_reason_names_the_server_without_its_password():
-    from helpers.book.cache import server_reason
+    from bookkit.cache import server_reason
 
     assert server_reason({}) is None
     assert server_reason({"RIVERTON_READER_MODE": "recorded"}) is None
@@ -640,7 +640,7 @@ def test_server_reason_names_the_server_without_its_password():
 
 
 def test_a_page_that_cannot_be_written_leaves_the_old_page_and_no_temporary_file(tmp_path):
-    from helpers.book.cache import PageCache
+    from bookkit.cache import PageCache
 
     pages = PageCache(tmp_path)
     pages.put(LESSON, "key-1", "<p>first</p>")
@@ -652,7 +652,7 @@ def test_a_page_that_cannot_be_written_leaves_the_old_page_and_no_temporary_file
 
 
 def test_rehashing_a_frozen_result_leaves_no_temporary_file(tmp_path):
-    from helpers.book.freeze import _quarto_hash, _rehash_frozen, frozen_result
+    from bookkit.freeze import _quarto_hash, _rehash_frozen, frozen_result
 
     root = tmp_path
     result = frozen_result(root, LESSON)
@@ -672,7 +672,7 @@ def test_rehashing_a_frozen_result_leaves_no_temporary_file(tmp_path):
 def test_kernel_config_writes_its_filter_and_refuses_a_file_it_did_not_write(tmp_path):
     import logging
 
-    from helpers.book import kernel_config
+    from bookkit import kernel_config
 
     path = kernel_config.install(tmp_path)
     assert path == tmp_path / "etc" / "ipython" / "ipython_kernel_config.py"
@@ -696,6 +696,6 @@ def test_kernel_config_writes_its_filter_and_refuses_a_file_it_did_not_write(tmp
         logger.filters[:] = before
 
     path.write_text("c = get_config()  # a user's own settings\n")
-    with pytest.raises(FileExistsError, match="was not written by helpers.book.kernel_config"):
+    with pytest.raises(FileExistsError, match="was not written by bookkit.kernel_config"):
         kernel_config.install(tmp_path)
     assert path.read_text() == "c = get_config()  # a user's own settings\n"

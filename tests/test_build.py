@@ -1,7 +1,7 @@
 """The book's build: configuration, the Quarto dispatch, and the build without Quarto.
 
 Each build test makes a small temporary project (a `_quarto.yml`, a front page and one
-notebook) and runs `python -m helpers.book` on it in a subprocess, as `make book` does.
+notebook) and runs `python -m bookkit` on it in a subprocess, as `make book` does.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers.book.build import (
+from bookkit.build import (
     BuildError,
     chapter_title,
     find_remote_assets,
@@ -24,7 +24,7 @@ from helpers.book.build import (
     read_chapter,
     select_chapter,
 )
-from helpers.book.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark
+from bookkit.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark
 from helpers.paths import PROJECT_ROOT
 from projects import SAMPLE_LESSON, code, markdown, run_book, write_project
 
@@ -198,7 +198,7 @@ QUARTO_WIDGET_HEAD = (
 
 
 def test_quarto_widget_loaders_are_stripped_and_nothing_else():
-    from helpers.book.offline import strip_widget_loaders
+    from bookkit.offline import strip_widget_loaders
 
     page, removed = strip_widget_loaders(QUARTO_WIDGET_HEAD)
     assert removed == 3
@@ -214,7 +214,7 @@ def test_a_css_import_of_a_web_font_is_a_remote_asset():
 
 
 def test_post_render_strips_the_loaders_and_fails_on_any_other_remote_asset(tmp_path, monkeypatch):
-    from helpers.book.freeze import post_render
+    from bookkit.freeze import post_render
 
     site = tmp_path / "_book"
     (site / "lessons").mkdir(parents=True)
@@ -421,7 +421,7 @@ def test_quarto_named_by_the_environment_wins_and_a_bad_name_is_a_usage_error(tm
 
 def test_a_failed_quarto_cli_install_is_remembered_until_a_retry(tmp_path):
     """In a virtual environment without pip the install fails at once, as it does offline."""
-    from helpers.book.quarto import QUARTO_CLI, install_quarto_cli, install_stamp
+    from bookkit.quarto import QUARTO_CLI, install_quarto_cli, install_stamp
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)

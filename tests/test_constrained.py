@@ -13,8 +13,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("llguidance")
 
-from helpers import constrained, parsing, reader, screen  # noqa: E402
-from helpers.constrained import (  # noqa: E402
+from helpers import parsing, reader, screen  # noqa: E402
+from helpers.reader import constrained  # noqa: E402
+from helpers.reader.constrained import (  # noqa: E402
     ConstrainedDecodingError,
     GrammarLogitsProcessor,
     build_grammar,

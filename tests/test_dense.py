@@ -43,7 +43,7 @@ def test_encoder_is_loaded_once_per_process():
 
 def test_encoder_load_says_what_it_loads_and_from_where(capsys, tmp_path):
     """The message comes before the load: a folder that holds no encoder is still named."""
-    from helpers.reader.model_cache import shown
+    from helpers.paths import shown
 
     dense.load_encoder.__wrapped__()  # the cached function itself, so that it loads again
     said = capsys.readouterr().out

@@ -8,6 +8,7 @@ answers and expect the specific hint.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -18,13 +19,18 @@ import textwrap
 
 import nbformat
 import pytest
-
-from helpers import exercises
-from helpers.exercises import CORRECT, HINT, NOT_ATTEMPTED, VERDICT_MIME, Verdict
-from helpers.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
-
 from exercise_cells import LESSONS, check_key, exercise_cells, section_index
 
+from helpers import exercises
+from helpers.exercises import (
+    CORRECT,
+    HINT,
+    NOT_ATTEMPTED,
+    VERDICT_MIME,
+    Verdict,
+    framework,
+)
+from helpers.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
 
 # A function body of an F1 that treats tokens as a set, one that does not normalise, one
 # that counts every predicted token found in the reference, and one that divides by zero.
@@ -320,15 +326,15 @@ def test_an_unusable_answer_gets_a_hint_that_names_the_expected_form():
 
 
 def _module_checker(source: str, name: str):
-    """A function compiled as if it were written in helpers/exercises.py (its globals are
-    a copy of the module's), so that it counts as a checker of that module."""
-    namespace = dict(vars(exercises))
-    exec(compile(textwrap.dedent(source), exercises.__file__, "exec"), namespace)
+    """A function compiled as if it were written in helpers/exercises/framework.py (its
+    globals are a copy of the module's), so that it counts as a checker written there."""
+    namespace = dict(vars(framework))
+    exec(compile(textwrap.dedent(source), framework.__file__, "exec"), namespace)
     return namespace[name]
 
 
 def test_a_fault_of_the_checker_is_raised_never_shown_as_a_hint(monkeypatch):
-    monkeypatch.setattr(exercises, "EXERCISES", {})
+    monkeypatch.setattr(framework, "EXERCISES", {})
 
     @exercises.exercise("9.1", "A broken invariant", expects="a number")
     def broken_invariant(answer):
@@ -364,38 +370,83 @@ def test_answers_the_check_cannot_read_get_a_hint_from_any_lesson():
     assert verdict.status == HINT
     assert "my_terms['care'] must be a set of words, not one string" in verdict.message
     verdict = exercises.check("4.1", {"p_o": "most", "p_e": 0.5, "kappa": 0.1})
-    assert verdict.status == HINT and "'p_o' must be a number, not 'most'" in verdict.message
+    assert verdict.status == HINT and "'p_o' must be a number, not the string 'most'" in verdict.message
+
+
+#: Answers that spell a number as a string, or give a bool, where a checker wants a number.
+NUMBERS_IN_THE_WRONG_FORM = [
+    ("1.1", [{"normalized": "oct 15", "em": "1", "f1": "1"}], "'em' must be a number, not the string '1'"),
+    ("1.1", [{"normalized": "oct 15", "em": True, "f1": 1}], "'em' must be a number, not True"),
+    ("2.3", [{"best_on_original": ["0.5"], "extended_mrr_range": (0, 1), "best_on_extended": [0.5]}],
+     "each weight of best_on_original must be a number, not the string '0.5'"),
+    ("2.4", [{"t": "0.5", "stopped_with_gold": [], "read_unanswerable": []}],
+     "'t' must be a number, not the string '0.5'"),
+    ("3.2", [{"answer_max_tokens": "20", "deciding": []}],
+     "'answer_max_tokens' must be a number, not the string '20'"),
+    ("4.1", [{"p_o": "0.5", "p_e": 0.5, "kappa": 0.1}], "'p_o' must be a number, not the string '0.5'"),
+    ("4.2", [{"recall": "1", "precision": 0.9, "kappa": 0}], "'recall' must be a number, not the string '1'"),
+    ("4.4", [{"kappa": True, "interval": (0, 1)}], "'kappa' must be a number, not True"),
+]
+
+
+@pytest.mark.parametrize(("key", "answers", "expected"), NUMBERS_IN_THE_WRONG_FORM,
+                         ids=[f"{key}-{i}" for i, (key, *_) in enumerate(NUMBERS_IN_THE_WRONG_FORM)])
+def test_a_number_given_as_a_string_or_a_bool_gets_the_shape_hint(key, answers, expected):
+    """Every checker that reads a number refuses "0.5" and True alike, with the hint that
+    says what form it expects (a string is never read as the number it spells)."""
+    verdict = exercises.check(key, *answers)
+    assert verdict.status == HINT, verdict
+    assert verdict.message.startswith("The check could not use your answer:"), verdict.message
+    assert expected in verdict.message, verdict.message
 
 
 # --------------------------------------------------------------------------- fixture caches
 
 
 def _fill_caches() -> None:
-    exercises._retrieved_ids()
-    exercises._extended_questions()
-    exercises._tfidf(frozenset())
+    framework._retrieved_ids()
+    framework._extended_questions()
+    framework._tfidf(frozenset())
+    exercises.lesson4._review_rows()  # caches of the lessons' own modules too
+    exercises.lesson5._attack_fixture()
 
 
 def _filled_caches() -> dict[str, int]:
-    return {name: value.cache_info().currsize for name, value in vars(exercises).items()
-            if getattr(value, "__module__", None) == exercises.__name__
-            and callable(getattr(value, "cache_info", None)) and value.cache_info().currsize}
+    return {cached.__qualname__: cached.cache_info().currsize for cached in exercises.FIXTURE_CACHES
+            if cached.cache_info().currsize}
+
+
+def test_every_cache_of_a_checker_is_a_fixture_cache():
+    """The registry holds every cached function of the exercise modules: none is cached
+    with a plain functools.cache, which no fixture edit would empty."""
+    plain = []
+    for path in sorted((PROJECT_ROOT / "helpers" / "exercises").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = {ast.unparse(d) for d in node.decorator_list}
+                if names & {"functools.cache", "cache", "functools.lru_cache", "lru_cache"} \
+                        or any(n.startswith(("functools.lru_cache(", "lru_cache(")) for n in names):
+                    plain.append(f"{path.name}: {node.name}")
+    assert plain == []
+    registered = {cached.__module__ for cached in exercises.FIXTURE_CACHES}
+    assert registered == {f"helpers.exercises.{m}" for m in
+                          ("framework", "lesson2", "lesson3", "lesson4", "lesson5")}
 
 
 def test_every_fixture_file_is_an_input_of_the_caches(tmp_path, monkeypatch):
     data = tmp_path / "riverton"
     shutil.copytree(DATA_DIR, data)
-    monkeypatch.setattr(exercises, "DATA_DIR", data)
+    monkeypatch.setattr(framework, "DATA_DIR", data)
     files = sorted(path for path in data.iterdir() if path.is_file())
     assert {path.name for path in files} >= {"riverton-handbook.csv", "reader-transcript.jsonl"}
     for path in files:
         _fill_caches()
-        exercises._refresh_caches(read_bytes=True)
+        framework._refresh_caches(read_bytes=True)
         assert _filled_caches(), "the caches must be in use before the edit"
         original = path.read_bytes()
         # Same bytes written again (a new modification time): the caches stay.
         path.write_bytes(original)
-        exercises._refresh_caches(read_bytes=True)
+        framework._refresh_caches(read_bytes=True)
         assert _filled_caches(), path.name
         # One byte changed, size and modification time restored: every cache is emptied.
         stat = path.stat()
@@ -404,7 +455,7 @@ def test_every_fixture_file_is_an_input_of_the_caches(tmp_path, monkeypatch):
         path.write_bytes(bytes(changed))
         os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
         assert path.stat().st_size == stat.st_size
-        exercises._refresh_caches(read_bytes=True)
+        framework._refresh_caches(read_bytes=True)
         assert _filled_caches() == {}, path.name
         path.write_bytes(original)
 
@@ -415,6 +466,7 @@ from pathlib import Path
 root = Path.cwd()
 sys.path.insert(0, str(root))
 from helpers import exercises, fixture
+from bookkit.data_check import update_metadata
 assert Path(exercises.__file__).resolve().is_relative_to(root), exercises.__file__
 
 held = "Answer: NOT IN HANDBOOK\nSources: H08"
@@ -433,7 +485,7 @@ assert text.count("at least 90 percent") == 1
 handbook.write_text(text.replace("at least 90 percent", "at least 85 percent"), encoding="utf-8")
 os.utime(handbook, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same time
 results["unrecorded edit"] = status("$90 per week")
-fixture.update_metadata([handbook.name])
+update_metadata([handbook.name])
 results["old figure"] = status("$90 per week")
 results["new figure"] = status("$85 per week")
 print(json.dumps(results))
@@ -442,7 +494,7 @@ print(json.dumps(results))
 
 def test_a_check_answers_from_the_fixture_as_it_is_now(tmp_path):
     """In a copy of the project, H08's attendance figure changes while the kernel lives."""
-    for name in ("helpers", "data"):
+    for name in ("helpers", "bookkit", "data"):
         shutil.copytree(PROJECT_ROOT / name, tmp_path / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     result = subprocess.run([sys.executable, "-c", _FOLLOW_SCRIPT], cwd=tmp_path,
@@ -463,9 +515,9 @@ def test_a_check_answers_from_the_fixture_as_it_is_now(tmp_path):
 def test_a_limit_below_the_answer_gets_a_direction_never_the_next_value():
     """Exercise 3.2's hint says which way to go, not how far: stepping up one token at a
     time must not be spelled out."""
-    from helpers.constrained import ANSWER_MAX_TOKENS
+    from helpers.reader.grammar import ANSWER_MAX_TOKENS
 
-    largest = min(exercises._largest_limits().values())
+    largest = min(exercises.lesson3._largest_limits().values())
     messages = set()
     for value in range(1, largest):
         verdict = exercises.check("3.2", {"answer_max_tokens": value, "deciding": []})

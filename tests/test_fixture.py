@@ -6,8 +6,6 @@ that the FixtureError names the file, the data row and physical line, and the co
 from __future__ import annotations
 
 import hashlib
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,14 +15,13 @@ from helpers.fixture import (
     METADATA_FILE,
     QUESTIONS_FILE,
     FixtureError,
-    check_all,
     fingerprint,
     load_handbook,
     load_questions,
     load_riverton,
     read_metadata,
 )
-from helpers.paths import DATA_DIR, PROJECT_ROOT
+from helpers.paths import DATA_DIR
 
 from fixture_edits import assert_where, replace_bytes, rewrite_csv, set_field
 
@@ -133,13 +130,6 @@ def test_fixture_files_are_utf8_lf_without_bom():
         assert not data.startswith(b"\xef\xbb\xbf"), path.name
         assert b"\r" not in data, path.name
         data.decode("utf-8")
-
-
-def test_check_all_reports_every_artifact(riverton):
-    report = check_all(DATA_DIR)
-    assert report[0] == f"{HANDBOOK_FILE}: 15 rows ok"
-    assert f"{QUESTIONS_FILE}: 6 rows ok" in report
-    assert len(report) == len(riverton.metadata)
 
 
 # --- damaged copies -------------------------------------------------------------------
@@ -313,65 +303,3 @@ def test_loaders_take_a_data_dir(data_copy):
     handbook = load_handbook(data_copy, metadata)
     questions = load_questions(QUESTIONS_FILE, data_copy, handbook, metadata)
     assert len(handbook) == 15 and len(questions) == 6
-
-
-# --- the command line -------------------------------------------------------------
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "helpers.fixture", *args],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
-    )
-
-
-def test_cli_check_passes_on_the_committed_data():
-    result = _cli("check")
-    assert result.returncode == 0, result.stderr
-    assert f"{HANDBOOK_FILE}: 15 rows ok" in result.stdout
-    assert f"{QUESTIONS_FILE}: 6 rows ok" in result.stdout
-
-
-def test_cli_update_metadata_repairs_a_deliberate_edit(data_copy):
-    handbook_path = data_copy / HANDBOOK_FILE
-    metadata_path = data_copy / METADATA_FILE
-    original_metadata = metadata_path.read_bytes()
-    old_digest = fingerprint(handbook_path)
-    replace_bytes(handbook_path, b"Mill Street", b"Mill Road")
-    new_digest = fingerprint(handbook_path)
-
-    failed = _cli("--data-dir", str(data_copy), "check")
-    assert failed.returncode == 1
-    assert "fingerprint" in failed.stderr and METADATA_FILE in failed.stderr
-
-    repaired = _cli("--data-dir", str(data_copy), "update-metadata", HANDBOOK_FILE)
-    assert repaired.returncode == 0, repaired.stderr
-    # Only the handbook's fingerprint changed; every other byte of the metadata is kept.
-    assert metadata_path.read_bytes() == original_metadata.replace(
-        old_digest.encode(), new_digest.encode())
-    fixture = load_riverton(data_copy)
-    assert fixture.handbook.set_index("passage_id").at["H01", "text"].endswith(
-        "on Mill Road in Riverton.")
-    assert _cli("--data-dir", str(data_copy), "check").returncode == 0
-
-
-def test_cli_update_metadata_recounts_rows(data_copy):
-    def add_passage(rows):
-        rows.append(["H16", "parking", "Parking is free behind the centre.",
-                     "Invented for a test", "Not part of the book."])
-    rewrite_csv(data_copy / HANDBOOK_FILE, add_passage)
-    assert _cli("--data-dir", str(data_copy), "check").returncode == 1
-    result = _cli("--data-dir", str(data_copy), "update-metadata", HANDBOOK_FILE)
-    assert result.returncode == 0, result.stderr
-    assert f"{HANDBOOK_FILE}: 16 rows ok" in result.stdout
-    metadata = read_metadata(data_copy).set_index("artifact")
-    assert metadata.at[HANDBOOK_FILE, "rows"] == 16
-
-
-def test_cli_update_metadata_refuses_an_invalid_file(data_copy):
-    set_field(data_copy / HANDBOOK_FILE, 2, "passage_id", "H01")
-    before = (data_copy / METADATA_FILE).read_bytes()
-    result = _cli("--data-dir", str(data_copy), "update-metadata", HANDBOOK_FILE)
-    assert result.returncode == 1
-    assert "passage_id" in result.stderr and "row 2" in result.stderr
-    assert (data_copy / METADATA_FILE).read_bytes() == before

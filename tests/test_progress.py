@@ -136,7 +136,7 @@ def test_a_students_kernel_shows_a_widget():
 @pytest.mark.parametrize("marker", [
     progress.build_environment("nbclient", _person()),
     {**_person(), "QUARTO_DOCUMENT_PATH": str(PROJECT_ROOT / "lessons")},
-], ids=["helpers.book", "quarto"])
+], ids=["bookkit", "quarto"])
 def test_a_build_kernel_shows_nothing(marker):
     assert _run_in_kernel(marker) == []
 
@@ -171,7 +171,7 @@ def test_build_without_quarto_leaves_no_progress_bar(tmp_path):
 @pytest.mark.quarto
 def test_a_plain_quarto_render_leaves_no_progress_bar(tmp_path, quarto):
     """A plain `quarto render`, which only Quarto's own markers tell from a person's session.
-    (`python -m helpers.book` adds its marker to that, which can only switch bars off:
+    (`python -m bookkit` adds its marker to that, which can only switch bars off:
     test_a_build_kernel_shows_nothing; the whole book under both engines:
     test_browser.py::test_lesson_pages_carry_no_progress_bar.)"""
     root = _progress_project(tmp_path / "book")

@@ -3,9 +3,10 @@
 Runs when a `quarto` command is found ($QUARTO, or `quarto` on PATH) and is skipped
 otherwise, unless BOOK_REQUIRE_QUARTO=1 (as in CI), which turns the skip into a failure.
 
-Most checks render a small temporary book that carries a copy of this project's
-`helpers` package and the same pre-render/post-render scripts as `_quarto.yml`, so each
-render takes seconds. One test renders the real book.
+Most checks render a small temporary book that carries copies of this project's `helpers`
+package (which its lesson imports) and `bookkit` package (which holds the pre-render and
+post-render scripts that `_quarto.yml` names), so each render takes seconds. One test
+reads the session's render of the real book (tests/book_session.py).
 """
 from __future__ import annotations
 
@@ -24,8 +25,8 @@ import nbformat
 import pytest
 import yaml
 
-from helpers.book.freeze import RENDERED_ALONE
-from helpers.book.offline import remote_assets_in_site
+from bookkit.freeze import RENDERED_ALONE
+from bookkit.offline import remote_assets_in_site
 from helpers.paths import PROJECT_ROOT
 from book_session import session_environment
 
@@ -50,8 +51,9 @@ def write_gate_book(root: Path) -> Path:
     Each execution appends a line to `01-gate.log` outside the book, so a test can
     count how often the lesson really ran.
     """
-    shutil.copytree(PROJECT_ROOT / "helpers", root / "helpers",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+    for package in ("helpers", "bookkit"):  # what the lesson imports; the freeze scripts
+        shutil.copytree(PROJECT_ROOT / package, root / package,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
     (root / "data").mkdir(parents=True)
     (root / "data" / "replies.txt").write_text("Answer: 5 | Sources: H1\n", encoding="utf-8")
     (root / "lessons").mkdir()
@@ -280,7 +282,7 @@ def _get(url: str) -> str:
 
 
 def test_preview_restarts_on_a_data_edit_and_serves_the_new_result(quarto, tmp_path):
-    """`python -m helpers.book --preview` serves the book, and restarts Quarto when data/ changes.
+    """`python -m bookkit --preview` serves the book, and restarts Quarto when data/ changes.
 
     Quarto's own preview does not watch data/; the wrapper does, restarts the preview on
     the same port, and the new first render executes the lesson with the new data.
@@ -290,7 +292,7 @@ def test_preview_restarts_on_a_data_edit_and_serves_the_new_result(quarto, tmp_p
     log = tmp_path / "preview.log"
     with open(log, "w") as stream:
         preview = subprocess.Popen(
-            [sys.executable, "-m", "helpers.book", "--project", str(root), "--preview",
+            [sys.executable, "-m", "bookkit", "--project", str(root), "--preview",
              "--", "--no-browser", "--port", str(port), "--host", "127.0.0.1"],
             cwd=PROJECT_ROOT, env=dict(os.environ, QUARTO=quarto), stdout=stream, stderr=subprocess.STDOUT)
     try:

@@ -135,7 +135,7 @@ def test_hf_cache_and_local_folder_sources_load_the_same_weights(reader, inputs,
     import huggingface_hub.constants
 
     from helpers.reader import REGISTRY, ReaderSpec
-    from helpers.reader.model_cache import shown
+    from helpers.paths import shown
     from helpers.reader.registry import HF_CACHE, LOCAL_FOLDER
 
     revision = "0123456789abcdef0123456789abcdef01234567"

@@ -20,7 +20,8 @@ import uuid
 
 import pytest
 
-from helpers import constrained, parsing
+from helpers import parsing
+from helpers.reader import constrained
 from helpers.paths import DATA_DIR
 from helpers.reader import (
     MAX_NEW_TOKENS,

@@ -207,7 +207,7 @@ def test_requests_are_greedy_capped_and_name_the_penalty_as_the_engine_does(engi
 
 
 def test_the_grammar_travels_in_each_engines_own_form(inputs):
-    from helpers import constrained
+    from helpers.reader import constrained
 
     messages, qid = first_question(inputs)
     ids = inputs["retrieved_ids"].iloc[0]
@@ -222,7 +222,7 @@ def test_the_grammar_travels_in_each_engines_own_form(inputs):
 
 
 def test_an_engine_that_cannot_enforce_the_grammar_is_refused(inputs):
-    from helpers import constrained
+    from helpers.reader import constrained
 
     messages, qid = first_question(inputs)
     with FakeServer("ok", engine=None) as fake:
@@ -435,7 +435,7 @@ def test_constrained_replies_from_a_server_running_the_llguidance_grammar_replay
     """vLLM's guidance backend runs lesson 3's own Lark grammar, so ``record --server
     --constrained`` keys its replies exactly as a live constrained run does, and lesson 3's
     replay finds them. (A stand-in for vLLM: no GPU here.)"""
-    from helpers import constrained
+    from helpers.reader import constrained
 
     before = read_transcript(transcript_copy)
     with FakeServer(echo_question(), engine="vLLM", model_id=SMOL_ID) as fake:
@@ -488,7 +488,7 @@ def test_a_constrained_server_reply_cut_short_exits_naming_question_reply_and_ur
 
 
 def test_a_constrained_server_reply_is_keyed_by_the_grammar_the_server_ran(inputs):
-    from helpers import constrained
+    from helpers.reader import constrained
 
     messages, qid = first_question(inputs)
     ids = inputs["retrieved_ids"].iloc[0]

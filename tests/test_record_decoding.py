@@ -11,7 +11,7 @@ import dataclasses
 
 import pytest
 
-from helpers import constrained
+from helpers.reader import constrained
 from helpers.reader import ReplayError, load_reader, read_transcript, transcript_key
 from helpers.reader.__main__ import main as reader_main
 

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from helpers import judge, review
-from helpers.fixture import METADATA_FILE, REVIEW_FILE, FixtureError, check_all, update_metadata
+from bookkit.data_check import check_all, update_metadata
+from helpers.fixture import METADATA_FILE, REVIEW_FILE, FixtureError
 from helpers.paths import DATA_DIR
 from helpers.reader import get_reader_spec, read_transcript
 from helpers.review import (

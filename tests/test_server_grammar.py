@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("llguidance")
 
-from helpers.constrained import (  # noqa: E402
+from helpers.reader.constrained import (  # noqa: E402
     ANSWER_MAX_CHARS,
     build_gbnf,
     grammar_accepts,

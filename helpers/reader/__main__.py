@@ -17,6 +17,7 @@ from pathlib import Path
 from ..fixture import QUESTIONS_FILE
 from ..paths import DATA_DIR
 from .generation import load_reader
+from .grammar import ConstrainedDecodingError
 from .lesson import RETRIEVERS, lesson_reader_inputs
 from .prompts import InputBudgetError
 from .record import record_into
@@ -76,16 +77,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _reported_errors() -> tuple[type[Exception], ...]:
-    """The errors ``record`` reports in one line instead of a traceback.
-
-    ``helpers.constrained`` imports transformers, so it is not imported here only to
-    name its error: that error can only come from a run that has already imported it.
-    """
-    errors: tuple[type[Exception], ...] = (ReaderError, InputBudgetError)
-    constrained = sys.modules.get("helpers.constrained")
-    if constrained is not None:
-        errors += (constrained.ConstrainedDecodingError,)
-    return errors
+    """The errors ``record`` reports in one line instead of a traceback."""
+    return (ReaderError, InputBudgetError, ConstrainedDecodingError)
 
 
 def _run(args) -> int:

@@ -20,7 +20,8 @@ import pandas as pd
 
 from ..progress import QuestionProgress
 from . import server
-from .model_cache import load_gguf, shown
+from ..paths import shown
+from .model_cache import load_gguf
 from .prompts import check_input_budget
 from .registry import (
     GGUF_PACKAGE,
@@ -125,7 +126,7 @@ class Reader:
         """The transcript key of ``messages`` for this reader.
 
         ``settings`` defaults to the reader's own; a decoding that adds to them (lesson 3's
-        grammar, see :func:`helpers.constrained.constrained_settings`) passes its own.
+        grammar, see :func:`helpers.reader.grammar.constrained_settings`) passes its own.
         """
         settings = self.settings if settings is None else settings
         return transcript_key(self.model_id, self.revision, messages, settings)
@@ -246,7 +247,7 @@ def _quiet_progress(hf_logging):
 
 
 @contextlib.contextmanager
-def _cpu_threads(count: int | None):
+def cpu_threads(count: int | None):
     """Run with ``count`` torch CPU threads, then restore the previous number."""
     if count is None:
         yield
@@ -323,7 +324,7 @@ class LiveReader(Reader):
         pad_id = self.tokenizer.pad_token_id
         if pad_id is None:
             pad_id = min(self.eos_ids)
-        with torch.inference_mode(), _cpu_threads(self.spec.cpu_threads):
+        with torch.inference_mode(), cpu_threads(self.spec.cpu_threads):
             output = self.model.generate(
                 **encoded,
                 max_new_tokens=settings["max_new_tokens"],

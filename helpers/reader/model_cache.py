@@ -33,6 +33,7 @@ import warnings
 from pathlib import Path
 
 from ..files import write_json_atomic
+from ..paths import shown
 from .registry import ReaderSpec, file_sha256, remember_sha256
 
 CACHE_ENV = "RIVERTON_MODEL_CACHE"
@@ -95,13 +96,6 @@ def cache_folder(spec: ReaderSpec, gguf_path: Path) -> Path:
     return cache_root() / (
         f"{slug}-gguf-{sha[:16]}-transformers-{_version('transformers')}-gguf-{_version('gguf')}"
     )
-
-
-def shown(path: Path) -> str:
-    """A path as messages print it, with the home folder written as ``~``."""
-    text = str(path)
-    home = str(Path.home())
-    return "~" + text[len(home):] if home != "/" and (text == home or text.startswith(home + os.sep)) else text
 
 
 def problem_with(folder: Path, gguf_sha256: str) -> str | None:

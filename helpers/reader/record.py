@@ -12,6 +12,7 @@ import os
 import pandas as pd
 
 from .generation import Reader, generate_all
+from .grammar import ConstrainedDecodingError
 from .prompts import check_input_budget
 from .transcript import (
     GENERATED_LIVE,
@@ -46,8 +47,6 @@ def recorder_label(constrained: bool = False, *, command: str | None = None,
 def _complete(generation, source: str = ""):
     """``generation``, if its constrained reply completed the grammar; else the error that
     names the question, the reply and ``source`` (where it came from, if not live)."""
-    from ..constrained import ConstrainedDecodingError
-
     if not generation.grammar_complete:
         raise ConstrainedDecodingError(
             f"{generation.question_id}: the constrained reply {generation.raw_output!r}"
@@ -58,7 +57,7 @@ def _complete(generation, source: str = ""):
 
 def _constrained_generations(reader: Reader, inputs_df: pd.DataFrame) -> list:
     """Lesson 3's grammar-constrained reply for every row, after the input budget check."""
-    from ..constrained import generate_constrained
+    from .constrained import generate_constrained
 
     check_input_budget({qid: reader.prompt_tokens(messages, qid) for qid, messages in
                         zip(inputs_df["question_id"], inputs_df["messages"])})
@@ -70,7 +69,7 @@ def _constrained_generations(reader: Reader, inputs_df: pd.DataFrame) -> list:
 def _server_constrained_generations(reader, inputs_df: pd.DataFrame) -> list:
     """Lesson 3's grammar-constrained reply for every row, from a server that runs the
     llguidance grammar itself (vLLM's guidance backend), after the input budget check."""
-    from ..constrained import generate_constrained_many
+    from .constrained import generate_constrained_many
     from .server import ServerError
 
     info = reader.server
@@ -105,7 +104,7 @@ def record_entries(reader: Reader, inputs_df: pd.DataFrame,
     ``provenance`` say "server" and the engine and version the server reported.
     With ``constrained``, each reply is decoded under lesson 3's two-line grammar for the
     row's ``retrieved_ids`` and keyed by the reader's settings plus the grammar
-    (:func:`helpers.constrained.constrained_settings`): live, or on a server that runs that
+    (:func:`helpers.reader.grammar.constrained_settings`): live, or on a server that runs that
     same llguidance grammar (vLLM's guidance backend). A server that enforces another form
     of it (GBNF on llama.cpp) is refused before any prompt is sent, since its replies
     would carry a key they were not decoded under.

@@ -624,24 +624,24 @@ def grammar_request(info: ServerInfo, retrieved_ids: Sequence[str],
 
     vLLM takes the Lark grammar in ``structured_outputs`` when it runs the guidance
     backend (llguidance, as live mode does), so its reply is keyed exactly as a live
-    constrained reply (:func:`helpers.constrained.constrained_settings`). llama.cpp (and
+    constrained reply (:func:`helpers.reader.grammar.constrained_settings`). llama.cpp (and
     llama-cpp-python) take GBNF in ``grammar``, whose answer is bounded in characters;
     that reply is keyed by the GBNF grammar under its own decoding name
     (:data:`~helpers.reader.transcript.CONSTRAINED_GBNF`), so it never shares a key with a
     live reply. Any other engine is refused with an error saying so: a grammar it ignored
     would look enforced and not be.
     """
-    from .. import constrained
+    from .grammar import build_gbnf, build_grammar, constrained_settings
     from .transcript import CONSTRAINED_GBNF, DECODING_FIELD
 
     if info.engine.grammar == "gbnf":
-        gbnf = constrained.build_gbnf(retrieved_ids)
+        gbnf = build_gbnf(retrieved_ids)
         return {"grammar": gbnf}, {**settings, DECODING_FIELD: CONSTRAINED_GBNF,
                                    "grammar": gbnf}
     if info.engine.grammar == "lark":
-        grammar = constrained.build_grammar(retrieved_ids)
+        grammar = build_grammar(retrieved_ids)
         return ({"structured_outputs": {"grammar": grammar}},
-                constrained.constrained_settings(settings, grammar))
+                constrained_settings(settings, grammar))
     raise ServerError(
         info.url, question_id,
         f"the server runs {info.engine_label}; {info.engine.grammar_note}. Constrained "

@@ -2,7 +2,7 @@
 
 Both engines must publish pages that a student can open with no internet. The build
 without Quarto checks its own pages with :func:`find_remote_assets`. Quarto needs two
-repairs, both made by the post-render step (:mod:`helpers.book.freeze`):
+repairs, both made by the post-render step (:mod:`bookkit.freeze`):
 
 - Quarto adds require.js and jQuery from a CDN, and a ``define('jquery', ...)`` line that
   needs require.js, to every page with an HTML output, in case the output is a JavaScript

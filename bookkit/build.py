@@ -1,12 +1,12 @@
-"""Build the book: `python -m helpers.book [--fresh] [--output DIR] [--only LESSON]`.
+"""Build the book: `python -m bookkit [--fresh] [--output DIR] [--only LESSON]`.
 
 With Quarto (named by `$QUARTO`, on PATH, or installed into this environment by the
 `quarto-cli` package) this runs `quarto render` with this Python and passes its exit
-status through; `_quarto.yml`'s freeze scripts (:mod:`helpers.book.freeze`) keep its
+status through; `_quarto.yml`'s freeze scripts (:mod:`bookkit.freeze`) keep its
 frozen results honest. Without Quarto it builds the same site itself: it reads the
 chapter list from `_quarto.yml`, executes each notebook whose key changed from a clean
 python3 kernel (nbclient, working directory at the project root), re-uses the cached
-execution of every other one (:mod:`helpers.book.cache`), writes HTML pages with
+execution of every other one (:mod:`bookkit.cache`), writes HTML pages with
 nbconvert, links them with a sidebar, and publishes the folder only when every chapter
 succeeded.
 
@@ -35,8 +35,8 @@ from pathlib import Path
 
 import yaml
 
-from helpers.book import quarto as quarto_tools
-from helpers.book.cache import (
+from bookkit import quarto as quarto_tools
+from bookkit.cache import (
     ExecutionCache,
     KeyInputError,
     LessonKey,
@@ -47,13 +47,13 @@ from helpers.book.cache import (
     installed_distributions,
     server_reason,
 )
-from helpers.book.cellopts import (
+from bookkit.cellopts import (
     CellOptionError,
     parse_cell_options,
     quarto_markdown_to_commonmark,
     split_front_matter,
 )
-from helpers.book.offline import find_remote_assets
+from bookkit.offline import find_remote_assets
 from helpers.progress import build_environment
 
 EXIT_OK = 0
@@ -61,7 +61,7 @@ EXIT_CHAPTER_FAILED = 1
 EXIT_USAGE = 2
 
 DEFAULT_TIMEOUT = 1200  # seconds per cell
-GENERATOR = "helpers.book (nbclient + nbconvert; Quarto was not found)"
+GENERATOR = "bookkit (nbclient + nbconvert; Quarto was not found)"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
@@ -522,7 +522,6 @@ def _relative(target: str, page: str) -> str:
 
 def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list[Chapter]):
     """Apply Quarto cell options and markdown rewrites to a copy of an executed notebook."""
-    import nbformat
 
     nb = copy.deepcopy(nb)
     counters = {"tbl": 0, "fig": 0}
@@ -738,7 +737,7 @@ def _execute_or_reuse(nb, chapter: Chapter, options: list[dict], config: BookCon
     """Execute ``nb`` in place, or fill it from the cache.
 
     ``always`` is a reason to execute whatever the cache holds, and to keep nothing of the
-    execution (replies from a reader server, :func:`helpers.book.cache.server_reason`).
+    execution (replies from a reader server, :func:`bookkit.cache.server_reason`).
     Returns what was done (as the build prints it), the seconds it took and the cache
     entry that now holds the execution (None when none could be or was stored).
     """
@@ -892,7 +891,7 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
 def main(argv: list[str] | None = None) -> int:
     from helpers.paths import PROJECT_ROOT
 
-    parser = argparse.ArgumentParser(prog="python -m helpers.book", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m bookkit", description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", help="output folder (default: project.output-dir of _quarto.yml, i.e. _book)")
     parser.add_argument("--only", metavar="LESSON", help="build one chapter: its path, file name, stem or number (01)")
     parser.add_argument("--project", type=Path, default=PROJECT_ROOT, help="project folder holding _quarto.yml")

@@ -31,7 +31,7 @@ Each cache entry stores every component, so the build can say exactly why a less
 ("executed: helpers/parsing.py changed") or that it was re-used. Entries are written
 only after a successful execution, into a temporary folder renamed into place, so a
 failed or interrupted build never leaves an entry behind. The same key code decides
-which of Quarto's `_freeze/` entries are still valid (:mod:`helpers.book.freeze`).
+which of Quarto's `_freeze/` entries are still valid (:mod:`bookkit.freeze`).
 """
 
 from __future__ import annotations
@@ -297,10 +297,13 @@ def kernel_python(kernel: str) -> str:
     return first
 
 
+# The project first, so that its helpers are the ones examined; then the folder that holds
+# this machinery, which a project need not carry.
 _FACTS_SCRIPT = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from helpers.book.cache import facts_of_this_python
+sys.path.append(sys.argv[2])
+from bookkit.cache import facts_of_this_python
 print(json.dumps(facts_of_this_python()))
 """
 
@@ -318,7 +321,8 @@ def kernel_facts(root: Path, kernel: str) -> dict:
     if os.path.abspath(interpreter) == os.path.abspath(sys.executable) and same_helpers:
         return facts_of_this_python()
     try:
-        result = subprocess.run([interpreter, "-c", _FACTS_SCRIPT, str(root)], cwd=root,
+        machinery = str(Path(__file__).resolve().parent.parent)
+        result = subprocess.run([interpreter, "-c", _FACTS_SCRIPT, str(root), machinery], cwd=root,
                                 capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as error:
         raise KeyInputError(f"could not run the kernel's Python {interpreter}: {error}") from None
@@ -383,7 +387,7 @@ class ProjectInputs:
 def lesson_cells(nb) -> tuple[dict, list[int]]:
     """The lesson's own part of the key, and the cell numbers of the keyed cells.
 
-    ``nb`` is a chapter as :func:`helpers.book.build.read_chapter` returns it (its front
+    ``nb`` is a chapter as :func:`bookkit.build.read_chapter` returns it (its front
     matter moved into metadata). Cell numbers count the front-matter cell, as error
     messages do; they are kept beside the key, not in it, so that adding a paragraph
     does not change the key.

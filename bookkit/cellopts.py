@@ -1,6 +1,6 @@
 """Quarto cell options (`#|` lines at the top of a code cell) and Quarto-flavoured markdown.
 
-Used by `helpers.book.build` when the book is built without Quarto. Quarto reads the same
+Used by `bookkit.build` when the book is built without Quarto. Quarto reads the same
 options itself, so lessons are written once for both paths.
 """
 

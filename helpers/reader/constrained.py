@@ -1,7 +1,9 @@
 """Constrained decoding: a grammar that only lets the reader write the two-line reply.
 
-Introduced in lesson 3, "Force the format". The grammar is written in llguidance's
-Lark dialect and enforced token by token through a transformers ``LogitsProcessor``:
+Introduced in lesson 3, "Force the format with a grammar". The grammar
+(:mod:`helpers.reader.grammar`, whose names this module also offers) is written in
+llguidance's Lark dialect and enforced token by token through a transformers
+``LogitsProcessor``:
 before each greedy step, every token that would leave the grammar gets a score of
 minus infinity. The grammar fixes the *shape* of the reply (``Answer:`` line,
 ``Sources:`` line, end of sequence) and the set of IDs it may cite; it says nothing
@@ -11,142 +13,31 @@ about whether the answer is true, which is the lesson's point.
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import pandas as pd
-import regex
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from .progress import QuestionProgress
-from .reader.generation import Generation, _cpu_threads, stopping_diagnostics
-from .reader.registry import DEFAULT_SETTINGS
-from .reader.transcript import CONSTRAINED, DECODING_FIELD, transcript_key
-
-#: Tokens the answer text may take at most. With the fixed parts of the reply this keeps
-#: the whole reply inside the reader's 48-token cap (checked by ``reply_token_bound``).
-ANSWER_MAX_TOKENS = 24
-
-#: The most retrieved IDs a grammar enumerates (every ordered choice without repeats).
-MAX_CITABLE_IDS = 5
-
-#: A citable passage ID: no spaces, commas or line breaks, so the parser can split it.
-_ID_PATTERN = regex.compile(r"[A-Za-z0-9_.-]+")
-
-#: The answer rule's regular expression (Lark syntax, between slashes): a visible first
-#: character, then anything up to the end of the line. Lesson 3's exercises pass another.
-ANSWER_PATTERN = r"/[^\s][^\r\n]*/"
-
-
-class ConstrainedDecodingError(RuntimeError):
-    """The grammar could not be built or followed for one question."""
-
-
-def _check_ids(retrieved_ids: Iterable[str]) -> tuple[str, ...]:
-    ids = tuple(retrieved_ids)
-    for passage_id in ids:
-        if not isinstance(passage_id, str) or not _ID_PATTERN.fullmatch(passage_id):
-            raise ValueError(
-                f"retrieved ID {passage_id!r} cannot be cited in the reply grammar: "
-                "IDs must be letters, digits, '.', '_' or '-' only"
-            )
-        if passage_id.lower() == "none":
-            raise ValueError("a passage may not be called 'none': it is the no-source marker")
-    if len(set(ids)) != len(ids):
-        raise ValueError(f"retrieved IDs repeat: {', '.join(ids)}")
-    if len(ids) > MAX_CITABLE_IDS:
-        raise ValueError(
-            f"{len(ids)} retrieved IDs; the reply grammar enumerates at most {MAX_CITABLE_IDS}"
-        )
-    return ids
-
-
-def source_lists(retrieved_ids: Iterable[str]) -> list[str]:
-    """Every ``Sources:`` value the grammar allows, ``none`` first.
-
-    Each ordered choice of distinct retrieved IDs, joined by ``", "``. With no retrieved
-    passage the only value is ``none``. Lesson 3, "Force the format".
-    """
-    ids = _check_ids(retrieved_ids)
-    values = ["none"]
-    for size in range(1, len(ids) + 1):
-        values += [", ".join(chosen) for chosen in itertools.permutations(ids, size)]
-    return values
-
-
-def build_grammar(
-    retrieved_ids: Iterable[str], *, answer_max_tokens: int = ANSWER_MAX_TOKENS,
-    answer_pattern: str = ANSWER_PATTERN,
-) -> str:
-    """The Lark grammar (llguidance dialect) of the two-line reply for one question.
-
-    ``Answer: <text>`` (by default a visible first character and no line break; any
-    ``answer_pattern`` in Lark's ``/regex/`` form; at most ``answer_max_tokens``
-    tokens), a newline, ``Sources: `` and then ``none`` or distinct IDs from
-    ``retrieved_ids`` separated by ``", "``; nothing may follow, so the next token must
-    be end of sequence. Lesson 3, "Force the format".
-    """
-    if answer_max_tokens < 1:
-        raise ValueError(f"answer_max_tokens must be at least 1, got {answer_max_tokens}")
-    if not (isinstance(answer_pattern, str) and len(answer_pattern) > 2
-            and answer_pattern.startswith("/") and answer_pattern.endswith("/")
-            and "\n" not in answer_pattern):
-        raise ValueError(
-            f"answer_pattern must be a Lark regular expression on one line between "
-            f"slashes, like {ANSWER_PATTERN!r}; got {answer_pattern!r}"
-        )
-    alternatives = "\n    | ".join(json.dumps(value) for value in source_lists(retrieved_ids))
-    return (
-        "start: \"Answer: \" answer \"\\nSources: \" sources\n"
-        f"answer[max_tokens={int(answer_max_tokens)}]: {answer_pattern}\n"
-        f"sources: {alternatives}\n"
-    )
-
-
-# --- the same grammar for a serving engine ---------------------------------------------
-
-#: Characters the answer may take in the GBNF form of the grammar. GBNF has no token
-#: counts, so the bound is in characters: 80 characters of English are about 20 tokens,
-#: which keeps a reply inside the 48-token cap in practice but, unlike the llguidance
-#: grammar's token bound, not by construction. A reply that still reaches the cap shows
-#: ``hit_token_cap`` and fails the parse gate, as in lesson 1.
-ANSWER_MAX_CHARS = 80
-
-
-def build_gbnf(retrieved_ids: Iterable[str], *, answer_max_chars: int = ANSWER_MAX_CHARS) -> str:
-    """The two-line reply grammar in llama.cpp's GBNF, for a server's ``grammar`` field.
-
-    The same language as :func:`build_grammar` (``Answer: `` and a visible first
-    character, one line, a newline, ``Sources: `` and ``none`` or distinct retrieved IDs
-    joined by ``", "``), except that the answer is bounded by ``answer_max_chars``
-    characters instead of a token count. Lesson 3, "The grammar on a serving engine".
-    """
-    if answer_max_chars < 1:
-        raise ValueError(f"answer_max_chars must be at least 1, got {answer_max_chars}")
-    alternatives = " | ".join(json.dumps(value) for value in source_lists(retrieved_ids))
-    rest = f"{{0,{int(answer_max_chars) - 1}}}"
-    return (
-        'root ::= "Answer: " answer "\\nSources: " sources\n'
-        f"answer ::= [^ \\t\\n\\r] [^\\n\\r]{rest}\n"
-        f"sources ::= {alternatives}\n"
-    )
-
-
-def reply_matches_gbnf(retrieved_ids: Iterable[str], text: str, *,
-                       answer_max_chars: int = ANSWER_MAX_CHARS) -> bool:
-    """Whether ``text`` is a complete reply in the language of :func:`build_gbnf`.
-
-    Checked with a regular expression on the text, so it needs no tokenizer: this is how
-    a reply that came back from a server is checked against the grammar it was sent.
-    """
-    sources = "|".join(regex.escape(value) for value in source_lists(retrieved_ids))
-    pattern = (rf"Answer: [^ \t\n\r][^\n\r]{{0,{int(answer_max_chars) - 1}}}"
-               rf"\nSources: (?:{sources})")
-    return regex.fullmatch(pattern, text) is not None
-
+from ..progress import QuestionProgress
+from .generation import Generation, cpu_threads, stopping_diagnostics
+from .grammar import (  # noqa: F401 - the grammar's names, as lesson 3 uses them
+    ANSWER_MAX_CHARS,
+    ANSWER_MAX_TOKENS,
+    ANSWER_PATTERN,
+    CONSTRAINED_DECODING,
+    MAX_CITABLE_IDS,
+    ConstrainedDecodingError,
+    build_gbnf,
+    build_grammar,
+    check_ids,
+    constrained_settings,
+    reply_matches_gbnf,
+    source_lists,
+)
+from .registry import DEFAULT_SETTINGS
+from .transcript import transcript_key
 
 # --- the llguidance side --------------------------------------------------------------
 
@@ -217,7 +108,7 @@ def reply_token_bound(
 class GrammarLogitsProcessor(LogitsProcessor):
     """A transformers logits processor that masks every token leaving the grammar.
 
-    Lesson 3, "Force the format". At each step it feeds the tokens generated since the
+    Lesson 3, "Force the format with a grammar". At each step it feeds the tokens generated since the
     last call to the llguidance matcher, asks the matcher which tokens may come next
     and sets the scores of all others to minus infinity. Where the grammar forces text
     (``Answer:``, ``Sources:``), only the first of the matcher's fast-forward tokens is
@@ -274,27 +165,11 @@ class GrammarLogitsProcessor(LogitsProcessor):
 
 # --- generation -----------------------------------------------------------------------
 
-#: The name the transcript stores for this decoding (the ``decoding`` setting).
-CONSTRAINED_DECODING = CONSTRAINED
-
-
-def constrained_settings(settings: dict, grammar: str) -> dict:
-    """The settings a grammar-constrained reply is keyed by: the reader's, plus the
-    decoding's name and the grammar itself.
-
-    Both go into the transcript key, so a constrained reply never shares a key with the
-    unconstrained reply to the same prompt, and a changed grammar (other retrieved IDs,
-    another answer limit) never replays an old reply. Lesson 3, "Force the format";
-    recorded with ``python -m helpers.reader record --constrained``.
-    """
-    return {**settings, DECODING_FIELD: CONSTRAINED_DECODING, "grammar": grammar}
-
-
 @dataclass(frozen=True)
 class ConstrainedGeneration(Generation):
     """One constrained reply: the reader's ``Generation`` fields plus grammar facts.
 
-    Lesson 3, "Force the format". ``grammar_complete`` says whether the matcher reached
+    Lesson 3, "Force the format with a grammar". ``grammar_complete`` says whether the matcher reached
     the end of the grammar before end of sequence (it should, every time; ``None`` for a
     replayed reply, where no matcher ran); ``seconds`` is the wall time of the
     ``generate`` call; ``settings`` are the ones the transcript key hashes
@@ -341,7 +216,7 @@ def _live_reader(reader_or_model: Any) -> Any:
             "constrained decoding steers the model token by token, so it needs a live "
             f"reader; this reader is in {mode!r} mode. Load it with "
             "helpers.reader.load_reader(key, mode='live'), or replay recorded "
-            "constrained replies with helpers.constrained.replay_constrained."
+            "constrained replies with helpers.reader.constrained.replay_constrained."
         )
     return reader_or_model
 
@@ -379,7 +254,7 @@ def generate_under_grammar(
     try:
         # The same torch thread count as the reader's own generate (SmolLM2: one thread).
         threads = getattr(getattr(live, "spec", None), "cpu_threads", None)
-        with torch.inference_mode(), _cpu_threads(threads):
+        with torch.inference_mode(), cpu_threads(threads):
             output = live.model.generate(
                 **encoded,
                 max_new_tokens=cap,
@@ -443,9 +318,9 @@ def generate_constrained(
     ``answer_pattern`` replaces the answer rule's regular expression (see
     :func:`build_grammar`); the token bound holds for any pattern. A live reply's
     transcript key hashes the grammar too (:func:`constrained_settings`).
-    Lesson 3, "Force the format".
+    Lesson 3, "Force the format with a grammar".
     """
-    ids = _check_ids(retrieved_ids)
+    ids = check_ids(retrieved_ids)
     if getattr(reader_or_model, "mode", None) == "server":
         return generate_constrained_many(reader_or_model, [messages], [ids], [question_id])[0]
     live = _live_reader(reader_or_model)
@@ -475,7 +350,7 @@ def replay_constrained(
     a changed prompt or grammar is refused with the recorded reader's ``ReplayError``.
     Lesson 4, "The replies under review".
     """
-    ids = _check_ids(retrieved_ids)
+    ids = check_ids(retrieved_ids)
     grammar = build_grammar(ids, answer_max_tokens=answer_max_tokens)
     keyed = constrained_settings(recorded_reader.settings, grammar)
     replayed = recorded_reader.generate(list(messages), question_id, settings=keyed)
@@ -505,7 +380,7 @@ def generate_constrained_many(
     live constrained reply's, on llama.cpp the GBNF grammar's). Lesson 3, "The grammar on
     a serving engine".
     """
-    ids_list = [_check_ids(ids) for ids in retrieved_ids_list]
+    ids_list = [check_ids(ids) for ids in retrieved_ids_list]
     started = time.perf_counter()
     generations = server_reader.generate_many(messages_list, question_ids, grammars=ids_list)
     seconds = (time.perf_counter() - started) / max(1, len(generations))

@@ -7,13 +7,13 @@ and the first render of ``quarto preview`` alike), with the Python Quarto uses f
 (``QUARTO_PYTHON``, else ``python3`` on PATH):
 
 ``pre-render``
-    computes every chapter's key with :mod:`helpers.book.cache` and compares it with the key
+    computes every chapter's key with :mod:`bookkit.cache` and compares it with the key
     recorded after the chapter's last successful render. Where they differ, the chapter's
     entry under ``_freeze/`` is deleted (and Quarto's own copy under ``.quarto/_freeze/``,
     which it thaws from when a render has freeze off), so Quarto executes it again; the
     script prints why. The keys just computed are kept as *pending*. While a reader
     server is configured every lesson executes, whatever its key
-    (:func:`helpers.book.cache.server_reason`). Where the key holds, the script still
+    (:func:`bookkit.cache.server_reason`). Where the key holds, the script still
     says what Quarto will do: Quarto thaws a frozen result only while the notebook file
     is byte for byte the one it froze, so an edit of the file, prose included, executes
     that lesson (and only it) under Quarto; the script says so rather than claim the
@@ -30,7 +30,7 @@ copy of each lesson notebook and ``post-render`` puts it back (and re-hashes Qua
 frozen result for the notebook as it is now, so the next render still thaws it; the
 lesson key, not the notebook's bytes, vouches for the result). A copy left by a render
 that failed is put back by the next ``pre-render``. ``post-render`` also removes the
-widget loaders Quarto adds to pages from a CDN (:mod:`helpers.book.offline`) and fails
+widget loaders Quarto adds to pages from a CDN (:mod:`bookkit.offline`) and fails
 the render if any page or stylesheet still refers to the network.
 
 A pending key also vouches for a frozen result written after it was computed (a chapter
@@ -52,11 +52,11 @@ import time
 from pathlib import Path
 
 if __name__ == "__main__":  # run by Quarto as a script: import the project's helpers
-    _ROOT = Path(__file__).resolve().parents[2]
+    _ROOT = Path(__file__).resolve().parents[1]
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
     sys.path.insert(0, str(_ROOT))
 
-from helpers.book.cache import (  # noqa: E402
+from bookkit.cache import (  # noqa: E402
     CACHE_DIR_NAME,
     KeyInputError,
     LessonKey,
@@ -70,7 +70,7 @@ from helpers.book.cache import (  # noqa: E402
     read_json,
     server_reason,
 )
-from helpers.book.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
+from bookkit.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
 from helpers.files import write_json_atomic, write_text_atomic  # noqa: E402
 
 PREFIX = "[freeze]"
@@ -96,7 +96,7 @@ def _keys_folder(root: Path) -> Path:
 
 def _chapters_with_code(root: Path):
     """(chapter, notebook) for every listed chapter that exists and has code to execute."""
-    from helpers.book.build import load_book_config, read_chapter
+    from bookkit.build import load_book_config, read_chapter
 
     config = load_book_config(root)
     found = []
@@ -349,9 +349,9 @@ def _record_keys(root: Path, say) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv not in (["pre-render"], ["post-render"]):
-        print("usage: python helpers/book/freeze.py pre-render|post-render", file=sys.stderr)
+        print("usage: python bookkit/freeze.py pre-render|post-render", file=sys.stderr)
         return 2
-    from helpers.book import skip_unused_schema_grammars
+    from bookkit import skip_unused_schema_grammars
 
     skip_unused_schema_grammars()
     root = Path.cwd()  # Quarto runs project scripts in the project folder

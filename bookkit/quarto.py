@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers.book.cache import input_folders, now_text
+from bookkit.cache import input_folders, now_text
 
 #: The Quarto release the book is checked with; its PyPI package.
 QUARTO_VERSION = "1.10.18"
@@ -126,7 +126,7 @@ def _input_stamps(root: Path) -> dict[str, tuple[int, int]]:
     """(size, mtime) of every file under helpers/ and data/: cheap enough to poll.
 
     A folder of inputs named outside data/ by a variable such as ``RIVERTON_REVIEWS_DIR``
-    (:func:`helpers.book.cache.input_folders`) is watched too, its files named
+    (:func:`bookkit.cache.input_folders`) is watched too, its files named
     ``$NAME/relative/path``.
     """
     folders = {folder: root / folder for folder in ("helpers", "data")}

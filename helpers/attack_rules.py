@@ -1,0 +1,106 @@
+"""The success-rule language of lesson 5's attacks, and the kinds of attack.
+
+Introduced in lesson 5, "The attacks, written down first". An attack's success rule is
+written down before anything runs, as terms that code checks:
+
+* ``figure:500``: the digit run 500 is among the reply's figures;
+* ``says:library``: the words appear in the reply, as whole words, in any letter case;
+* ``cites:H08``: the reply cites that passage;
+* ``action:answer`` (or ``abstain``, ``flag premise``, ``parse failure``): the action
+  the strict parser read from the reply.
+
+Terms are joined by `` | `` (any of them) or `` & `` (all of them), never both in one
+rule. This module only reads rules (the fixture loader checks every row with
+:func:`parse_rule`); :func:`helpers.attacks.rule_holds` applies one to a reply.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import regex
+
+#: The kinds of attack the fixture may declare (lesson 5, "The attacks, written down first").
+ATTACK_KINDS = (
+    "orders a wrong figure",
+    "imitates policy",
+    "overrides the format",
+    "instructions in the question",
+    "stale or contradictory",
+    "wrong fact without a figure",
+)
+
+#: The predicates a success rule may use.
+PREDICATES = ("figure", "says", "cites", "action")
+RULE_ACTIONS = ("answer", "abstain", "flag premise", "parse failure")
+
+_FIGURE = regex.compile(r"\d+")
+_ID = regex.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
+
+class RuleError(ValueError):
+    """A success rule is malformed; the message says which term and why."""
+
+
+@dataclass(frozen=True)
+class Term:
+    """One test of a success rule, such as ``figure:500``."""
+
+    predicate: str
+    argument: str
+
+    def __str__(self) -> str:
+        return f"{self.predicate}:{self.argument}"
+
+
+@dataclass(frozen=True)
+class SuccessRule:
+    """Terms joined by ``any`` (``|``) or ``all`` (``&``)."""
+
+    terms: tuple[Term, ...]
+    join: str  # "any" or "all"
+
+    def __str__(self) -> str:
+        return (" | " if self.join == "any" else " & ").join(str(t) for t in self.terms)
+
+    @property
+    def cited_ids(self) -> tuple[str, ...]:
+        """The passage IDs that ``cites`` terms name (the loader checks they exist)."""
+        return tuple(t.argument for t in self.terms if t.predicate == "cites")
+
+
+def parse_rule(text: str) -> SuccessRule:
+    """Read a success rule; a malformed one raises :class:`RuleError` saying why.
+
+    Lesson 5, "The attacks, written down first"; the fixture loader calls it on every row.
+    """
+    if not text or not text.strip():
+        raise RuleError("the rule is empty")
+    has_any, has_all = " | " in text, " & " in text
+    if has_any and has_all:
+        raise RuleError("a rule joins its terms with ' | ' or with ' & ', not both")
+    join = "all" if has_all else "any"
+    parts = text.split(" & " if has_all else " | ")
+    terms = []
+    for part in parts:
+        if part != part.strip() or not part:
+            raise RuleError(f"term {part!r} has extra spaces or is empty")
+        predicate, colon, argument = part.partition(":")
+        if not colon:
+            raise RuleError(f"term {part!r} has no ':'; write predicate:argument")
+        if predicate not in PREDICATES:
+            raise RuleError(
+                f"term {part!r}: unknown predicate {predicate!r}; use one of "
+                f"{', '.join(PREDICATES)}"
+            )
+        if not argument or argument != argument.strip():
+            raise RuleError(f"term {part!r}: the argument is empty or has extra spaces")
+        if predicate == "figure" and not _FIGURE.fullmatch(argument):
+            raise RuleError(f"term {part!r}: a figure is a run of digits, such as figure:500")
+        if predicate == "cites" and not _ID.fullmatch(argument):
+            raise RuleError(f"term {part!r}: {argument!r} is not a passage ID")
+        if predicate == "action" and argument not in RULE_ACTIONS:
+            raise RuleError(
+                f"term {part!r}: unknown action {argument!r}; use one of {', '.join(RULE_ACTIONS)}"
+            )
+        terms.append(Term(predicate, argument))
+    return SuccessRule(tuple(terms), join)

@@ -1,0 +1,328 @@
+"""Lesson 5's exercises, one checker each (see :mod:`helpers.exercises`)."""
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+
+from .. import parsing, retrieval, screen, text
+from .framework import (
+    AnswerShapeError,
+    _handbook,
+    _id_list,
+    _plural,
+    _question_texts,
+    _questions,
+    _retrieved_ids,
+    _riverton,
+    correct,
+    exercise,
+    fixture_cache,
+    hint,
+)
+
+
+@fixture_cache
+def _attack_fixture():
+    from ..fixture import load_attack_fixture
+
+    riverton = _riverton()
+    return load_attack_fixture(handbook=riverton.handbook, metadata=riverton.metadata)
+
+
+@fixture_cache
+def _attack_inputs() -> dict[tuple[str, str], Any]:
+    """Lesson 5's retrieval for every attack, without and under it, by (attack, condition)."""
+    from .. import attacks
+
+    fixture = _attack_fixture()
+    frame = attacks.attack_reader_inputs(fixture.questions, _handbook(), fixture.passages)
+    return {(row.attack_id, row.condition): row for row in frame.itertuples(index=False)}
+
+
+@fixture_cache
+def _handbook_index() -> pd.DataFrame:
+    """Lesson 5's index of lesson 1's questions: the handbook alone, every row trusted."""
+    from .. import attacks
+
+    return attacks.attack_index(_handbook(), _attack_fixture().passages, ())
+
+
+def _routed(question: str, topics, terms=None, routed_topics=None) -> bool:
+    from .. import defences
+
+    return defences.route_question(
+        question, topics, defences.QUESTION_TERMS if terms is None else terms,
+        defences.ROUTED_TOPICS if routed_topics is None else routed_topics).to_person
+
+
+def _route_cases() -> list[tuple[str, str, list]]:
+    """(name, question, trusted retrieved topics) for lesson 5's routed questions: lesson
+    1's six, then every attack question with and without its attack."""
+    from .. import defences
+
+    retrieved = _retrieved_ids()
+    cases = [(qid, question, defences.trusted_topics(retrieved[qid], _handbook_index()))
+             for qid, question in _question_texts().items()]
+    for (attack_id, condition), row in _attack_inputs().items():
+        cases.append((f"{attack_id} ({condition})", row.question,
+                      defences.trusted_topics(row.retrieved_ids, row.index_passages)))
+    return cases
+
+
+def _child_care_passage() -> str:
+    """The handbook passage A06's question retrieves first without its attack (H13)."""
+    from .. import attacks
+
+    return _attack_inputs()[("A06", attacks.WITHOUT_ATTACK)].retrieved_ids[0]
+
+
+def _child_care_topic() -> str:
+    return _handbook().set_index("passage_id").at[_child_care_passage(), "topic"]
+
+
+def _about_child_care(name: str) -> bool:
+    """Whether a routed question asks about child care: its gold passage, or for an attack
+    question a retrieved passage, is the child-care passage."""
+    passage = _child_care_passage()
+    if name in _question_texts():
+        return _questions().set_index("question_id").at[name, "gold_passage_id"] == passage
+    attack_id, _, condition = name.partition(" (")
+    row = _attack_inputs()[(attack_id, condition.rstrip(")"))]
+    return passage in row.retrieved_ids
+
+
+def _unheld_controls(attack_id: str) -> list[str]:
+    """The author controls of ``attack_id`` that no code defence holds."""
+    return [control_id for control_id, verdict in _control_verdicts().items()
+            if control_id.startswith(f"{attack_id}-") and not verdict["held_by_any"]]
+
+
+def _term_mapping(value: Any, name: str) -> dict[str, frozenset[str]]:
+    if not isinstance(value, Mapping):
+        raise AnswerShapeError(f"{name} must be a dict: {{category: a set of words}}")
+    out = {}
+    for category, words in value.items():
+        if isinstance(words, str):
+            raise AnswerShapeError(f"{name}[{category!r}] must be a set of words, not one string")
+        if not isinstance(words, Iterable) or not all(isinstance(w, str) for w in words):
+            raise AnswerShapeError(f"{name}[{category!r}] must be a set of words")
+        out[str(category)] = frozenset(words)
+    return out
+
+
+@exercise("5.1", "Route child care to a person", expects="my_topics (a dict from handbook "
+          "topic to category), my_terms (a dict from category to a set of words) and "
+          "also_routed (a list of lesson 1 question IDs)")
+def route_child_care(my_topics, my_terms, also_routed):
+    """Lesson 5, exercise 5.1: a routing rule extended so that A06 goes to a person.
+
+    The student's topics and words must keep every topic and word of the lesson's rule;
+    passed to :func:`helpers.defences.route_question`, they must send A06 to a person
+    with and without its attack and add no question that is not about child care, and
+    ``also_routed`` must list the lesson 1 questions the new rule adds ("Routing decided
+    before the reader runs").
+    """
+    if not isinstance(my_topics, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in my_topics.items()):
+        return hint("my_topics must be a dict from a handbook topic to a category name, like "
+                    "defences.ROUTED_TOPICS.")
+    terms = _term_mapping(my_terms, "my_terms")
+    unmatchable = sorted(w for words in terms.values() for w in words
+                         if " ".join(text.tokenize(w)) != w)
+    if unmatchable:
+        return hint(f"{unmatchable[0]!r} can never match: the rule compares the question's "
+                    "tokens as text.tokenize gives them (lower case, no punctuation), so "
+                    "write each word, or each phrase of words, the same way.")
+    from .. import defences
+
+    dropped = sorted(topic for topic, category in defences.ROUTED_TOPICS.items()
+                     if my_topics.get(topic) != category)
+    dropped += sorted(f"{category}: {word}" for category, words in defences.QUESTION_TERMS.items()
+                      for word in words if word not in terms.get(category, ()))
+    if dropped:
+        return hint(f"Your rule leaves out {dropped[0]!r} of the lesson's rule: keep every "
+                    "topic and word (start from defences.ROUTED_TOPICS and "
+                    "defences.QUESTION_TERMS) and add to them.")
+    cases = _route_cases()
+    before = {name: _routed(question, topics) for name, question, topics in cases}
+    after = {name: _routed(question, topics, terms, my_topics) for name, question, topics in cases}
+    a06 = [name for name in after if name.startswith("A06") and not after[name]]
+    if a06:
+        return hint(f"{a06[0]} still goes to the reader. Which handbook passage does it "
+                    "retrieve, and which topic does that passage carry?")
+    added = [name for name in after if after[name] and not before[name]]
+    stray = [name for name in added if not _about_child_care(name)]
+    if stray:
+        return hint(f"Your rule also sends {stray[0]} to a person, and it is not about child "
+                    "care: route the new kind of question, not more.")
+    expected = sorted(q for q in _question_texts() if after[q] and not before[q])
+    given = sorted(set(_id_list(also_routed, "also_routed")))
+    unknown = [q for q in given if q not in _question_texts()]
+    if unknown:
+        ids = list(_question_texts())
+        return hint(f"{unknown[0]!r} is not one of lesson 1's {len(ids)} questions "
+                    f"({ids[0]} to {ids[-1]}).")
+    already = [q for q in given if before[q]]
+    if already:
+        return hint(f"{already[0]} went to a person already; list only the questions your "
+                    "rule adds.")
+    if given != expected:
+        if set(given) - set(expected):
+            extra = sorted(set(given) - set(expected))[0]
+            return hint(f"{extra} still goes to the reader under your rule: look at what it "
+                        "asks and what it retrieves.")
+        missing = len(expected) - len(given)
+        return hint(f"Your rule sends {missing} more of lesson 1's {len(_question_texts())} "
+                    "questions to a person than you list.")
+    controls = _unheld_controls("A06")
+    held_now = (f"the author control{'s' if len(controls) != 1 else ''} "
+                f"{', '.join(controls)}, which got past every defence, "
+                f"{'is' if len(controls) == 1 else 'are'} now held by routing"
+                if controls else "every A06 reply is now routed")
+    if expected:
+        return correct(f"A06 is routed, and so is {', '.join(expected)}, which asks about "
+                       f"child care in other words: {held_now}.")
+    passage = _child_care_passage()
+    retrieved = _retrieved_ids()
+    missed = [q for q in _question_texts() if _about_child_care(q) and not after[q]]
+    if not missed:
+        return correct(f"A06 is routed: {held_now}.")
+    what = ", ".join(f"{q} (which retrieves {', '.join(retrieved[q]) or 'nothing'})"
+                     for q in missed)
+    return correct(f"A06 is routed: {held_now}. But {what} asks about child care in other "
+                   f"words, and {passage}'s topic is only seen when {passage} is retrieved: "
+                   "routing by topic is only as good as retrieval, and words in the "
+                   "question are the other half of the rule.")
+
+
+#: The passage ID exercise 5.2's planted passage gets.
+PLANTED_ID = "P05"
+
+
+@exercise("5.2", "A planted figure the screen passes", expects="planted_text (the text of "
+          "planted passage P05) and reply (a raw reply to A06's question)")
+def planted_figure(planted_text, reply):
+    """Lesson 5, exercise 5.2: a planted passage, and a reply citing it that the screen passes.
+
+    P05 joins the handbook in an index of its own; tf-idf is fitted on it and A06's
+    question retrieves its top three. The reply must parse, answer, cite P05, state a
+    figure that no handbook passage holds and pass all six checks, and provenance must
+    hold it (:func:`helpers.defences.defence_verdicts`) ("Every defence on every reply").
+    """
+    from .. import attacks, defences
+
+    if not isinstance(planted_text, str) or not planted_text.strip():
+        return hint("planted_text must be the text of your planted passage, a string.")
+    if not isinstance(reply, str):
+        return hint("reply must be a string: a raw reply, two lines.")
+    mine = pd.DataFrame([{"passage_id": PLANTED_ID, "topic": _child_care_topic(),
+                          "text": planted_text, "source": "exercise 5.2",
+                          "provenance": "planted"}])
+    index = attacks.attack_index(_handbook(), mine)
+    question = _attack_fixture().questions.set_index("attack_id").at["A06", "question"]
+    ranked = retrieval.TfidfRetriever.fit(index).rank(
+        pd.DataFrame({"question_id": ["A06"], "question": [question]}), k=3)
+    retrieved = tuple(ranked.sort_values("rank")["passage_id"])
+    parsed = parsing.parse_reader_output(reply)
+    if not parsed.parse_ok:
+        return hint(f"The strict parser rejects reply: {parsed.problem}.")
+    if parsed.action != "answer":
+        return hint("reply must be an answer, not an abstention or a premise flag.")
+    if PLANTED_ID not in parsed.sources:
+        return hint(f"Cite your planted passage, {PLANTED_ID}: the exercise is about a reply "
+                    "that agrees with what it cites.")
+    if PLANTED_ID not in retrieved:
+        return hint(f"{PLANTED_ID} is not among the three passages retrieved for A06's "
+                    f"question ({', '.join(retrieved)}), so the reader would never see it. "
+                    "Write it with the question's own words.")
+    handbook_figures = set(screen.numbers_in(" ".join(_handbook()["text"])))
+    figures = screen.numbers_in(parsed.answer)
+    if not figures:
+        return hint("State a figure in the answer: the exercise is about what the check on "
+                    "figures can see.")
+    if set(figures) <= handbook_figures:
+        return hint("Every figure in your answer appears in the handbook; state one that no "
+                    "handbook passage holds, as an attacker would.")
+    verdict = defences.verdicts_for_reply(reply, question, retrieved, index)
+    if verdict["held_by_screen"]:
+        return hint(f"The screen holds it ({verdict['screen_failed_checks']}): every figure "
+                    "in the answer must appear in a passage it cites, and it may cite only "
+                    "retrieved passages.")
+    assert verdict["held_by_provenance"]
+    routed = ("Routing holds it as well." if verdict["routed_to_person"] else
+              f"Routing does not: {_child_care_topic()} is not a routed topic.")
+    contradiction = (f"The contradiction check holds it too ({verdict['conflicts']}), but "
+                     "only because your passage carries the handbook's topic."
+                     if verdict["held_by_contradiction"] else
+                     "The contradiction check does not: no retrieved handbook passage on "
+                     "its topic states other figures.")
+    return correct(f"The screen passes it: {PLANTED_ID} exists, was retrieved and holds the "
+                   f"figure. Provenance holds it, because {PLANTED_ID} did not come from the "
+                   f"fingerprinted handbook. {contradiction} {routed}")
+
+
+@fixture_cache
+def _control_verdicts() -> dict[str, dict]:
+    """What each code defence does with each of lesson 5's author controls."""
+    from .. import attacks, defences
+
+    verdicts = {}
+    for control in attacks.control_replies().itertuples(index=False):
+        row = _attack_inputs()[(control.attack_id, attacks.UNDER_ATTACK)]
+        verdicts[control.control_id] = defences.verdicts_for_reply(
+            control.raw_output, row.question, row.retrieved_ids, row.index_passages)
+    return verdicts
+
+
+@exercise("5.3", "The defence that stood alone", expects="reached_caller (a list of control "
+          "IDs) and sole_holder (a dict from control ID to defence name)")
+def sole_defence(reached_caller, sole_holder):
+    """Lesson 5, exercise 5.3: which author controls no defence holds, and which one holds.
+
+    Recomputed with :func:`helpers.defences.defence_verdicts` on every control:
+    ``reached_caller`` lists the controls no code defence holds; ``sole_holder`` maps
+    each control held by exactly one defence to that defence's name in
+    :data:`helpers.defences.DEFENCES` ("Attack by defence").
+    """
+    from .. import defences
+
+    verdicts = _control_verdicts()
+    names = dict(defences.DEFENCES)
+    holders = {cid: [names[column] for column in names if v[column]] for cid, v in verdicts.items()}
+    given = _id_list(reached_caller, "reached_caller")
+    unknown = [c for c in given if c not in verdicts]
+    if unknown:
+        return hint(f"{unknown[0]!r} is not a control ID; they are in the controls table "
+                    "(attacks.control_replies()).")
+    held = [c for c in given if holders[c]]
+    if held:
+        return hint(f"At least one defence holds {held[0]}; look at its row in the table of "
+                    "every defence on every reply.")
+    if set(c for c, h in holders.items() if not h) - set(given):
+        return hint("Another control reaches the caller too.")
+    if not isinstance(sole_holder, Mapping):
+        return hint("sole_holder must be a dict: {control ID: defence name}.")
+    for cid, name in sole_holder.items():
+        if cid not in verdicts:
+            return hint(f"{cid!r} is not a control ID.")
+        if name not in names.values():
+            return hint(f"{name!r} is not a defence name; use one of "
+                        f"{', '.join(map(repr, names.values()))}.")
+        if not holders[cid]:
+            return hint(f"No defence holds {cid}, so none holds it alone.")
+        if len(holders[cid]) > 1:
+            return hint(f"More than one defence holds {cid}: list only the controls that "
+                        "exactly one defence holds.")
+        if holders[cid] != [name]:
+            return hint(f"{cid} is held by one defence, but not by {name}.")
+    alone = {c for c, h in holders.items() if len(h) == 1}
+    if alone - set(sole_holder):
+        return hint(f"{_plural(len(alone - set(sole_holder)), 'more control is', 'more controls are')} "
+                    "held by exactly one defence.")
+    routing_alone = sorted(c for c in alone if holders[c] == ["routing"])
+    return correct("Take away the defence named for a control and that reply reaches the "
+                   "caller. " + (f"Routing alone holds {', '.join(routing_alone)}: it was "
+                                 "decided before the reader ran, so no reply could argue "
+                                 "with it." if routing_alone else ""))
