@@ -31,7 +31,6 @@ from pathlib import Path
 
 from bookkit.build import load_book_config, read_chapter
 from bookkit.cache import ExecutionCache, ProjectInputs, has_code
-from helpers.paths import PROJECT_ROOT
 from helpers.review import REVIEWS_ENV
 from lesson_outputs import LessonRun, chapter_source
 from projects import copy_project
@@ -39,9 +38,9 @@ from projects import copy_project
 #: The reader settings of every lesson the session executes or builds.
 SESSION_SETTINGS = {
     "RIVERTON_READER_MODE": "recorded",
-    # A folder that does not exist: lesson 4 finds no student review, whatever a developer
-    # keeps in data/reviews.
-    REVIEWS_ENV: str(PROJECT_ROOT / "tests" / "no-student-reviews"),
+    # A folder that does not exist (read from the project folder, where lessons run):
+    # lesson 4 finds no student review, whatever a developer keeps in data/reviews.
+    REVIEWS_ENV: "tests/no-student-reviews",
 }
 
 #: What each engine's build prints last (bookkit.build).
