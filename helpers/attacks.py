@@ -233,13 +233,15 @@ def run_attacks(small_reader, inputs: pd.DataFrame,
     :func:`attack_reader_inputs`' table; each ``(condition, prompt, column)`` of ``plan``
     takes that condition's rows and the messages in ``column``. ``constrained`` decodes
     under lesson 3's reply grammar for the retrieved IDs
-    (:func:`helpers.reader.constrained.generate_constrained`). While a person runs it, a
-    progress bar names the reply in progress, such as "A03 under attack, quoting
-    prompt, constrained" (:class:`helpers.progress.QuestionProgress`); a book build
-    shows none. One row per reply, in plan order, with its wall time in ``seconds``.
+    (:func:`helpers.reader.constrained.generate_constrained`). The prompts of each
+    decoding are decoded in batches; while a person runs it, a progress bar names the
+    replies of the batch in progress, such as "A03 under attack, quoting prompt,
+    constrained" (:class:`helpers.progress.QuestionProgress`); a book build shows none.
+    One row per reply, in plan order, with ``seconds``: its batch's wall time divided by
+    the replies in it.
     """
-    from .reader.constrained import generate_constrained
     from .progress import QuestionProgress
+    from .reader.constrained import generate_constrained_batches
 
     unknown = sorted(set(decodings) - set(DECODINGS))
     if unknown:
@@ -251,24 +253,33 @@ def run_attacks(small_reader, inputs: pd.DataFrame,
                 name = f"{row.attack_id} {condition}, {prompt_name}, {decoding}"
                 jobs.append((name, (row, condition, prompt_name, getattr(row, column), decoding)))
     label = f"{small_reader.model_id.rsplit('/', 1)[-1]} ({small_reader.mode})"
-    rows = []
+    done: dict[int, tuple] = {}
     with QuestionProgress(len(jobs), label, unit="reply") as bar:
-        for _, (row, condition, prompt_name, messages, decoding) in bar.track(jobs):
+        for decoding in decodings:
+            mine = [(number, job) for number, (_, job) in enumerate(jobs) if job[4] == decoding]
+            names = [jobs[number][0] for number, _ in mine]
+            messages = [job[3] for _, job in mine]
             started = time.perf_counter()
             if decoding == "unconstrained":
-                generation = small_reader.generate(messages, row.attack_id)
+                replies = small_reader.generate_many(messages, names, bar=bar)
             else:
-                generation = generate_constrained(small_reader, messages, row.retrieved_ids,
-                                                  row.attack_id)
-            rows.append({
-                "attack_id": row.attack_id, "condition": condition, "prompt": prompt_name,
-                "decoding": decoding, "raw_output": generation.raw_output,
-                "output_tokens": generation.output_tokens,
-                "ended_by_eos": generation.ended_by_eos,
-                "hit_token_cap": generation.hit_token_cap,
-                "retrieved_ids": row.retrieved_ids,
-                "seconds": time.perf_counter() - started,
-            })
+                replies = generate_constrained_batches(
+                    small_reader, messages, [job[0].retrieved_ids for _, job in mine], names,
+                    bar=bar)
+            seconds = (time.perf_counter() - started) / max(1, len(mine))
+            done.update((number, (reply, seconds)) for (number, _), reply in zip(mine, replies))
+    rows = []
+    for number, (_, (row, condition, prompt_name, _, decoding)) in enumerate(jobs):
+        generation, seconds = done[number]
+        rows.append({
+            "attack_id": row.attack_id, "condition": condition, "prompt": prompt_name,
+            "decoding": decoding, "raw_output": generation.raw_output,
+            "output_tokens": generation.output_tokens,
+            "ended_by_eos": generation.ended_by_eos,
+            "hit_token_cap": generation.hit_token_cap,
+            "retrieved_ids": row.retrieved_ids,
+            "seconds": seconds,
+        })
     return pd.DataFrame(rows, columns=RUN_COLUMNS)
 
 

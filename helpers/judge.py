@@ -171,16 +171,18 @@ def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
     label = f"{judge.model_id.rsplit('/', 1)[-1]} judge ({judge.mode})"
     with QuestionProgress(len(distinct), label, show=judge.mode != "recorded",
                           unit="reply") as bar:
-        for request_id, messages in bar.track(zip(distinct["request_id"],
-                                                  distinct["messages"])):
-            if judge.mode == "live":
-                from .reader.constrained import generate_under_grammar
+        if judge.mode == "live":
+            from .reader.constrained import generate_under_grammars
 
-                reply = generate_under_grammar(judge, messages, JUDGE_GRAMMAR, request_id,
-                                               settings=JUDGE_SETTINGS)
-            else:
-                reply = judge.generate(messages, request_id, settings=settings)
-            answers[request_id] = reply
+            # Decoded in batches, each reply under the one-word grammar.
+            replies = generate_under_grammars(
+                judge, list(distinct["messages"]), [JUDGE_GRAMMAR] * len(distinct),
+                list(distinct["request_id"]), settings=JUDGE_SETTINGS, bar=bar)
+            answers.update(zip(distinct["request_id"], replies))
+        else:
+            for request_id, messages in bar.track(zip(distinct["request_id"],
+                                                      distinct["messages"])):
+                answers[request_id] = judge.generate(messages, request_id, settings=settings)
     frame = requests.copy()
     frame["judge_generation"] = pd.Series([answers[r] for r in frame["request_id"]],
                                           index=frame.index, dtype=object)

@@ -22,7 +22,7 @@ the published page. So the bars stay off whenever a build runs the code:
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 #: Set (to the engine's name) by the book build in the kernels that execute the lessons.
@@ -105,10 +105,17 @@ class QuestionProgress:
         self.question_id = str(question_id)
         self._bar.set_postfix_str(self.question_id, refresh=True)
 
-    def finished(self) -> None:
-        """Count the question in progress as done."""
-        self._done += 1
-        self._bar.update(1)
+    def finished(self, count: int = 1) -> None:
+        """Count the question in progress (or the ``count`` questions of a batch) as done."""
+        self._done += count
+        self._bar.update(count)
+
+    def working_on_batch(self, question_ids: Sequence[str]) -> None:
+        """Show the questions of the batch in progress: all of them when they are few,
+        else the first, the last and how many."""
+        ids = [str(q) for q in question_ids]
+        label = ", ".join(ids) if len(ids) <= 4 else f"{ids[0]} … {ids[-1]} ({len(ids)} together)"
+        self.working_on(label)
 
     def track(self, pairs: Iterable[tuple[str, T]]) -> Iterator[tuple[str, T]]:
         """Yield each ``(question_id, item)``, naming it on the bar first, counting it after."""

@@ -21,6 +21,7 @@ import pandas as pd
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from ..progress import QuestionProgress
+from . import decoding
 from .generation import Generation, cpu_threads, stopping_diagnostics
 from .grammar import (  # noqa: F401 - the grammar's names, as lesson 3 uses them
     ANSWER_MAX_CHARS,
@@ -108,12 +109,13 @@ def reply_token_bound(
 class GrammarLogitsProcessor(LogitsProcessor):
     """A transformers logits processor that masks every token leaving the grammar.
 
-    Lesson 3, "Force the format with a grammar". At each step it feeds the tokens generated since the
-    last call to the llguidance matcher, asks the matcher which tokens may come next
-    and sets the scores of all others to minus infinity. Where the grammar forces text
-    (``Answer:``, ``Sources:``), only the first of the matcher's fast-forward tokens is
-    allowed, so forced text is spelled in the tokenizer's usual tokens. Greedy search
-    then takes the best allowed token. Batch size one only.
+    Lesson 3, "Force the format with a grammar". At each step it feeds the tokens
+    generated since the last call to the llguidance matcher, asks the matcher which tokens
+    may come next and sets the scores of all others to minus infinity. Where the grammar
+    forces text (``Answer:``, ``Sources:``), only the first of the matcher's fast-forward
+    tokens is allowed, so forced text is spelled in the tokenizer's usual tokens. Greedy
+    search then takes the best allowed token. One processor follows one sequence; a
+    batch gives each row its own (:meth:`allowed_after`).
     """
 
     def __init__(self, hf_tokenizer: Any, grammar: str, prompt_length: int) -> None:
@@ -154,6 +156,12 @@ class GrammarLogitsProcessor(LogitsProcessor):
         width = min(vocab_width, bits.shape[1], self.vocab_size)
         allowed[0, :width] = bits[0, :width]
         return allowed
+
+    def allowed_after(self, generated: list[int], vocab_width: int) -> Any:
+        """The tokens allowed after the row's ``generated`` tokens (a boolean tensor of
+        ``vocab_width``): what one row of a batch asks (:mod:`helpers.reader.decoding`)."""
+        self.consume(generated[len(self.consumed):])
+        return self.allowed_mask(vocab_width)[0]
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         if input_ids.shape[0] != 1:
@@ -197,6 +205,11 @@ class _PairReader:
         eos = [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
         self.eos_ids = {int(i) for i in eos} | {int(tokenizer.eos_token_id)}
 
+    @property
+    def pad_id(self) -> int:
+        pad_id = self.tokenizer.pad_token_id
+        return min(self.eos_ids) if pad_id is None else int(pad_id)
+
     def encode(self, messages: list[dict]) -> Any:
         return self.tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
@@ -221,6 +234,50 @@ def _live_reader(reader_or_model: Any) -> Any:
     return reader_or_model
 
 
+def _finish_under_grammar(live, messages: list[dict], question_id: str, n_prompt: int,
+                          new_ids: list[int], processor: GrammarLogitsProcessor, grammar: str,
+                          settings: dict, retrieved_ids: tuple[str, ...],
+                          seconds: float) -> ConstrainedGeneration:
+    """The :class:`ConstrainedGeneration` of a reply decoded under ``processor``'s grammar."""
+    cap = int(settings["max_new_tokens"])
+    eos_ids = set(live.eos_ids)
+    count, ended_by_eos, hit_cap = stopping_diagnostics(new_ids, eos_ids, cap)
+    new_ids = new_ids[:count]
+    # Feed the matcher every generated token but the final end of sequence: it must then
+    # be in an accepting state, which is what "the reply completed the grammar" means.
+    body = new_ids[:-1] if ended_by_eos else new_ids
+    try:
+        processor.consume(body[len(processor.consumed):])
+    except ConstrainedDecodingError as error:
+        raise ConstrainedDecodingError(f"{question_id}: {error}") from error
+    keyed = constrained_settings(settings, grammar)
+    return ConstrainedGeneration(
+        question_id=question_id,
+        raw_output=live.tokenizer.decode(new_ids, skip_special_tokens=True),
+        output_tokens=count,
+        ended_by_eos=ended_by_eos,
+        hit_token_cap=hit_cap,
+        prompt_tokens=n_prompt,
+        mode="live",
+        model_id=live.model_id,
+        revision=live.revision,
+        key=live.key(messages, keyed),
+        token_ids=tuple(new_ids),
+        constrained=True,
+        retrieved_ids=tuple(retrieved_ids),
+        grammar_complete=ended_by_eos and bool(processor.matcher.is_accepting()),
+        seconds=seconds,
+        settings=keyed,
+    )
+
+
+def _greedy_settings(live, settings: dict | None, question_id: str) -> dict:
+    settings = dict(live.settings if settings is None else settings)
+    if settings.get("do_sample"):
+        raise ConstrainedDecodingError(f"{question_id}: constrained decoding here is greedy only")
+    return settings
+
+
 def generate_under_grammar(
     reader_or_model: Any,
     messages: Sequence[dict],
@@ -229,20 +286,20 @@ def generate_under_grammar(
     settings: dict | None = None,
     retrieved_ids: Iterable[str] = (),
 ) -> ConstrainedGeneration:
-    """Generate one reply greedily under any llguidance ``grammar``.
+    """Generate one reply greedily under any llguidance ``grammar``, through transformers'
+    own ``generate``.
 
     ``settings`` (greedy, ``max_new_tokens``, ``repetition_penalty``) default to the
     reader's; the returned generation is keyed by them plus the grammar
     (:func:`constrained_settings`). :func:`generate_constrained` calls this with the
-    two-line reply grammar; lesson 4's judge with a one-word grammar.
+    two-line reply grammar; lesson 4's judge with a one-word grammar. Several prompts
+    decode together with :func:`generate_under_grammars`.
     """
     import torch
 
     live = _live_reader(reader_or_model)
     tokenizer = live.tokenizer
-    settings = dict(live.settings if settings is None else settings)
-    if settings.get("do_sample"):
-        raise ConstrainedDecodingError(f"{question_id}: constrained decoding here is greedy only")
+    settings = _greedy_settings(live, settings, question_id)
     cap = int(settings["max_new_tokens"])
     messages = list(messages)
     encoded = live.encode(messages)
@@ -271,31 +328,74 @@ def generate_under_grammar(
         raise ConstrainedDecodingError(f"{question_id}: {error}") from error
     seconds = time.perf_counter() - started
     new_ids = [int(t) for t in output[0, n_prompt:]]
-    count, ended_by_eos, hit_cap = stopping_diagnostics(new_ids, set(eos_ids), cap)
-    new_ids = new_ids[:count]
-    # Feed the matcher every generated token but the final end of sequence: it must then
-    # be in an accepting state, which is what "the reply completed the grammar" means.
-    body = new_ids[:-1] if ended_by_eos else new_ids
-    processor.consume(body[len(processor.consumed) :])
-    keyed = constrained_settings(settings, grammar)
-    return ConstrainedGeneration(
-        question_id=question_id,
-        raw_output=tokenizer.decode(new_ids, skip_special_tokens=True),
-        output_tokens=count,
-        ended_by_eos=ended_by_eos,
-        hit_token_cap=hit_cap,
-        prompt_tokens=n_prompt,
-        mode="live",
-        model_id=live.model_id,
-        revision=live.revision,
-        key=live.key(messages, keyed),
-        token_ids=tuple(new_ids),
-        constrained=True,
-        retrieved_ids=tuple(retrieved_ids),
-        grammar_complete=ended_by_eos and bool(processor.matcher.is_accepting()),
-        seconds=seconds,
-        settings=keyed,
-    )
+    return _finish_under_grammar(live, messages, question_id, n_prompt, new_ids, processor,
+                                 grammar, settings, tuple(retrieved_ids), seconds)
+
+
+def generate_under_grammars(
+    reader_or_model: Any,
+    messages_list: Sequence[Sequence[dict]],
+    grammars: Sequence[str],
+    question_ids: Sequence[str],
+    settings: dict | None = None,
+    retrieved_ids_list: Sequence[Iterable[str]] | None = None,
+    *,
+    size: int | None = None,
+    bar: Any = None,
+) -> list[ConstrainedGeneration]:
+    """One greedy reply per prompt, each under its own llguidance grammar, decoded
+    ``size`` prompts at a time (default: :func:`helpers.reader.decoding.batch_size`).
+
+    Each row of a batch keeps its own grammar state; batch size 1 runs
+    :func:`generate_under_grammar` for each prompt. ``seconds`` is a batch's wall time
+    divided by its prompts. ``bar``, when given, names the questions of the batch in
+    progress. Lesson 3, "Run the same six prompts under the grammar".
+    """
+    import torch
+
+    live = _live_reader(reader_or_model)
+    messages_list = [list(m) for m in messages_list]
+    question_ids = list(question_ids)
+    ids_list = [tuple(ids) for ids in (retrieved_ids_list or [()] * len(messages_list))]
+    size = decoding.batch_size(size)
+    settings = _greedy_settings(live, settings, question_ids[0] if question_ids else "?")
+    jobs = list(zip(question_ids, messages_list, grammars, ids_list))
+    results: list[ConstrainedGeneration] = []
+    for chunk in decoding.batches(jobs, size):
+        if bar is not None:
+            bar.working_on_batch([q for q, *_ in chunk])
+        if size == 1:
+            results += [generate_under_grammar(live, m, g, q, settings, ids) for q, m, g, ids in chunk]
+        else:
+            prompts = [live.encode(m)["input_ids"][0].tolist() for _, m, _, _ in chunk]
+            processors = [GrammarLogitsProcessor(live.tokenizer, g, len(p))
+                          for (_, _, g, _), p in zip(chunk, prompts)]
+            width = live.model.get_output_embeddings().weight.shape[0]
+
+            def rule(processor, question_id):
+                def allowed(generated):
+                    try:
+                        return processor.allowed_after(generated, width)
+                    except ConstrainedDecodingError as error:
+                        raise ConstrainedDecodingError(f"{question_id}: {error}") from error
+                return allowed
+
+            threads = getattr(getattr(live, "spec", None), "cpu_threads", None)
+            started = time.perf_counter()
+            with torch.inference_mode(), cpu_threads(threads):
+                replies = decoding.greedy_batch(
+                    live.model, prompts, max_new_tokens=int(settings["max_new_tokens"]),
+                    repetition_penalty=settings["repetition_penalty"], eos_ids=set(live.eos_ids),
+                    pad_id=live.pad_id,
+                    allowed=[rule(proc, q) for proc, (q, *_) in zip(processors, chunk)])
+            seconds = (time.perf_counter() - started) / len(chunk)
+            results += [_finish_under_grammar(live, m, q, len(p), ids, proc, g, settings, rids,
+                                              seconds)
+                        for (q, m, g, rids), p, ids, proc in zip(chunk, prompts, replies,
+                                                                  processors)]
+        if bar is not None:
+            bar.finished(len(chunk))
+    return results
 
 
 def generate_constrained(
@@ -324,6 +424,14 @@ def generate_constrained(
     if getattr(reader_or_model, "mode", None) == "server":
         return generate_constrained_many(reader_or_model, [messages], [ids], [question_id])[0]
     live = _live_reader(reader_or_model)
+    grammar = _reply_grammar(live, ids, question_id, answer_max_tokens, answer_pattern)
+    return generate_under_grammar(live, messages, grammar, question_id, retrieved_ids=ids)
+
+
+def _reply_grammar(live, ids: tuple[str, ...], question_id: str, answer_max_tokens: int,
+                   answer_pattern: str = ANSWER_PATTERN) -> str:
+    """The two-line reply grammar for ``ids``, once its longest reply is shown to fit the
+    reader's token cap (a ``ConstrainedDecodingError`` naming the question otherwise)."""
     cap = int(live.settings["max_new_tokens"])
     bound = reply_token_bound(live.tokenizer, ids, answer_max_tokens=answer_max_tokens)
     if bound > cap:
@@ -331,9 +439,28 @@ def generate_constrained(
             f"{question_id}: the longest reply the grammar allows takes {bound} tokens, "
             f"over the cap of {cap}; lower answer_max_tokens"
         )
-    grammar = build_grammar(ids, answer_max_tokens=answer_max_tokens,
-                            answer_pattern=answer_pattern)
-    return generate_under_grammar(live, messages, grammar, question_id, retrieved_ids=ids)
+    return build_grammar(ids, answer_max_tokens=answer_max_tokens, answer_pattern=answer_pattern)
+
+
+def generate_constrained_batches(
+    reader_or_model: Any,
+    messages_list: Sequence[Sequence[dict]],
+    retrieved_ids_list: Sequence[Iterable[str]],
+    question_ids: Sequence[str],
+    *,
+    answer_max_tokens: int = ANSWER_MAX_TOKENS,
+    size: int | None = None,
+    bar: Any = None,
+) -> list[ConstrainedGeneration]:
+    """:func:`generate_constrained` for many prompts of a live reader, decoded ``size``
+    at a time (:func:`generate_under_grammars`), in input order. Lesson 3, "Run the
+    same six prompts under the grammar"."""
+    live = _live_reader(reader_or_model)
+    ids_list = [check_ids(ids) for ids in retrieved_ids_list]
+    grammars = [_reply_grammar(live, ids, q, answer_max_tokens)
+                for ids, q in zip(ids_list, question_ids)]
+    return generate_under_grammars(live, messages_list, grammars, question_ids,
+                                   retrieved_ids_list=ids_list, size=size, bar=bar)
 
 
 def replay_constrained(
@@ -417,11 +544,12 @@ def generate_all_constrained(
     """One constrained reply per row of ``inputs_df`` (``question_id``, ``messages``,
     ``retrieved_ids``), as a table with :data:`CONSTRAINED_COLUMNS`.
 
-    Each reply is :func:`generate_constrained` under that question's grammar. While a
-    person runs it, a progress bar names the question being generated (see
-    :mod:`helpers.progress`); a book build shows none. A server reader sends the prompts
-    concurrently through :func:`generate_constrained_many` instead. Lesson 3, "Run the
-    same six prompts under the grammar".
+    Each reply is :func:`generate_constrained` under that question's grammar, decoded in
+    batches (:func:`generate_constrained_batches`). While a person runs it, a progress
+    bar names the questions of the batch in progress (see :mod:`helpers.progress`); a
+    book build shows none. A server reader sends the prompts concurrently through
+    :func:`generate_constrained_many` instead. Lesson 3, "Run the same six prompts under
+    the grammar".
     """
     if getattr(reader_or_model, "mode", None) == "server":
         # The server enforces the grammar and answers the prompts concurrently.
@@ -429,16 +557,12 @@ def generate_all_constrained(
             reader_or_model, list(inputs_df["messages"]), list(inputs_df["retrieved_ids"]),
             list(inputs_df["question_id"]))
     else:
-        rows = inputs_df[["question_id", "messages", "retrieved_ids"]].itertuples(index=False)
         live = _live_reader(reader_or_model)
         label = f"{live.model_id.rsplit('/', 1)[-1]} (live, under the grammar)"
-        generations = []
         with QuestionProgress(len(inputs_df), label) as bar:
-            for question_id, row in bar.track((row.question_id, row) for row in rows):
-                generations.append(generate_constrained(
-                    live, row.messages, row.retrieved_ids, question_id,
-                    answer_max_tokens=answer_max_tokens,
-                ))
+            generations = generate_constrained_batches(
+                live, list(inputs_df["messages"]), list(inputs_df["retrieved_ids"]),
+                list(inputs_df["question_id"]), answer_max_tokens=answer_max_tokens, bar=bar)
     return pd.DataFrame(
         [{column: getattr(g, column) for column in CONSTRAINED_COLUMNS} for g in generations],
         columns=CONSTRAINED_COLUMNS,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..progress import QuestionProgress
-from . import server
+from . import decoding, server
 from ..paths import shown
 from .model_cache import load_gguf
 from .prompts import check_input_budget
@@ -314,29 +314,17 @@ class LiveReader(Reader):
     def prompt_tokens(self, messages: list[dict], question_id: str | None = None) -> int:
         return int(self.encode(messages)["input_ids"].shape[1])
 
-    def generate(self, messages: list[dict], question_id: str | None = None) -> Generation:
-        import torch
-
-        question_id = question_id or _question_of(messages) or "?"
-        encoded = self.encode(messages)
-        n_prompt = int(encoded["input_ids"].shape[1])
-        settings = self.settings
+    @property
+    def pad_id(self) -> int:
+        """The token that pads a batch (the tokenizer's, else the end-of-sequence token)."""
         pad_id = self.tokenizer.pad_token_id
-        if pad_id is None:
-            pad_id = min(self.eos_ids)
-        with torch.inference_mode(), cpu_threads(self.spec.cpu_threads):
-            output = self.model.generate(
-                **encoded,
-                max_new_tokens=settings["max_new_tokens"],
-                do_sample=settings["do_sample"],
-                repetition_penalty=settings["repetition_penalty"],
-                eos_token_id=sorted(self.eos_ids),
-                pad_token_id=pad_id,
-                temperature=None,
-                top_p=None,
-                top_k=None,
-            )
-        new_ids = [int(t) for t in output[0, n_prompt:]]
+        return min(self.eos_ids) if pad_id is None else int(pad_id)
+
+    def reply(self, messages: list[dict], question_id: str, n_prompt: int,
+              new_ids: list[int]) -> Generation:
+        """The :class:`Generation` of generated token ids ``new_ids`` (cut after the first
+        end-of-sequence token) for a prompt of ``n_prompt`` tokens."""
+        settings = self.settings
         count, ended_by_eos, hit_cap = stopping_diagnostics(
             new_ids, self.eos_ids, settings["max_new_tokens"]
         )
@@ -354,6 +342,62 @@ class LiveReader(Reader):
             key=self.key(messages),
             token_ids=tuple(new_ids[:count]),
         )
+
+    def generate(self, messages: list[dict], question_id: str | None = None) -> Generation:
+        """One greedy reply, through transformers' own ``generate``."""
+        import torch
+
+        question_id = question_id or _question_of(messages) or "?"
+        encoded = self.encode(messages)
+        n_prompt = int(encoded["input_ids"].shape[1])
+        settings = self.settings
+        with torch.inference_mode(), cpu_threads(self.spec.cpu_threads):
+            output = self.model.generate(
+                **encoded,
+                max_new_tokens=settings["max_new_tokens"],
+                do_sample=settings["do_sample"],
+                repetition_penalty=settings["repetition_penalty"],
+                eos_token_id=sorted(self.eos_ids),
+                pad_token_id=self.pad_id,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+            )
+        return self.reply(messages, question_id, n_prompt, [int(t) for t in output[0, n_prompt:]])
+
+    def generate_many(self, messages_list, question_ids=None, *, size: int | None = None,
+                      bar: QuestionProgress | None = None) -> list[Generation]:
+        """One greedy reply per prompt, decoded ``size`` prompts at a time (default:
+        :func:`helpers.reader.decoding.batch_size`), in input order.
+
+        Batch size 1 runs :meth:`generate` for each prompt. ``bar``, when given, names the
+        questions of the batch in progress and counts them once done.
+        """
+        import torch
+
+        messages_list = [list(m) for m in messages_list]
+        question_ids = list(question_ids) if question_ids is not None else [
+            _question_of(m) or "?" for m in messages_list]
+        size = decoding.batch_size(size)
+        settings = self.settings
+        results: list[Generation] = []
+        for chunk in decoding.batches(list(zip(question_ids, messages_list)), size):
+            if bar is not None:
+                bar.working_on_batch([q for q, _ in chunk])
+            if size == 1:
+                results += [self.generate(m, q) for q, m in chunk]
+            else:
+                prompts = [self.encode(m)["input_ids"][0].tolist() for _, m in chunk]
+                with torch.inference_mode(), cpu_threads(self.spec.cpu_threads):
+                    replies = decoding.greedy_batch(
+                        self.model, prompts, max_new_tokens=settings["max_new_tokens"],
+                        repetition_penalty=settings["repetition_penalty"],
+                        eos_ids=self.eos_ids, pad_id=self.pad_id)
+                results += [self.reply(m, q, len(p), ids)
+                            for (q, m), p, ids in zip(chunk, prompts, replies)]
+            if bar is not None:
+                bar.finished(len(chunk))
+        return results
 
 
 # ------------------------------------------------------------------------- recorded
@@ -619,8 +663,9 @@ def generate_all(reader: Reader, inputs_df: pd.DataFrame,
 
     A server reader counts the prompt tokens in its replies' usage, so it sends every
     prompt first (concurrently) and the budget is checked before any reply is returned.
-    While a person runs it, a live reader's loop shows a progress bar naming the question
-    (see :mod:`helpers.progress`); a book build shows none.
+    A live reader decodes the prompts in batches (:meth:`LiveReader.generate_many`); while
+    a person runs it, a progress bar names the questions of the batch in progress (see
+    :mod:`helpers.progress`); a book build shows none.
     """
     question_ids = list(inputs_df["question_id"])
     messages_list = list(inputs_df["messages"])
@@ -634,11 +679,13 @@ def generate_all(reader: Reader, inputs_df: pd.DataFrame,
             for qid, messages in zip(question_ids, messages_list)
         }
         check_input_budget(counts, max_input_tokens)
-        generations = []
         # A progress bar while a person waits for a model (replaying a transcript is instant).
         label = f"{reader.model_id.rsplit('/', 1)[-1]} ({reader.mode})"
         with QuestionProgress(len(question_ids), label, show=reader.mode != "recorded") as bar:
-            for qid, messages in bar.track(zip(question_ids, messages_list)):
-                generations.append(reader.generate(messages, qid))
+            if isinstance(reader, LiveReader):
+                generations = reader.generate_many(messages_list, question_ids, bar=bar)
+            else:
+                generations = [reader.generate(messages, qid) for qid, messages in
+                               bar.track(zip(question_ids, messages_list))]
     rows = [{column: getattr(g, column) for column in GENERATION_COLUMNS} for g in generations]
     return pd.DataFrame(rows, columns=GENERATION_COLUMNS)

@@ -57,13 +57,14 @@ def _complete(generation, source: str = ""):
 
 def _constrained_generations(reader: Reader, inputs_df: pd.DataFrame) -> list:
     """Lesson 3's grammar-constrained reply for every row, after the input budget check."""
-    from .constrained import generate_constrained
+    from .constrained import generate_constrained_batches
 
     check_input_budget({qid: reader.prompt_tokens(messages, qid) for qid, messages in
                         zip(inputs_df["question_id"], inputs_df["messages"])})
-    return [_complete(generate_constrained(reader, row.messages, row.retrieved_ids,
-                                           row.question_id))
-            for row in inputs_df.itertuples(index=False)]
+    generations = generate_constrained_batches(
+        reader, list(inputs_df["messages"]), list(inputs_df["retrieved_ids"]),
+        list(inputs_df["question_id"]))
+    return [_complete(generation) for generation in generations]
 
 
 def _server_constrained_generations(reader, inputs_df: pd.DataFrame) -> list:

@@ -1,0 +1,125 @@
+"""Greedy decoding of several prompts at once, each stopped at its own end.
+
+Introduced in lesson 3, "A reader small enough for any laptop". A live reader that
+answers one prompt at a time pays the whole cost of a forward pass for a single token at
+every step. :func:`greedy_batch` runs a batch of prompts together instead: the prompts
+are padded on the left to one length, the attention mask hides the padding, and each
+row's positions count its own tokens only, so every row sees exactly its own prompt. At
+each step every unfinished row takes its single most likely next token (after the
+repetition penalty and, for constrained decoding, after the row's own grammar has masked
+the tokens it forbids); a row is finished at its first end-of-sequence token or at the
+cap, and the batch stops when every row is.
+
+The repetition penalty is the one transformers applies (divide a positive logit by the
+penalty, multiply a negative one), over each row's own prompt and reply tokens, never
+over the padding. The diagnostics of each reply (tokens, ended by EOS, hit the cap) are
+its own. The batch size a lesson uses is :func:`batch_size`: ``RIVERTON_BATCH_SIZE``
+when set, else :data:`DEFAULT_BATCH_SIZE`; 1 runs transformers' own ``generate`` one
+prompt at a time.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+#: Prompts decoded together by default, chosen by measurement (benchmarks/bench_batch.py).
+DEFAULT_BATCH_SIZE = 8
+
+#: Environment variable that overrides the batch size (1: one prompt at a time).
+BATCH_ENV = "RIVERTON_BATCH_SIZE"
+
+#: The most prompts decoded together.
+MAX_BATCH_SIZE = 64
+
+
+def batch_size(value: int | None = None) -> int:
+    """``value``, else ``RIVERTON_BATCH_SIZE``, else :data:`DEFAULT_BATCH_SIZE`; a whole
+    number from 1 to :data:`MAX_BATCH_SIZE`, or a ValueError naming where it came from."""
+    source = "batch_size"
+    if value is None:
+        text = os.environ.get(BATCH_ENV, "").strip()
+        if not text:
+            return DEFAULT_BATCH_SIZE
+        source = f"environment variable {BATCH_ENV}"
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"{source} is {text!r}; expected a whole number from 1 to "
+                             f"{MAX_BATCH_SIZE}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH_SIZE:
+        raise ValueError(f"{source} is {value!r}; expected a whole number from 1 to "
+                         f"{MAX_BATCH_SIZE}")
+    return value
+
+
+def batches(items: Sequence, size: int) -> list[list]:
+    """``items`` cut into consecutive lists of at most ``size``."""
+    return [list(items[start:start + size]) for start in range(0, len(items), size)]
+
+
+#: A row's grammar: given the tokens the row generated so far, the tokens it allows next
+#: (a boolean tensor over the vocabulary), or None when it allows any.
+Allowed = Callable[[list[int]], object]
+
+
+def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
+                 repetition_penalty: float, eos_ids: set[int], pad_id: int,
+                 allowed: Sequence[Allowed | None] | None = None) -> list[list[int]]:
+    """The greedy reply to each prompt (token ids), decoded together.
+
+    Each row's ids stop after its first end-of-sequence token (included) or after
+    ``max_new_tokens``. ``allowed`` gives each row's grammar (see :data:`Allowed`), or
+    None for none.
+    """
+    import torch
+
+    n = len(prompts)
+    if n == 0:
+        return []
+    allowed = list(allowed) if allowed is not None else [None] * n
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((n, width), pad_id, dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        if prompt:
+            input_ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
+            mask[row, width - len(prompt):] = 1
+    # Each row counts positions from its own first token; padding sits at position 0, hidden.
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    vocabulary = model.get_output_embeddings().weight.shape[0]
+    seen = torch.zeros((n, vocabulary), dtype=torch.bool)
+    for row, prompt in enumerate(prompts):
+        seen[row, list(prompt)] = True
+    eos = {int(i) for i in eos_ids}
+    replies: list[list[int]] = [[] for _ in range(n)]
+    finished = [False] * n
+    output = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                   use_cache=True, logits_to_keep=1)
+    for step in range(max_new_tokens):
+        scores = output.logits[:, -1, :].to(dtype=torch.float32)
+        if repetition_penalty != 1.0:
+            penalised = torch.where(scores < 0, scores * repetition_penalty,
+                                    scores / repetition_penalty)
+            scores = torch.where(seen[:, :scores.shape[-1]], penalised, scores)
+        for row, grammar in enumerate(allowed):
+            if grammar is not None and not finished[row]:
+                permitted = grammar(replies[row])
+                if permitted is not None:
+                    scores[row] = scores[row].masked_fill(~permitted, float("-inf"))
+        chosen = scores.argmax(dim=-1)
+        for row in range(n):
+            if finished[row]:
+                chosen[row] = pad_id
+                continue
+            token = int(chosen[row])
+            replies[row].append(token)
+            if token in eos or len(replies[row]) >= max_new_tokens:
+                finished[row] = True
+        if all(finished):
+            break
+        seen[torch.arange(n), chosen] |= torch.tensor([not f for f in finished])
+        mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long)], dim=1)
+        positions = positions[:, -1:] + 1
+        output = model(input_ids=chosen[:, None], attention_mask=mask, position_ids=positions,
+                       past_key_values=output.past_key_values, use_cache=True, logits_to_keep=1)
+    return replies
