@@ -13,11 +13,13 @@ the notebook is run:
     </details>
 
 Pandoc reads that as raw HTML blocks around markdown blocks. This filter, declared in
-_quarto.yml, turns each such run of blocks into a Div with the classes `callout-tip` and
-`solution` and the attributes `collapse="true"` and `title="Solution to exercise N.M"`,
-which Quarto then renders as a collapsed callout. A `<details class="solution">` without
-a `<summary>` title or without its closing `</details>` stops the render with an error
-that names the input file. Other `<details>` blocks are left alone.
+_quarto.yml, turns each such run of blocks into Quarto's collapsed callout: a tip titled
+"Solution to exercise N.M" that also carries the class `solution`. Under plain pandoc
+(no `quarto` module) it makes the Div that Quarto would read as that callout: classes
+`callout-tip` and `solution`, attributes `collapse="true"` and the title. A
+`<details class="solution">` without a `<summary>` title or without its closing
+`</details>` stops the render with an error that names the input file. Other `<details>`
+blocks are left alone.
 ]]
 
 local OPEN = '^%s*<details class="solution">%s*$'
