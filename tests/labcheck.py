@@ -407,6 +407,13 @@ def close_notebook(driver, path: str) -> None:
         path,
     )
     assert error is None, f"closing {path}: {error}"
+    deadline = time.monotonic() + 30
+    while driver.execute_script(
+            "return Array.from(window.jupyterapp.shell.widgets('main')).some(w => w.context && w.context.path === arguments[0]);",
+            path):
+        dialog = driver.execute_script("const d = document.querySelector('.jp-Dialog'); return d && d.innerText;")
+        assert time.monotonic() < deadline, f"{path} did not close" + (f"; a dialog says: {dialog!r}" if dialog else "")
+        time.sleep(0.2)
 
 
 _MARKDOWN_JS = """
