@@ -8,15 +8,19 @@ MathJax reads the page). So prose that shows money writes each dollar sign as ``
 inside it markdown; MathJax leaves that block alone. That is the rule
 :class:`helpers.display.Markdown` follows for computed prose. Code spans and code blocks
 are never typeset and need nothing. A cell meant to hold mathematics carries the tag
-``maths`` and is not checked. tests/test_jupyterlab.py checks the same in JupyterLab.
+``maths`` and is not checked. tests/test_jupyterlab.py checks the same in JupyterLab; the
+last tests here render every lesson's prose that shows money as the build without Quarto
+does (nbconvert) and as Quarto does (its pandoc), and look for the plain dollar signs.
 """
 from __future__ import annotations
 
 import re
+import subprocess
 
 import nbformat
 import pytest
 
+from bookkit.cellopts import quarto_markdown_to_commonmark
 from helpers.display import NO_MATH_CLASSES
 from helpers.paths import LESSONS_DIR
 
@@ -29,7 +33,8 @@ def dollar_problems(source: str) -> list[str]:
     """Each dollar sign of ``source`` (markdown) that some renderer would take for maths."""
     problems = []
     in_code = in_block = False
-    for number, line in enumerate(source.splitlines(), 1):
+    lines = source.splitlines()
+    for number, line in enumerate(lines, 1):
         stripped = line.strip()
         if stripped.startswith(("```", "~~~")):
             in_code = not in_code
@@ -38,9 +43,14 @@ def dollar_problems(source: str) -> list[str]:
             continue
         if stripped == NO_MATH_OPEN:
             in_block = True
+            # Without a blank line the block's text is raw HTML: \$ would show as \$.
+            if number == len(lines) or lines[number].strip():
+                problems.append(f"line {number}: {NO_MATH_OPEN} must be followed by a blank line")
             continue
-        if stripped == "</div>":
+        if stripped == "</div>" and in_block:
             in_block = False
+            if number < 2 or lines[number - 2].strip():
+                problems.append(f"line {number}: </div> must follow a blank line")
             continue
         prose = re.sub(r"(`+).+?\1", "", line)  # code spans are never typeset
         for match in re.finditer(r"\\?\$", prose):
@@ -71,3 +81,52 @@ def test_the_dollar_check_finds_what_jupyterlab_would_typeset():
     assert len(dollar_problems(f"{NO_MATH_OPEN}\n\nIt gives \\$500.\n\n</div>\n\nThen \\$150.")) == 1
     assert dollar_problems(f"{NO_MATH_OPEN}\n\nIt gives \\$500 and \\$150.\n\n</div>") == []
     assert dollar_problems("The answer `$150|$150 per week`.\n\n```python\nx = '$1 and $2'\n```") == []
+    assert dollar_problems(f"{NO_MATH_OPEN}\nIt gives \\$500.\n</div>") == [
+        f"line 1: {NO_MATH_OPEN} must be followed by a blank line", "line 3: </div> must follow a blank line"]
+
+
+def money_cells() -> list[tuple[str, str, list[str]]]:
+    """Every markdown cell of the lessons that shows money: (where, source, what a reader
+    must see), the last being each amount with the word before it ("says $150" where the
+    markdown says ``says \\$150``)."""
+    found = []
+    for lesson in LESSON_FILES:
+        for index, cell in enumerate(nbformat.read(lesson, as_version=4).cells):
+            phrases = re.findall(r"([A-Za-z]+[,:]?)\s+\\\$(\d+)", cell.source)
+            if cell.cell_type == "markdown" and phrases:
+                found.append((f"{lesson.name}, cell {index + 1}", cell.source,
+                              [f"{word} ${amount}" for word, amount in phrases]))
+    return found
+
+
+def shown_text(html: str) -> str:
+    """The text of an HTML fragment as a reader sees it, whitespace collapsed."""
+    return " ".join(re.sub(r"<[^>]+>", " ", html).replace("&quot;", '"').replace("&#39;", "'").split())
+
+
+def test_money_cells_are_found():
+    assert len(money_cells()) >= 4  # lesson 3's probe, three cells of lesson 5
+
+
+def test_the_build_without_quarto_shows_the_dollar_signs():
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    for where, source, phrases in money_cells():
+        text = shown_text(markdown2html_mistune(quarto_markdown_to_commonmark(source)))
+        missing = [phrase for phrase in phrases if phrase not in text]
+        assert missing == [] and "\\$" not in text, (where, missing, text[:300])
+
+
+@pytest.mark.quarto
+def test_quarto_shows_the_dollar_signs(quarto, tmp_path):
+    cells = money_cells()
+    document = tmp_path / "money.md"
+    document.write_text("\n\n".join(f"<!-- {where} -->\n\n{source}" for where, source, _ in cells),
+                        encoding="utf-8")
+    result = subprocess.run([quarto, "pandoc", "-f", "markdown", "-t", "html", str(document)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert not re.search(r'class="math (inline|display)"', result.stdout)  # no dollar read as maths
+    text = shown_text(result.stdout)
+    missing = [(where, phrase) for where, _, phrases in cells for phrase in phrases if phrase not in text]
+    assert missing == [] and "\\$" not in text, missing
