@@ -21,6 +21,8 @@ _OPTION_LINE = re.compile(r"^#\|\s?(.*)$")
 _FENCED_DIV_OPEN = re.compile(r"^(:{3,})\s*(\{[^}]*\}|[\w-]+)\s*$")
 _FENCED_DIV_CLOSE = re.compile(r"^:{3,}\s*$")
 _HEADING_ATTRS = re.compile(r"^(#{1,6}\s+.*?)\s+\{([^}]*)\}\s*$")
+_SOLUTION_OPEN = '<details class="solution">'
+_SUMMARY = re.compile(r"^<summary>(.*)</summary>$")
 _CROSSREF = re.compile(r"(?<![\w@/\[])@((?:tbl|fig|sec|lst|eq)-[\w-]*\w)")
 
 _CALLOUT_TITLES = {
@@ -111,6 +113,10 @@ def quarto_markdown_to_commonmark(
       callout with `collapse="true"` becomes `<details>` with its title as `<summary>`, so
       it stays closed until the reader opens it, as Quarto's collapsed callout does
       (`collapse="false"`: the same, open at first);
+    - an exercise's solution, written `<details class="solution">` with a `<summary>` line
+      (which every Jupyter front end shows closed), gets the classes of such a collapsed
+      callout and its title's class, so it looks like one (on Quarto's side, solutions.lua
+      makes it a collapsed callout);
     - heading attributes (`## Title {#sec-x .unnumbered}`) are removed, an `#id` kept as
       an anchor;
     - cross-references (`@tbl-x`) become links whose text is given by `crossrefs`
@@ -122,6 +128,7 @@ def quarto_markdown_to_commonmark(
     out: list[str] = []
     closers: list[str] = []  # the closing tag of each open fenced div, innermost last
     in_code = False
+    after_solution_open = False
     for line in text.splitlines():
         stripped = line.strip()
         if stripped.startswith("```") or stripped.startswith("~~~"):
@@ -130,6 +137,16 @@ def quarto_markdown_to_commonmark(
             continue
         if in_code:
             out.append(line)
+            continue
+        if after_solution_open:
+            after_solution_open = False
+            summary = _SUMMARY.match(stripped)
+            if summary:
+                out.append(f'<summary class="callout-title">{summary.group(1)}</summary>')
+                continue
+        if stripped == _SOLUTION_OPEN:
+            out.append('<details class="book-div callout-tip callout solution">')
+            after_solution_open = True
             continue
         opening = _FENCED_DIV_OPEN.match(stripped)
         if opening:

@@ -1,8 +1,9 @@
 """Find a lesson's exercises in its notebook, in the layout helpers.exercises describes.
 
 Each exercise is four consecutive cells: a markdown task that starts ``### Exercise N.M:
-Title``, a starter code cell, a check code cell, and a markdown solution cell holding a
-collapsed callout with one or more ```` ```python ```` blocks. Between the task and the
+Title``, a starter code cell, a check code cell, and a markdown solution cell: an HTML
+``<details class="solution">`` block titled ``<summary>Solution to exercise N.M</summary>``
+that holds one or more ```` ```python ```` blocks. Between the task and the
 starter there may be one note: a code cell that starts ``#| echo: false`` and prints the
 part of the task that quotes the check's figures (its tolerance, say). A notebook that
 breaks the layout raises an AssertionError naming the notebook, the cell and what is
@@ -16,9 +17,9 @@ from dataclasses import dataclass
 HEADING = re.compile(r"^### Exercise (\d+\.\d+): (.+)$", re.M)
 SECTION = "## Exercises"
 FENCE_OPEN = re.compile(
-    r'\A::: \{\.callout-tip collapse="true" title="Solution to exercise (\d+\.\d+)"\}\n\n'
+    r'\A<details class="solution">\n<summary>Solution to exercise (\d+\.\d+)</summary>\n\n'
 )
-FENCE_CLOSE = re.compile(r"\n\n:::\Z")
+FENCE_CLOSE = re.compile(r"\n\n</details>\Z")
 CODE_BLOCK = re.compile(r"^```python\n(.*?)^```[ \t]*$", re.M | re.S)
 NOTE_OPTION = "#| echo: false"
 CHECK_CALL = re.compile(r'\Aexercises\.check\("(\d+\.\d+)"(?:, [A-Za-z_][A-Za-z0-9_]*)+\)\Z')
@@ -65,9 +66,9 @@ def exercise_cells(nb, name: str = "notebook") -> list[ExerciseCells]:
         fence = FENCE_OPEN.match(solution.source)
         assert fence is not None, (
             f"{where}: the solution cell must open with "
-            f'::: {{.callout-tip collapse="true" title="Solution to exercise {key}"}} and a blank line')
+            f'<details class="solution">, <summary>Solution to exercise {key}</summary> and a blank line')
         assert fence.group(1) == key, f"{where}: the solution is titled for exercise {fence.group(1)}"
-        assert FENCE_CLOSE.search(solution.source), f"{where}: the solution must end with a blank line and :::"
+        assert FENCE_CLOSE.search(solution.source), f"{where}: the solution must end with a blank line and </details>"
         blocks = CODE_BLOCK.findall(solution.source)
         assert blocks, f"{where}: the solution has no ```python block"
         found.append(ExerciseCells(

@@ -10,7 +10,9 @@ process still alive, also by PID.
 `open_notebook`, `run_all` and `wait_until_idle` drive the page through JupyterLab's own
 application object (exposed with `--LabApp.expose_app_in_browser`): no key presses, no
 menus, so a slow machine only makes things slower, never different. Every wait is
-bounded and a timeout says what the page showed at that moment.
+bounded and a timeout says what the page showed at that moment. `markdown_cells` and
+`solution_cells` read what the open notebook's markdown shows: what MathJax typeset in
+it, and whether each worked solution is folded.
 """
 
 from __future__ import annotations
@@ -112,8 +114,10 @@ def _stop_pid(pid: int, grace: float) -> None:
 
 @contextlib.contextmanager
 def lab_server(root: Path, python: str = sys.executable,
-               timeout: float = SERVER_START_TIMEOUT) -> Iterator[LabServer]:
-    """JupyterLab serving `root` on 127.0.0.1 at a free port, without a token."""
+               timeout: float = SERVER_START_TIMEOUT,
+               env: dict[str, str] | None = None) -> Iterator[LabServer]:
+    """JupyterLab serving `root` on 127.0.0.1 at a free port, without a token; `env` adds
+    variables to the environment that the server and its kernels see."""
     version = jupyterlab_version(python)
     if version.split(".")[0] != str(JUPYTERLAB_MAJOR):
         raise AssertionError(f"{python} has JupyterLab {version}; these checks drive JupyterLab "
@@ -126,6 +130,7 @@ def lab_server(root: Path, python: str = sys.executable,
         target = folders["settings"] / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(json.dumps(values))
+    extra_env = dict(env or {})
     env = dict(os.environ)
     env.update({
         "JUPYTER_RUNTIME_DIR": str(folders["runtime"]),
@@ -137,6 +142,7 @@ def lab_server(root: Path, python: str = sys.executable,
     # A person's session, not a book build: the lessons must behave as for a student.
     for name in [n for n in env if n.startswith("QUARTO_") or n == "RIVERTON_BOOK_BUILD"]:
         del env[name]
+    env.update(extra_env)
     command = [
         python, "-m", "jupyterlab", "--no-browser",
         "--ServerApp.ip=127.0.0.1", "--ServerApp.port=0", "--ServerApp.port_retries=0",
@@ -367,3 +373,142 @@ def notebook_scroller(driver):
         "const panel = window.jupyterapp.shell.currentWidget;"
         "return panel.content.outerNode || panel.content.node;"
     )
+
+
+def show_notebook(driver, path: str) -> None:
+    """Bring the open notebook `path` to the front again (after another one was opened)."""
+    found = driver.execute_script(
+        """
+        const app = window.jupyterapp;
+        const panel = Array.from(app.shell.widgets('main')).find(w => w.context && w.context.path === arguments[0]);
+        if (!panel) return false;
+        app.shell.activateById(panel.id);
+        return true;
+        """,
+        path,
+    )
+    assert found, f"{path} is not open"
+    wait_for(driver, lambda s: s.get("ready") and s.get("path") == path, PAGE_TIMEOUT, f"{path} in front")
+
+
+def close_notebook(driver, path: str) -> None:
+    """Close the open notebook `path` without saving it (a cell opened by the checks
+    counts as an edit). Its kernel keeps running until the server stops, which shuts
+    every kernel down."""
+    error = driver.execute_script(
+        """
+        const panel = Array.from(window.jupyterapp.shell.widgets('main'))
+          .find(w => w.context && w.context.path === arguments[0]);
+        if (!panel) return arguments[0] + ' is not open';
+        panel.context.model.dirty = false;  // nothing is saved, and no dialog asks
+        panel.close();
+        return null;
+        """,
+        path,
+    )
+    assert error is None, f"closing {path}: {error}"
+    deadline = time.monotonic() + 30
+    while driver.execute_script(
+            "return Array.from(window.jupyterapp.shell.widgets('main')).some(w => w.context && w.context.path === arguments[0]);",
+            path):
+        dialog = driver.execute_script("const d = document.querySelector('.jp-Dialog'); return d && d.innerText;")
+        assert time.monotonic() < deadline, f"{path} did not close" + (f"; a dialog says: {dialog!r}" if dialog else "")
+        time.sleep(0.2)
+
+
+_MARKDOWN_JS = """
+const panel = window.jupyterapp.shell.currentWidget;
+return panel.content.widgets.map((cell, index) => ({cell, index}))
+  .filter(({cell}) => cell.model.type === 'markdown')
+  .map(({cell, index}) => {
+    const shown = cell.node.querySelector('.jp-RenderedMarkdown');
+    const maths = Array.from(cell.node.querySelectorAll('.jp-RenderedMarkdown mjx-container'));
+    return {
+      index, source: cell.model.sharedModel.getSource(),
+      tags: cell.model.getMetadata('tags') || [],
+      rendered: cell.rendered && !!shown && shown.childElementCount > 0,
+      maths: maths.length,
+      // What surrounds the first typeset piece, as the student reads it.
+      around: maths.length ? (maths[0].parentElement.textContent || '').replace(/\\s+/g, ' ').slice(0, 200) : '',
+    };
+  });
+"""
+
+
+_RENDER_MARKDOWN_JS = """
+const done = arguments[arguments.length - 1];
+const panel = window.jupyterapp.shell.currentWidget;
+const frame = () => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)));
+const shown = cell => !!cell.node.querySelector('.jp-RenderedMarkdown > *');
+(async () => {
+  const cells = panel.content.widgets;
+  for (let index = 0; index < cells.length; index++) {
+    const cell = cells[index];
+    if (cell.model.type !== 'markdown' || !cell.model.sharedModel.getSource().trim() || shown(cell)) continue;
+    if (cell.inputHidden) cell.inputHidden = false;
+    await panel.content.scrollToItem(index, 'start');
+    for (let tries = 0; tries < 50 && !shown(cell); tries++) await frame();
+  }
+  const last = cells.length - 1;
+  if (last >= 0) await panel.content.scrollToItem(last, 'end');
+})().then(() => done(null), error => done(String(error)));
+"""
+
+
+def render_markdown(driver, timeout: float = 120.0) -> None:
+    """Bring every markdown cell of the open notebook into view once, top to bottom, as a
+    student scrolling down would (JupyterLab renders cells out of view only when the
+    browser is idle), opening any whose input is collapsed, as a student clicking it
+    would; ends at the last cell."""
+    driver.set_script_timeout(timeout)
+    error = driver.execute_async_script(_RENDER_MARKDOWN_JS)
+    assert error is None, f"rendering the markdown failed: {error}"
+
+
+def markdown_cells(driver) -> list[dict]:
+    """The markdown cells of the open notebook as JupyterLab renders them: index, source,
+    tags, whether the cell shows its rendered markdown, and how many pieces of it MathJax
+    typeset (with the text around the first)."""
+    return driver.execute_script(_MARKDOWN_JS)
+
+
+_SOLUTIONS_JS = """
+const done = arguments[arguments.length - 1];
+const panel = window.jupyterapp.shell.currentWidget;
+const solutions = panel.content.widgets.map((cell, index) => ({cell, index}))
+  .filter(({cell}) => cell.model.type === 'markdown' &&
+          /Solution to exercise \\d+\\.\\d+/.test(cell.model.sharedModel.getSource()) &&
+          cell.model.sharedModel.getSource().includes('```python'));
+const visible = e => e.checkVisibility() && e.getBoundingClientRect().height > 0;
+const frame = () => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)));
+(async () => {
+  const found = [];
+  for (const {cell, index} of solutions) {
+    // In view, so that the browser lays the cell out (cells out of view may be skipped).
+    await panel.content.scrollToItem(index, 'center');
+    await frame();
+    for (let tries = 0; tries < 50 && !(cell.node.innerText || '').trim(); tries++) await frame();
+    const details = cell.node.querySelector('.jp-RenderedMarkdown details');
+    found.push({
+      index, title: cell.model.sharedModel.getSource().match(/Solution to exercise \\d+\\.\\d+/)[0],
+      rendered: cell.rendered, input_hidden: cell.inputHidden,
+      details: details ? (details.open ? 'open' : 'closed') : 'none',
+      code_shown: Array.from(cell.node.querySelectorAll('pre, .jp-InputArea-editor')).filter(visible).length,
+      text: (cell.node.innerText || '').trim(),
+    });
+  }
+  return found;
+})().then(done, error => done({error: String(error)}));
+"""
+
+
+def solution_cells(driver, timeout: float = 60.0) -> list[dict]:
+    """Every markdown cell of the open notebook that holds an exercise's worked solution
+    (it names "Solution to exercise N.M" and has a ```python block), as a student sees
+    it once scrolled into view: its title, whether it shows rendered markdown or its
+    input, the state of its `<details>` block, how many code blocks or editors are
+    visible in it, and its text."""
+    driver.set_script_timeout(timeout)
+    found = driver.execute_async_script(_SOLUTIONS_JS)
+    assert not isinstance(found, dict), f"reading the solutions failed: {found}"
+    return found

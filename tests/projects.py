@@ -26,12 +26,14 @@ BUILD_COMMAND = [sys.executable, "-m", "bookkit"]
 #: The sample lesson of :func:`write_project`.
 SAMPLE_LESSON = "lessons/01-sample.ipynb"
 
-COPIED = ["helpers", "bookkit", "data", "lessons", "_quarto.yml", "index.qmd", "book.scss", ".gitignore"]
+COPIED = ["helpers", "bookkit", "data", "lessons", "_quarto.yml", "solutions.lua", "index.qmd",
+          "book.scss", ".gitignore"]
 
 
 def copy_project(target: Path) -> Path:
-    """Copy what a build reads to ``target``: helpers, data, lessons, `_quarto.yml`, the
-    front page, the theme and `.gitignore` (a render must leave the last unchanged)."""
+    """Copy what a build reads to ``target``: helpers, bookkit, data, lessons, `_quarto.yml`
+    and its filter, the front page, the theme and `.gitignore` (a render must leave the
+    last unchanged)."""
     for name in COPIED:
         source = PROJECT_ROOT / name
         if source.is_dir():

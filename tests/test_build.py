@@ -366,6 +366,24 @@ def test_a_collapsed_callout_becomes_details_closed_until_opened():
     assert page.index("<details") < page.index("<strong>here</strong>") < page.index("</details>")
 
 
+def test_a_solution_details_block_gets_the_look_of_a_collapsed_callout():
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
+    text = (
+        '<details class="solution">\n<summary>Solution to exercise 2.3</summary>\n\n'
+        "The answer is **here**.\n\n```python\n<details class=\"solution\">\n```\n\n</details>\n\n"
+        "<details>\n<summary>Other</summary>\n\nLeft alone.\n\n</details>"
+    )
+    out = quarto_markdown_to_commonmark(text)
+    assert out.startswith('<details class="book-div callout-tip callout solution">\n'
+                          '<summary class="callout-title">Solution to exercise 2.3</summary>\n')
+    assert '```python\n<details class="solution">\n```' in out  # code stays code
+    assert "<details>\n<summary>Other</summary>" in out
+    page = markdown2html_mistune(out)
+    assert page.index("<details") < page.index("<summary") < page.index("<strong>here</strong>") < page.index("</details>")
+    assert "<pre" in page and " open" not in page
+
+
 # --------------------------------------------------------------------------- the real book
 
 

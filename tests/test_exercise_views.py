@@ -4,9 +4,10 @@ Both tests work on copies in a temporary folder, so nothing is saved into the co
 notebooks. The JupyterLab test starts a real JupyterLab on 127.0.0.1 (a free port, no
 token) and drives it with headless Chromium; the Quarto tests render the Exercises
 section of every lesson that has exercises with real Quarto (execution off: the layout is
-what is checked) when one is found (``$QUARTO`` or ``quarto`` on PATH) and are skipped
-otherwise, unless BOOK_REQUIRE_QUARTO=1.
-The nbclient build's pages are checked in test_browser.py.
+what is checked), with the book's solutions.lua filter, when one is found (``$QUARTO`` or
+``quarto`` on PATH) and are skipped otherwise, unless BOOK_REQUIRE_QUARTO=1.
+The nbclient build's pages are checked in test_browser.py; that solutions stay folded
+after "Run All" in JupyterLab, in test_jupyterlab.py.
 """
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ import shutil
 import socket
 import subprocess
 import sys
-import textwrap
 import time
 import urllib.request
 from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 
 import pagecheck
 from exercise_cells import LESSONS, exercise_cells, section_index
@@ -108,11 +109,11 @@ def jupyterlab(root: Path, tmp: Path):
 
 
 _LAB_CELLS_JS = """
-return Array.from(document.querySelectorAll('.jp-Notebook .jp-Cell')).map(cell => ({
-  markdown: cell.classList.contains('jp-MarkdownCell'),
-  collapsed: !!cell.querySelector('.jp-InputPlaceholder'),
-  text: cell.innerText,
-}));
+return Array.from(document.querySelectorAll('.jp-Notebook .jp-Cell')).map(cell => {
+  const details = cell.querySelector('.jp-RenderedMarkdown details.solution');
+  return {markdown: cell.classList.contains('jp-MarkdownCell'),
+          collapsed: !!details && !details.open, text: cell.innerText};
+});
 """
 
 
@@ -139,17 +140,16 @@ def test_jupyterlab_shows_each_solution_collapsed_until_clicked(browser, tmp_pat
         solutions = [cell for cell in shown if cell["markdown"] and cell["collapsed"]]
         page_text = "\n".join(cell["text"] for cell in shown)
         assert len(solutions) == len(cells), "JupyterLab shows the solutions expanded"
-        # Click the first collapsed cell open, as a student would.
+        # Click the first solution's title, as a student would.
         browser.execute_script(
-            "document.querySelector('.jp-Notebook .jp-Cell .jp-InputPlaceholder').click();")
+            "document.querySelector('.jp-Notebook details.solution > summary').click();")
         time.sleep(1.0)
         after = "\n".join(cell["text"] for cell in browser.execute_script(_LAB_CELLS_JS))
         browser.get("about:blank")
         browser.get_log("browser")  # JupyterLab's unload prompt is blocked and logged
     for cell, solution in zip(cells, solutions):
-        # The collapsed cell shows only the callout's opening line, which names the exercise.
-        assert f"Solution to exercise {cell.key}" in solution["text"]
-        assert "```" not in solution["text"]
+        # The folded solution shows only its title, which names the exercise.
+        assert solution["text"].strip() == f"Solution to exercise {cell.key}"
     for line in distinctive:
         assert line not in page_text
     assert distinctive[0] in after
@@ -177,16 +177,16 @@ def quarto_exercises(quarto, tmp_path_factory):
         path, cells = exercise_section(project / "lessons", LESSONS_DIR / notebook, notebook)
         pages[lesson] = (f"lessons/{path.with_suffix('.html').name}", cells)
     shutil.copy2(PROJECT_ROOT / "book.scss", project / "book.scss")
-    (project / "_quarto.yml").write_text(textwrap.dedent("""\
-        project:
-          type: website
-          output-dir: _site
-        execute:
-          enabled: false
-        format:
-          html:
-            theme: [cosmo, book.scss]
-        """))
+    # The book's own filters (solutions.lua makes each solution a collapsed callout).
+    filters = yaml.safe_load((PROJECT_ROOT / "_quarto.yml").read_text(encoding="utf-8"))["filters"]
+    for name in filters:
+        shutil.copy2(PROJECT_ROOT / name, project / name)
+    (project / "_quarto.yml").write_text(yaml.safe_dump({
+        "project": {"type": "website", "output-dir": "_site"},
+        "execute": {"enabled": False},
+        "filters": filters,
+        "format": {"html": {"theme": ["cosmo", "book.scss"]}},
+    }, sort_keys=False), encoding="utf-8")
     started = time.monotonic()
     result = subprocess.run([quarto, "render"], cwd=project, capture_output=True, text=True,
                             timeout=900, env={**os.environ, "QUARTO_PYTHON": sys.executable})

@@ -265,11 +265,16 @@ def test_tasks_quote_the_checks_figures_from_code_never_typed(lesson_cells):
             cell.key, "a figure of the check belongs in a computed note")
 
 
-def test_solutions_are_collapsed_callouts_that_jupyterlab_hides(lesson_cells):
+def test_solutions_are_details_blocks_that_every_front_end_shows_closed(lesson_cells):
     _, _, cells = lesson_cells
     for cell in cells:
-        assert cell.solution_metadata.get("jupyter") == {"source_hidden": True}, cell.key
-        # The task must not hold the answer: no code block outside the collapsed callout.
+        # The <details> block folds the solution; a hidden input would not survive Run All
+        # (running a markdown cell shows its input) and would show the raw <details> line.
+        assert not cell.solution_metadata.get("jupyter", {}).get("source_hidden"), cell.key
+        # One <details> block: a nested or early </details> would let the rest out.
+        assert cell.solution_markdown.count("<details") == 1, cell.key
+        assert cell.solution_markdown.count("</details>") == 1, cell.key
+        # The task must not hold the answer: no code block outside the <details> block.
         assert "```python" not in cell.task, cell.key
         assert cell.solution_code.strip(), cell.key
 

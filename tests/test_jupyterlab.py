@@ -1,10 +1,12 @@
-"""The lessons as a student sees them: JupyterLab in headless Chromium, every cell run.
+"""The lessons as a student sees them: JupyterLab in headless Chromium.
 
-JupyterLab is started from this environment on 127.0.0.1 (a free port, no token) and
-serves a temporary copy of the lesson notebooks, so nothing it writes can reach the
-committed ones; the kernel imports `helpers` and reads `data/` from the project as a
-student's would. Needs Chromium and chromedriver, like the page checks: skipped without
-them unless BOOK_REQUIRE_BROWSER=1.
+Lesson 1 is run from top to bottom with "Run All" (in recorded mode, so it takes seconds
+and needs no model); every lesson is opened, unexecuted, to check how JupyterLab renders
+its prose. JupyterLab is started from this environment on 127.0.0.1 (a free port, no
+token) and serves a temporary copy of the lesson notebooks, so nothing it writes can
+reach the committed ones; the kernel imports `helpers` and reads `data/` from the
+project as a student's would. Needs Chromium and chromedriver, like the page checks:
+skipped without them unless BOOK_REQUIRE_BROWSER=1.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import pytest
 
 import labcheck
 import pagecheck
+from test_lesson_prose import MATHS_TAG  # the tag of a markdown cell meant to hold mathematics
+from helpers import exercises
 from helpers.display import TABLE_MIME
 from helpers.fixture import load_riverton
 from helpers.paths import PROJECT_ROOT
@@ -30,6 +34,10 @@ LESSON_1 = "lessons/01-answering-from-retrieved-passages.ipynb"
 CHECKS = "student-checks.ipynb"
 BROKEN = "broken.ipynb"
 WIDTH = 1400
+#: Every lesson notebook, for the checks of its prose (they execute nothing).
+LESSON_FILES = sorted(path.name for path in (PROJECT_ROOT / "lessons").glob("[0-9][0-9]-*.ipynb"))
+#: Copies of the lessons whose prose is checked, each with a control cell at its end.
+PROSE = "prose"
 
 
 def _digest(path: Path) -> str:
@@ -86,6 +94,19 @@ def write_checks_notebook(path: Path) -> None:
     nbformat.write(nb, path)
 
 
+def write_prose_copy(lesson: Path, path: Path) -> None:
+    """A copy of ``lesson`` with a control markdown cell at its end, tagged as meant to hold
+    mathematics: JupyterLab must typeset its two pieces, which shows that MathJax runs on
+    this notebook's markdown (without it, the prose check could not fail) and that it has
+    reached the end of the notebook."""
+    nb = nbformat.read(lesson, as_version=4)
+    control = nbformat.v4.new_markdown_cell("The control of the prose check: $x^2$ and $y$ are mathematics.")
+    control.metadata["tags"] = [MATHS_TAG]
+    nb.cells.append(control)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+
+
 @pytest.fixture(scope="module")
 def driver():
     pagecheck.require_browser()
@@ -108,8 +129,11 @@ def lab(tmp_path_factory):
     ])
     broken.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(broken, root / BROKEN)
+    for name in LESSON_FILES:
+        write_prose_copy(PROJECT_ROOT / "lessons" / name, root / PROSE / name)
     committed = _digest(PROJECT_ROOT / LESSON_1)
-    with labcheck.lab_server(root) as server:
+    # Recorded replies: lesson 1 runs in seconds, on any machine, without a model.
+    with labcheck.lab_server(root, env={"RIVERTON_READER_MODE": "recorded"}) as server:
         yield server
         kernels = server.kernel_pids()
         assert _digest(PROJECT_ROOT / LESSON_1) == committed, "the committed lesson 1 notebook changed"
@@ -248,6 +272,24 @@ def test_handbook_rows_redrawn_by_a_search_keep_their_dollar_signs(lesson_1, dri
     assert after["math"] == 0, f"MathJax typeset part of the redrawn rows (screenshot {shot})"
 
 
+def test_run_all_leaves_every_solution_of_lesson_1_folded(lesson_1, driver, tmp_path):
+    """Run All renders every markdown cell and shows its input; each worked solution must
+    still show only its title, its code folded away until the student opens it."""
+    labcheck.show_notebook(driver, LESSON_1)
+    solutions = labcheck.solution_cells(driver)
+    shot = _screen(driver, tmp_path, "solutions-after-run-all")
+    expected = sorted(key for key, entry in exercises.EXERCISES.items() if entry.lesson == 1)
+    assert sorted(s["title"].rsplit(" ", 1)[1] for s in solutions) == expected, (
+        f"solution cells found: {[s['title'] for s in solutions]} (screenshot {shot})")
+    unfolded = [f"{s['title']}: {s['code_shown']} code block(s) shown, <details> {s['details']}, "
+                f"text {s['text'][:150]!r}"
+                for s in solutions if s["code_shown"] or s["details"] != "closed"]
+    assert not unfolded, "after Run All, solutions are not folded:\n" + "\n".join(unfolded) + f"\n(screenshot {shot})"
+    for solution in solutions:
+        assert solution["rendered"], solution["title"]
+        assert solution["text"] == solution["title"], (solution["title"], solution["text"][:200])
+
+
 # --------------------------------------------------------------------------- wide tables, progress
 
 
@@ -323,3 +365,37 @@ def test_a_failing_cell_ends_the_run_and_is_named(checks, lab, driver):
     report = labcheck.describe(finished)
     assert "error in cell 2 (raise ValueError('deliberate failure in cell 2')): ValueError: deliberate failure in cell 2" in report
     assert [c["execution_count"] is None for c in finished["cells"]] == [False, False, True]
+
+
+# --------------------------------------------------------------------------- every lesson's prose
+
+
+@pytest.mark.parametrize("lesson", LESSON_FILES)
+def test_no_lesson_prose_is_typeset_as_mathematics(lab, driver, tmp_path, lesson):
+    """Each lesson opened, not run: JupyterLab renders its markdown, and MathJax must
+    typeset nothing outside the cells tagged as meant to hold mathematics (no lesson has
+    one yet; the control cell at the end of each copy is one). Money in prose is written
+    so that no renderer takes it for mathematics."""
+    path = f"{PROSE}/{lesson}"
+    shot = tmp_path / "prose.png"
+    labcheck.open_notebook(driver, lab, path, screenshot=shot)
+    try:
+        deadline = time.monotonic() + 120
+        labcheck.render_markdown(driver)
+        while True:
+            cells = labcheck.markdown_cells(driver)
+            waiting = [c["index"] + 1 for c in cells if c["source"].strip() and not c["rendered"]]
+            control = cells[-1]
+            if (not waiting and control["maths"] == 2) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        driver.save_screenshot(str(shot))
+        assert not waiting, f"{lesson}: markdown cells not rendered: {waiting} (screenshot {shot})"
+        assert MATHS_TAG in control["tags"] and control["maths"] == 2, (
+            f"{lesson}: MathJax typeset {control['maths']} of the control's 2 pieces (screenshot {shot})")
+        typeset = [f"cell {c['index'] + 1}: {c['maths']} piece(s), shown as {c['around']!r}; its source: "
+                   + " / ".join(line.strip() for line in c["source"].splitlines() if "$" in line)
+                   for c in cells if c["maths"] and MATHS_TAG not in c["tags"]]
+        assert not typeset, f"{lesson}: prose typeset as mathematics:\n" + "\n".join(typeset)
+    finally:
+        labcheck.close_notebook(driver, path)

@@ -40,12 +40,14 @@ How an exercise sits in a lesson notebook, after "What to remember" and before
    ``display(Markdown(...))`` from this module's constants, so the figure is never typed;
 2. a starter code cell that runs as committed and leaves ``...`` where the answer goes;
 3. a check code cell: ``exercises.check("N.M", answer, ...)``;
-4. a markdown solution cell: a collapsed callout,
-   ``::: {.callout-tip collapse="true" title="Solution to exercise N.M"}``, a blank line,
-   prose and one or more ```` ```python ```` blocks, then ``:::``. The cell carries the
-   metadata ``{"jupyter": {"source_hidden": true}}``, so JupyterLab shows it collapsed
-   until the student clicks it open. Its code is never executed when the book renders;
-   the tests run it, after the lesson's own cells, through the checker.
+4. a markdown solution cell: HTML ``<details class="solution">``, on the next line
+   ``<summary>Solution to exercise N.M</summary>``, a blank line, prose and one or more
+   ```` ```python ```` blocks, a blank line, then ``</details>``. Every Jupyter front end
+   shows it closed until the student clicks its title, also after "Run All" (which
+   renders markdown cells and would unfold a cell that is only collapsed); on the
+   website ``solutions.lua`` makes it a collapsed callout. Its code is never executed
+   when the book renders; the tests run it, after the lesson's own cells, through the
+   checker.
 
 The package holds the marking framework (:mod:`helpers.exercises.framework`: verdicts,
 the registry, the validators and the caches) and one module of checkers per lesson

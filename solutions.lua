@@ -1,0 +1,104 @@
+--[[
+Solutions to the exercises, as collapsed callouts.
+
+In a lesson notebook a worked solution is one markdown cell written as HTML `<details>`,
+which every Jupyter front end (JupyterLab, Notebook 7, nbclassic) shows closed, however
+the notebook is run:
+
+    <details class="solution">
+    <summary>Solution to exercise N.M</summary>
+
+    prose and ```python blocks, as markdown
+
+    </details>
+
+Pandoc reads that as raw HTML blocks around markdown blocks. This filter, declared in
+_quarto.yml, turns each such run of blocks into Quarto's collapsed callout: a tip titled
+"Solution to exercise N.M" that also carries the class `solution`. Under plain pandoc
+(no `quarto` module) it makes the Div that Quarto would read as that callout: classes
+`callout-tip` and `solution`, attributes `collapse="true"` and the title. A
+`<details class="solution">` without a `<summary>` title or without its closing
+`</details>` stops the render with an error that names the input file. Other `<details>`
+blocks are left alone.
+]]
+
+local OPEN = '^%s*<details class="solution">%s*$'
+
+local function is_html(block, pattern)
+  return block and block.t == "RawBlock" and (block.format == "html" or block.format == "html5")
+    and block.text:match(pattern) ~= nil
+end
+
+local function where()
+  if quarto and quarto.doc and quarto.doc.input_file then
+    return quarto.doc.input_file
+  end
+  return table.concat(PANDOC_STATE and PANDOC_STATE.input_files or {}, ", ")
+end
+
+local function fail(message)
+  error("solutions.lua: " .. where() .. ": " .. message, 0)
+end
+
+-- The title held by `<summary>`: pandoc reads `<summary>Title</summary>` on one line as
+-- a raw `<summary>`, the title as plain text and a raw `</summary>`.
+local function summary_at(blocks, i)
+  if is_html(blocks[i], "^%s*<summary>%s*$") and blocks[i + 1] and blocks[i + 1].t == "Plain"
+      and is_html(blocks[i + 2], "^%s*</summary>%s*$") then
+    return pandoc.utils.stringify(blocks[i + 1]), i + 3
+  end
+  local title = blocks[i] and blocks[i].t == "RawBlock" and blocks[i].text:match("^%s*<summary>(.-)</summary>%s*$")
+  if title then
+    return title, i + 1
+  end
+  return nil, i
+end
+
+-- Quarto reads callout Divs before user filters run, so a Div made here would stay a
+-- plain Div; quarto.Callout makes the callout itself. Plain pandoc gets the Div.
+local function callout(body, title)
+  if quarto and quarto.Callout then
+    local node = quarto.Callout({ type = "tip", title = title, collapse = true, content = body,
+      attr = pandoc.Attr("", { "solution" }) })
+    return node
+  end
+  return pandoc.Div(body, pandoc.Attr("", { "callout-tip", "solution" }, { collapse = "true", title = title }))
+end
+
+function Blocks(blocks)
+  local out = pandoc.Blocks({})
+  local i = 1
+  while i <= #blocks do
+    local block = blocks[i]
+    if is_html(block, OPEN) then
+      local title, start = summary_at(blocks, i + 1)
+      if not title or title:match("^%s*$") then
+        fail('a <details class="solution"> must open with <summary>Solution to exercise N.M</summary>')
+      end
+      local depth, j = 0, start
+      local body = pandoc.Blocks({})
+      while true do
+        local inner = blocks[j]
+        if inner == nil then
+          fail('the solution "' .. title .. '" has no closing </details>')
+        end
+        if is_html(inner, "^%s*<details[%s>]") then
+          depth = depth + 1
+        elseif is_html(inner, "^%s*</details>%s*$") then
+          if depth == 0 then
+            break
+          end
+          depth = depth - 1
+        end
+        body:insert(inner)
+        j = j + 1
+      end
+      out:insert(callout(body, title))
+      i = j + 1
+    else
+      out:insert(block)
+      i = i + 1
+    end
+  end
+  return out
+end

@@ -1,0 +1,71 @@
+"""solutions.lua, the filter that finds each exercise's solution for Quarto.
+
+A solution is a ``<details class="solution">`` block in its notebook (see
+helpers/exercises.py). These tests run the filter through Quarto's own pandoc (``quarto
+pandoc``, a fraction of a second each) on small markdown files: which blocks it takes,
+what it leaves alone, and the error that a malformed solution gives. Under ``quarto
+pandoc`` the filter makes a Div with the callout's classes and attributes; in a render it
+makes Quarto's callout itself, which test_exercise_views.py checks in the browser.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from helpers.paths import PROJECT_ROOT
+
+pytestmark = pytest.mark.quarto
+
+FILTER = PROJECT_ROOT / "solutions.lua"
+
+
+def run_filter(quarto: str, tmp_path, markdown: str) -> subprocess.CompletedProcess:
+    source = tmp_path / "lesson.md"
+    source.write_text(markdown, encoding="utf-8")
+    return subprocess.run([quarto, "pandoc", "--lua-filter", str(FILTER), "-f", "markdown", "-t", "json",
+                           str(source)], capture_output=True, text=True, timeout=120)
+
+
+def blocks(quarto: str, tmp_path, markdown: str) -> list[dict]:
+    result = run_filter(quarto, tmp_path, markdown)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["blocks"]
+
+
+def solution(key: str, body: str) -> str:
+    return f'<details class="solution">\n<summary>Solution to exercise {key}</summary>\n\n{body}\n\n</details>\n\n'
+
+
+def test_each_solution_becomes_one_collapsed_tip_with_its_title(quarto, tmp_path):
+    found = blocks(quarto, tmp_path, "Before.\n\n" + solution("1.1", "The *answer*.\n\n```python\nx = 1\n```")
+                   + solution("1.2", "Another.") + "After.\n")
+    assert [b["t"] for b in found] == ["Para", "Div", "Div", "Para"]
+    (ident, classes, attributes), content = found[1]["c"]
+    assert classes == ["callout-tip", "solution"]
+    assert dict(attributes) == {"collapse": "true", "title": "Solution to exercise 1.1"}
+    assert [b["t"] for b in content] == ["Para", "CodeBlock"]  # the markdown inside stays markdown
+    assert content[1]["c"][1] == "x = 1"
+    assert dict(found[2]["c"][0][2])["title"] == "Solution to exercise 1.2"
+
+
+def test_other_details_blocks_are_left_alone_also_inside_a_solution(quarto, tmp_path):
+    other = "<details>\n<summary>More</summary>\n\nAside.\n\n</details>"
+    found = blocks(quarto, tmp_path, other + "\n\n" + solution("2.1", "Start.\n\n" + other + "\n\nEnd."))
+    assert [b["t"] for b in found[:-1]] == ["RawBlock"] * 2 + ["Plain", "RawBlock", "Para", "RawBlock"]
+    content = found[-1]["c"][1]
+    # The inner block's </details> does not end the solution; its last paragraph is inside.
+    assert content[0]["c"][0]["c"] == "Start." and content[-1]["c"][0]["c"] == "End."
+
+
+@pytest.mark.parametrize("markdown, message", [
+    ('<details class="solution">\n\nNo title.\n\n</details>\n',
+     'a <details class="solution"> must open with <summary>Solution to exercise N.M</summary>'),
+    ('<details class="solution">\n<summary>Solution to exercise 3.1</summary>\n\nNever closed.\n',
+     'the solution "Solution to exercise 3.1" has no closing </details>'),
+])
+def test_a_malformed_solution_stops_with_an_error_naming_the_file(quarto, tmp_path, markdown, message):
+    result = run_filter(quarto, tmp_path, markdown)
+    assert result.returncode != 0
+    assert f"solutions.lua: {tmp_path / 'lesson.md'}: {message}" in result.stderr
