@@ -106,7 +106,8 @@ class Chapter:
     title: str = ""
     present: bool = True
     unnumbered: bool = False  # title or first heading carries {.unnumbered}
-    number: int | None = None  # chapter number in a book (tables are "Table N.x")
+    number: int | str | None = None  # chapter number (tables "Table N.x"), a letter in an appendix
+    appendix: bool = False  # listed under book.appendices
 
 
 @dataclass
@@ -122,14 +123,18 @@ class BookConfig:
     project_type: str = "book"
 
     def number_chapters(self) -> None:
-        """Number the chapters as Quarto does in a book: every one not marked unnumbered."""
-        number = 0
+        """Number the chapters as Quarto does in a book: every one not marked unnumbered,
+        chapters 1, 2, ... and appendices A, B, ..."""
+        number = letter = 0
         for chapter in self.chapters:
-            if self.project_type == "book" and not chapter.unnumbered:
+            if self.project_type != "book" or chapter.unnumbered:
+                chapter.number = None
+            elif chapter.appendix:
+                chapter.number = chr(ord("A") + letter)
+                letter += 1
+            else:
                 number += 1
                 chapter.number = number
-            else:
-                chapter.number = None
 
 
 def _flatten_chapters(items, where="book.chapters") -> list[str]:
@@ -165,11 +170,15 @@ def load_book_config(root: Path) -> BookConfig:
     if items is None:
         raise BuildError(f"{path}: book.chapters is missing")
     chapters = []
-    for source in _flatten_chapters(items):
+    listed = [(source, False) for source in _flatten_chapters(items)]
+    listed += [(source, True) for source in
+               _flatten_chapters(book.get("appendices") or [], "book.appendices")]
+    for source, appendix in listed:
         source = Path(source).as_posix()
         if Path(source).suffix not in {".ipynb", ".qmd", ".md"}:
             raise BuildError(f"{path}: chapter {source} is not a .ipynb, .qmd or .md file")
-        chapters.append(Chapter(source=source, page=str(Path(source).with_suffix(".html").as_posix())))
+        chapters.append(Chapter(source=source, page=str(Path(source).with_suffix(".html").as_posix()),
+                                appendix=appendix))
     execute = config.get("execute") or {}
     jupyter = config.get("jupyter", "python3")
     kernel = jupyter if isinstance(jupyter, str) else (jupyter or {}).get("kernelspec", {}).get("name", "python3")
@@ -479,6 +488,7 @@ body.book-page { margin: 0; padding: 0; background: #fff; font-family: system-ui
 .book-sidebar .book-subtitle { color: #666; font-size: 0.85rem; margin-top: 0.35rem; }
 .book-sidebar ol { list-style: none; padding: 0; margin: 1.25rem 0 0 0; }
 .book-sidebar li { margin: 0.15rem 0; }
+.book-sidebar li.book-part { margin-top: 1rem; padding: 0 0.5rem; color: #666; font-size: 0.85rem; text-transform: uppercase; letter-spacing: 0.04em; }
 .book-sidebar li a { display: block; padding: 0.35rem 0.5rem; border-radius: 4px; color: #333; text-decoration: none; }
 .book-sidebar li a:hover { background: #eaeaf0; }
 .book-sidebar li.book-current a { background: var(--book-accent); color: #fff; }
@@ -605,7 +615,12 @@ def _navigation(config: BookConfig, current: Chapter) -> tuple[str, str]:
         css = ' class="book-current"' if chapter is current else ""
         aria = ' aria-current="page"' if chapter is current else ""
         href = html.escape(_relative(chapter.page, current.page))
-        items.append(f'<li{css}><a href="{href}"{aria}>{html.escape(chapter.title)}</a></li>')
+        if chapter.appendix and chapter is next(c for c in config.chapters if c.appendix):
+            items.append('<li class="book-part">Appendices</li>')
+        title = chapter.title
+        if chapter.appendix and chapter.number is not None:
+            title = f"Appendix {chapter.number}: {title}"  # as Quarto titles an appendix
+        items.append(f'<li{css}><a href="{href}"{aria}>{html.escape(title)}</a></li>')
     subtitle = f'<div class="book-subtitle">{html.escape(config.subtitle)}</div>' if config.subtitle else ""
     nav = (
         f'<div class="book-brand"><a href="{html.escape(_relative(index_page, current.page))}">'

@@ -275,7 +275,7 @@ def check_against_metadata(path: Path, n_rows: int, metadata: pd.DataFrame) -> N
             meta_path,
             f"fingerprint of {path.name} does not match: recorded {recorded[:12]}..., "
             f"file has {actual[:12]}... The file changed since the metadata was written; "
-            f"if the edit was deliberate, run `python -m helpers.fixture update-metadata "
+            f"if the edit was deliberate, run `python -m bookkit.data_check update-metadata "
             f"{path.name}`",
             row_number, line, "fingerprint",
         )

@@ -26,7 +26,7 @@ BUILD_COMMAND = [sys.executable, "-m", "bookkit"]
 #: The sample lesson of :func:`write_project`.
 SAMPLE_LESSON = "lessons/01-sample.ipynb"
 
-COPIED = ["helpers", "bookkit", "data", "lessons", "_quarto.yml", "solutions.lua", "index.qmd",
+COPIED = ["helpers", "bookkit", "data", "lessons", "_quarto.yml", "solutions.lua", "index.qmd", "guide.qmd",
           "book.scss", ".gitignore"]
 
 

@@ -212,9 +212,10 @@ def _page(lesson: str) -> str:
 
 
 @pytest.mark.slow
-def test_front_page_loads_without_console_errors(browser, site):
-    """The front page; every lesson page gets the same checks in the search test below."""
-    page = "index.html"
+@pytest.mark.parametrize("page", ["index.html", "guide.html"])
+def test_pages_without_tables_load_without_console_errors(browser, site, page):
+    """The front page and the guide for authors; every lesson page gets the same checks
+    in the search test below."""
     with pagecheck.serve_folder(site.folder) as base:
         browser.get_log("browser")  # drop entries left by earlier pages of the shared browser
         browser.get(base + page)
@@ -222,6 +223,8 @@ def test_front_page_loads_without_console_errors(browser, site):
         console = browser.get_log("browser")
         title = browser.execute_script("const h = document.querySelector('h1'); return h && h.textContent;")
     assert title, f"{site.engine}: {page} has no title"
+    if page == "guide.html":
+        assert "For authors and instructors" in title
     severe = [e["message"] for e in console if e["level"] == "SEVERE"]
     assert severe == [], f"{site.engine}: {page}: browser console errors: {severe}"
 

@@ -404,13 +404,16 @@ def test_quarto_yml_is_a_book_listing_exactly_the_lessons_present():
     present = sorted(p.relative_to(PROJECT_ROOT).as_posix() for p in (PROJECT_ROOT / "lessons").glob("*.ipynb"))
     assert chapters[0] == "index.qmd"
     assert chapters[1:] == present, "book.chapters must list exactly the notebooks in lessons/, in order"
+    assert config["book"]["appendices"] == ["guide.qmd"]
     parsed = load_book_config(PROJECT_ROOT)
-    assert [c.source for c in parsed.chapters] == chapters
-    # The front page is unnumbered, so lesson N is chapter N and its tables are "Table N.x".
+    assert [c.source for c in parsed.chapters] == [*chapters, "guide.qmd"]
+    assert [c.appendix for c in parsed.chapters] == [False] * len(chapters) + [True]
+    # The front page is unnumbered, so lesson N is chapter N and its tables are "Table N.x";
+    # the appendix is A.
     for chapter in parsed.chapters:
         chapter.title = chapter_title(read_chapter(PROJECT_ROOT, chapter), chapter)
     parsed.number_chapters()
-    assert [c.number for c in parsed.chapters] == [None, *range(1, len(chapters))]
+    assert [c.number for c in parsed.chapters] == [None, *range(1, len(chapters)), "A"]
     assert select_chapter(parsed, "01").source == "lessons/01-answering-from-retrieved-passages.ipynb"
     with pytest.raises(BuildError):
         select_chapter(parsed, "lessons/99-missing.ipynb")
@@ -477,3 +480,29 @@ def test_chapters_are_numbered_as_quarto_numbers_them(tmp_path):
         chapter.title = chapter_title(read_chapter(root, chapter), chapter)
     config.number_chapters()
     assert [c.number for c in config.chapters] == [1, 2]
+
+
+def test_appendices_are_lettered_and_listed_after_the_chapters(tmp_path):
+    """book.appendices, as Quarto reads them: lettered A, B, ... after the numbered
+    chapters, under their own heading in the sidebar, and built like any chapter."""
+    root = write_project(tmp_path / "book", [code("x = 1")])
+    config_file = root / "_quarto.yml"
+    config = yaml.safe_load(config_file.read_text())
+    config["book"]["appendices"] = ["guide.qmd", "notes.qmd"]
+    config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+    (root / "guide.qmd").write_text("---\ntitle: A guide\n---\n\nHow to edit the book.\n")
+    (root / "notes.qmd").write_text("# Notes\n\nMore.\n")
+    parsed = load_book_config(root)
+    for chapter in parsed.chapters:
+        chapter.title = chapter_title(read_chapter(root, chapter), chapter)
+    parsed.number_chapters()
+    assert [(c.source, c.number) for c in parsed.chapters] == [
+        ("index.qmd", None), (LESSON, 1), ("guide.qmd", "A"), ("notes.qmd", "B")]
+    result = run_build(root, "--engine", "nbclient")
+    assert result.returncode == 0, result.stdout + result.stderr
+    page = (root / "_book" / "guide.html").read_text(encoding="utf-8")
+    assert "How to edit the book." in page
+    sidebar = re.search(r"<nav [^>]*book-sidebar[^>]*>(.*?)</nav>", page, re.S).group(1)
+    assert sidebar.index("A sample lesson") < sidebar.index("Appendices") \
+        < sidebar.index("Appendix A: A guide") < sidebar.index("Appendix B: Notes")
+
