@@ -61,7 +61,7 @@ API_KEY = "class-key-123"
 def require_llama_server() -> None:
     if not llama_server_installed():
         reason = (f"llama-cpp-python[server] is not installed for {server_python()} "
-                  "(`make test` installs the test-server extra there)")
+                  "(`make test` installs the test-server extra into .venv-server/)")
         if os.environ.get(REQUIRE) == "1":
             pytest.fail(f"{REQUIRE}=1 but {reason}", pytrace=False)
         pytest.skip(reason)
