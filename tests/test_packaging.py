@@ -200,8 +200,10 @@ def test_the_built_from_source_extras_go_into_an_environment_of_their_own():
     assert installed, "the Makefile never installs the book's extras"
     assert not any(extras & BUILT_FROM_SOURCE_EXTRAS for extras in installed), \
         "the Makefile installs a built-from-source extra into the book's environment"
-    assert re.search(r"^SERVER_VENV \?= \$\(VENV\)-server$", makefile, flags=re.M)
-    assert "scripts/install-llama-server.sh $(PY) $(SERVER_VENV)" in makefile
+    assert re.search(r"^SERVER_VENV \?= \$\(VENV\)-server$", makefile, flags=re.M), \
+        "the Makefile does not name the server's environment (SERVER_VENV ?= $(VENV)-server)"
+    assert "scripts/install-llama-server.sh $(PY) $(SERVER_VENV)" in makefile, \
+        "the Makefile does not install the server into $(SERVER_VENV)"
     for path in (README, ENVIRONMENT):
         assert ".venv-server" in _require(path), f"{path.name} does not say where the server goes"
 
