@@ -5,7 +5,7 @@
 #
 # The server gets its own environment (.venv-server/ by default, made from the same Python
 # as .venv/) because the packages installed in .venv/ are part of every lesson's key
-# (helpers/book/cache.py): installing llama.cpp's server and its web stack there would make
+# (bookkit/cache.py): installing llama.cpp's server and its web stack there would make
 # the next `make book` execute every lesson again, although no lesson imports them. The
 # tests start the server with this environment's Python (helpers/reader/llama_server.py).
 #

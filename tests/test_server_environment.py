@@ -1,7 +1,7 @@
 """llama.cpp's server lives in an environment of its own, out of the lessons' keys.
 
 The packages installed in the lessons' kernel Python are part of every lesson's key
-(``helpers/book/cache.py``), so anything that ``make test`` installs there would make the
+(``bookkit/cache.py``), so anything that ``make test`` installs there would make the
 next ``make book`` execute every lesson again. No lesson imports llama.cpp's server, so
 ``make test`` installs it into ``.venv-server/`` (``scripts/install-llama-server.sh``) and
 the server tests start it with that environment's Python
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers.book.build import load_book_config, read_chapter
-from helpers.book.cache import LessonKey, ProjectInputs, explain, has_code
+from bookkit.build import load_book_config, read_chapter
+from bookkit.cache import LessonKey, ProjectInputs, explain, has_code
 from helpers.paths import PROJECT_ROOT
 from helpers.reader.llama_server import (
     SERVER_PYTHON_VARIABLE,

@@ -12,7 +12,7 @@ The server is ``python -m llama_cpp.server`` from the ``llama-cpp-python[server]
 package; nothing here serves anything itself. It runs in a Python of its own
 (:func:`server_python`: ``.venv-server/`` beside the project's ``.venv/``, which ``make
 test`` fills), never in the lessons' kernel environment: the kernel's installed packages
-are part of every lesson's key (:mod:`helpers.book.cache`), and no lesson imports the
+are part of every lesson's key (:mod:`bookkit.cache`), and no lesson imports the
 server or its web stack, so installing them must not execute any lesson again.
 """
 from __future__ import annotations
