@@ -1,13 +1,17 @@
 # Two commands for a newcomer: `make book` renders the book, `make test` runs the tests.
-# Both create a local virtual environment in .venv and install what they need into it.
+# Both create a local virtual environment in .venv and install the same packages into it
+# (they are part of every lesson's key). `make test` also puts llama.cpp's server, which
+# no lesson imports, in an environment of its own, .venv-server, so that installing it
+# executes no lesson again.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.bench-installed
-LLAMA_STAMP := $(VENV)/.llama-server-installed
+SERVER_VENV ?= $(VENV)-server
+LLAMA_STAMP := $(SERVER_VENV)/.installed
 
-.PHONY: book preview test test-deps test-fast browser benchmarks clean
+.PHONY: book preview test test-deps test-fast browser llama-server benchmarks clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -21,9 +25,12 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m bookkit.kernel_config
 	touch $(STAMP)
 
-# llama.cpp's server for the server-mode tests, built from source with portable flags.
-$(LLAMA_STAMP): $(STAMP) scripts/install-llama-server.sh
-	bash scripts/install-llama-server.sh $(PY) $(LLAMA_STAMP)
+# llama.cpp's server for the server-mode tests, built from source with portable flags,
+# in $(SERVER_VENV) (made from .venv's Python), never in .venv.
+$(LLAMA_STAMP): $(STAMP) scripts/install-llama-server.sh pyproject.toml
+	bash scripts/install-llama-server.sh $(PY) $(SERVER_VENV)
+
+llama-server: $(LLAMA_STAMP)
 
 # Executes only the lessons whose inputs changed (FRESH=1: every lesson). Uses Quarto when
 # one is found; otherwise tries once to pip-install quarto-cli (RETRY_QUARTO=1: again).
@@ -40,8 +47,9 @@ browser:
 # Everything the tests need installed (CI times it apart from the tests).
 test-deps: $(STAMP) $(LLAMA_STAMP) browser
 
+# The server-mode tests start llama.cpp's server with $(SERVER_VENV)'s Python.
 test: test-deps
-	$(PY) -m pytest -ra --durations=15
+	BOOK_LLAMA_SERVER_PYTHON=$(abspath $(SERVER_VENV))/bin/python $(PY) -m pytest -ra --durations=15
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -ra -m "not slow and not browser"
@@ -53,7 +61,7 @@ $(BENCH_STAMP): $(STAMP)
 
 benchmarks: $(BENCH_STAMP) $(LLAMA_STAMP)
 	$(PY) benchmarks/bench_tfidf.py
-	$(PY) benchmarks/bench_reader.py
+	BOOK_LLAMA_SERVER_PYTHON=$(abspath $(SERVER_VENV))/bin/python $(PY) benchmarks/bench_reader.py
 	$(PY) benchmarks/bench_dense.py
 	$(PY) benchmarks/bench_constrained.py
 	$(PY) benchmarks/bench_build.py

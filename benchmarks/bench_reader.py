@@ -3,12 +3,14 @@
 Prints the load time, seconds per question, generated tokens per second and peak memory
 for the six lesson prompts, first in-process with transformers (the reader's registered
 thread count, then torch's default), then through llama.cpp's OpenAI-compatible server
-(llama-cpp-python, started here on 127.0.0.1 with the same GGUF file and one thread),
+(llama-cpp-python, started here on 127.0.0.1 with the same GGUF file and one thread, from
+the Python of ``.venv-server/``),
 one request at a time and four at a time, all in one run. The closing note gives the
 ratio. Run with ``.venv/bin/python benchmarks/bench_reader.py``; not a test.
 
-The server half needs the ``test-server`` extra (``make test`` installs it); without it
-the script says so and times transformers only. vLLM is not timed: it needs a GPU.
+The server half needs the ``test-server`` extra in ``.venv-server/`` (``make test``
+installs it there; ``BOOK_LLAMA_SERVER_PYTHON`` names another Python that has it); without
+it the script says so and times transformers only. vLLM is not timed: it needs a GPU.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from helpers.reader.lesson import lesson_reader_inputs  # noqa: E402
 from helpers.reader.llama_server import (  # noqa: E402
     llama_server_installed,
     local_llama_server,
+    server_python,
     smollm2_gguf,
 )
 
@@ -128,8 +131,8 @@ def main(argv=None) -> int:
     if args.no_server:
         return 0
     if not llama_server_installed():
-        print("llama.cpp's server: not installed (the test-server extra; `make test` "
-              "installs it), so it was not timed")
+        print(f"llama.cpp's server: not installed for {server_python()} (the test-server "
+              "extra; `make test` installs it there), so it was not timed")
         return 0
     if get_reader_spec(args.reader).gguf_filename is None:
         print(f"llama.cpp's server: reader {args.reader} has no GGUF file to serve")

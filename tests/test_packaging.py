@@ -190,6 +190,24 @@ def test_the_built_from_source_extras_are_documented_in_environment_yml():
     assert "CMAKE_ARGS" in text
 
 
+def test_the_built_from_source_extras_go_into_an_environment_of_their_own():
+    """llama.cpp's server is installed into .venv-server/ (scripts/install-llama-server.sh),
+    never with the book's extras: the book's environment is in every lesson's key
+    (tests/test_server_environment.py checks the install itself)."""
+    makefile = _require(MAKEFILE)
+    installed = [set(extras.split(",")) for extras in
+                 re.findall(r"pip install .*-e '\.\[([^\]]*)\]'", makefile)]
+    assert installed, "the Makefile never installs the book's extras"
+    assert not any(extras & BUILT_FROM_SOURCE_EXTRAS for extras in installed), \
+        "the Makefile installs a built-from-source extra into the book's environment"
+    assert re.search(r"^SERVER_VENV \?= \$\(VENV\)-server$", makefile, flags=re.M), \
+        "the Makefile does not name the server's environment (SERVER_VENV ?= $(VENV)-server)"
+    assert "scripts/install-llama-server.sh $(PY) $(SERVER_VENV)" in makefile, \
+        "the Makefile does not install the server into $(SERVER_VENV)"
+    for path in (README, ENVIRONMENT):
+        assert ".venv-server" in _require(path), f"{path.name} does not say where the server goes"
+
+
 def test_the_no_deps_wheel_is_documented_in_environment_yml():
     text = _require(ENVIRONMENT)
     for name, version in _makefile_no_deps_pins().items():

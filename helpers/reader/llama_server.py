@@ -9,12 +9,15 @@ author can use it the same way to try server mode without a GPU::
         reader = load_reader("smollm2_135m_instruct", mode="server", url=url)
 
 The server is ``python -m llama_cpp.server`` from the ``llama-cpp-python[server]``
-package; nothing here serves anything itself.
+package; nothing here serves anything itself. It runs in a Python of its own
+(:func:`server_python`: ``.venv-server/`` beside the project's ``.venv/``, which ``make
+test`` fills), never in the lessons' kernel environment: the kernel's installed packages
+are part of every lesson's key (:mod:`bookkit.cache`), and no lesson imports the
+server or its web stack, so installing them must not execute any lesson again.
 """
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import socket
 import subprocess
@@ -25,18 +28,63 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from ..paths import PROJECT_ROOT
+
 #: Seconds to wait for ``/v1/models`` to answer after starting the server.
 START_TIMEOUT = 180.0
+
+#: The virtual environment that holds llama.cpp's server (``make test`` creates it with
+#: ``scripts/install-llama-server.sh``), beside the book's own ``.venv``.
+SERVER_VENV = PROJECT_ROOT / ".venv-server"
+
+#: Names another Python to run the server with (one that has ``llama-cpp-python[server]``).
+SERVER_PYTHON_VARIABLE = "BOOK_LLAMA_SERVER_PYTHON"
+
+_IMPORTS_SERVER = ("import importlib.util as u, sys; "
+                   "sys.exit(0 if u.find_spec('llama_cpp') and u.find_spec('uvicorn') else 1)")
+_VERSION_SCRIPT = "import importlib.metadata as m; print(m.version('llama-cpp-python'))"
+_SMOKE_SCRIPT = """
+import sys
+from llama_cpp import Llama
+
+model = Llama(model_path=sys.argv[1], n_ctx=64, n_threads=1, verbose=False)
+model("Hello", max_tokens=1)
+"""
 
 
 class LlamaServerError(RuntimeError):
     """The server could not be started, or it died while starting."""
 
 
-def llama_server_installed() -> bool:
-    """Whether ``llama-cpp-python`` (with its server) can be imported here."""
-    return (importlib.util.find_spec("llama_cpp") is not None
-            and importlib.util.find_spec("uvicorn") is not None)
+def server_python() -> Path:
+    """The Python that runs llama.cpp's server: ``$BOOK_LLAMA_SERVER_PYTHON`` when set,
+    else ``.venv-server/bin/python`` in the project (which may not exist yet)."""
+    named = os.environ.get(SERVER_PYTHON_VARIABLE)
+    return Path(named) if named else SERVER_VENV / "bin" / "python"
+
+
+def llama_server_installed(python: str | os.PathLike | None = None) -> bool:
+    """Whether ``python`` (default :func:`server_python`) can import ``llama_cpp`` and its
+    server's ``uvicorn``."""
+    python = Path(python) if python is not None else server_python()
+    if not python.is_file():
+        return False
+    try:
+        return subprocess.run([str(python), "-c", _IMPORTS_SERVER], stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def llama_server_version(python: str | os.PathLike | None = None) -> str:
+    """The version of ``llama-cpp-python`` installed for ``python`` (default
+    :func:`server_python`), as the server reports it."""
+    python = python if python is not None else server_python()
+    result = subprocess.run([str(python), "-c", _VERSION_SCRIPT], stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=60)
+    if result.returncode != 0:
+        raise LlamaServerError(f"{python} has no llama-cpp-python: {result.stderr.strip()[-500:]}")
+    return result.stdout.strip()
 
 
 def free_port() -> int:
@@ -62,21 +110,23 @@ def local_llama_server(model: str | os.PathLike, *, threads: int = 1, n_ctx: int
                        api_key: str | None = None):
     """Run ``python -m llama_cpp.server`` on 127.0.0.1 and a free port; yield its ``/v1`` URL.
 
-    Waits until ``GET /v1/models`` answers, and stops the server (terminate, then kill)
+    The server runs with :func:`server_python`, not with this process's Python. Waits until ``GET /v1/models`` answers, and stops the server (terminate, then kill)
     when the block ends, however it ends. ``threads`` is llama.cpp's thread count (one
     by default: the book's SmolLM2 reader also generates on one thread). ``api_key``
     starts it with ``--api_key`` (every request must then carry that key). A server that
     exits or does not answer in time raises :class:`LlamaServerError` with the end of
     its log.
     """
-    if not llama_server_installed():
+    python = server_python()
+    if not llama_server_installed(python):
         raise LlamaServerError(
-            "llama-cpp-python[server] is not installed; `make test` installs it "
-            "(see the README, 'Serving a reader for a class')"
+            f"llama-cpp-python[server] is not installed for {python}; `make test` installs "
+            f"it into {SERVER_VENV.name}/ ({SERVER_PYTHON_VARIABLE} names another Python; "
+            "see the README, 'Serving a reader for a class')"
         )
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
-    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(model),
+    command = [str(python), "-m", "llama_cpp.server", "--model", str(model),
                "--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads),
                "--n_threads_batch", str(threads), "--n_ctx", str(n_ctx), *extra_args]
     if api_key:
@@ -121,20 +171,30 @@ def smollm2_gguf() -> Path:
     return package_gguf_path(get_reader_spec("smollm2_135m_instruct"))
 
 
-def smoke_test() -> None:
-    """Load the SmolLM2 GGUF in-process with llama.cpp and generate one token.
+def smoke_test(python: str | os.PathLike | None = None) -> None:
+    """Load the SmolLM2 GGUF with llama.cpp in ``python`` (default :func:`server_python`)
+    and generate one token.
 
     The install script runs this after installing llama-cpp-python: a wheel built for
     another CPU (from pip's cache) dies here with an illegal instruction, and is rebuilt.
+    Raises :class:`LlamaServerError` with the end of its output when it fails.
     """
-    from llama_cpp import Llama
-
-    model = Llama(model_path=str(smollm2_gguf()), n_ctx=64, n_threads=1, verbose=False)
-    model("Hello", max_tokens=1)
+    python = python if python is not None else server_python()
+    result = subprocess.run([str(python), "-c", _SMOKE_SCRIPT, str(smollm2_gguf())],
+                            stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                            timeout=300)
+    if result.returncode != 0:
+        raise LlamaServerError(
+            f"llama.cpp could not generate a token with {python} (exit status "
+            f"{result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}"
+        )
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["--smoke"]:
-        sys.exit("usage: python -m helpers.reader.llama_server --smoke")
-    smoke_test()
-    print("llama.cpp runs on this CPU")
+    if not (sys.argv[1:2] == ["--smoke"] and len(sys.argv) <= 3):
+        sys.exit("usage: python -m helpers.reader.llama_server --smoke [SERVER_PYTHON]")
+    try:
+        smoke_test(sys.argv[2] if len(sys.argv) == 3 else None)
+    except LlamaServerError as error:
+        sys.exit(str(error))
+    print(f"llama.cpp runs on this CPU ({sys.argv[2] if len(sys.argv) == 3 else server_python()})")
