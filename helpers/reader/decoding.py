@@ -62,14 +62,31 @@ def batches(items: Sequence, size: int) -> list[list]:
 Allowed = Callable[[list[int]], object]
 
 
+#: The shortest shared beginning worth computing once for a whole batch, in tokens.
+MIN_SHARED_PREFIX = 16
+
+
+def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
+    """How many tokens every prompt begins with (all but the last token of the shortest,
+    so that each row keeps at least one token of its own to read)."""
+    shortest = min(len(p) for p in prompts)
+    length = 0
+    while length < shortest - 1 and all(p[length] == prompts[0][length] for p in prompts):
+        length += 1
+    return length
+
+
 def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
                  repetition_penalty: float, eos_ids: set[int], pad_id: int,
-                 allowed: Sequence[Allowed | None] | None = None) -> list[list[int]]:
+                 allowed: Sequence[Allowed | None] | None = None,
+                 reuse_prefix: bool = True) -> list[list[int]]:
     """The greedy reply to each prompt (token ids), decoded together.
 
     Each row's ids stop after its first end-of-sequence token (included) or after
     ``max_new_tokens``. ``allowed`` gives each row's grammar (see :data:`Allowed`), or
-    None for none.
+    None for none. With ``reuse_prefix`` the beginning all prompts share (the lesson's
+    instructions) is read once for the whole batch, and each row then reads only the rest
+    of its prompt, padded on the left between the two.
     """
     import torch
 
@@ -77,15 +94,25 @@ def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int
     if n == 0:
         return []
     allowed = list(allowed) if allowed is not None else [None] * n
-    width = max(len(p) for p in prompts)
+    shared = shared_prefix(prompts) if reuse_prefix and n > 1 else 0
+    if shared < MIN_SHARED_PREFIX:
+        shared = 0
+    cache = None
+    if shared:
+        prefix = torch.tensor([list(prompts[0][:shared])], dtype=torch.long)
+        cache = model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
+        cache.batch_repeat_interleave(n)
+    rests = [list(p[shared:]) for p in prompts]
+    width = max(len(p) for p in rests)
     input_ids = torch.full((n, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((n, width), dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        if prompt:
-            input_ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
-            mask[row, width - len(prompt):] = 1
+    mask = torch.zeros((n, shared + width), dtype=torch.long)
+    mask[:, :shared] = 1
+    for row, rest in enumerate(rests):
+        if rest:
+            input_ids[row, width - len(rest):] = torch.tensor(rest, dtype=torch.long)
+            mask[row, shared + width - len(rest):] = 1
     # Each row counts positions from its own first token; padding sits at position 0, hidden.
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
     vocabulary = model.get_output_embeddings().weight.shape[0]
     seen = torch.zeros((n, vocabulary), dtype=torch.bool)
     for row, prompt in enumerate(prompts):
@@ -94,7 +121,7 @@ def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int
     replies: list[list[int]] = [[] for _ in range(n)]
     finished = [False] * n
     output = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                   use_cache=True, logits_to_keep=1)
+                   past_key_values=cache, use_cache=True, logits_to_keep=1)
     for step in range(max_new_tokens):
         scores = output.logits[:, -1, :].to(dtype=torch.float32)
         if repetition_penalty != 1.0:
