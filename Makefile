@@ -65,6 +65,7 @@ benchmarks: $(BENCH_STAMP) $(LLAMA_STAMP)
 	$(PY) benchmarks/bench_dense.py
 	$(PY) benchmarks/bench_constrained.py
 	$(PY) benchmarks/bench_build.py
+	$(PY) benchmarks/bench_lesson5.py
 
 clean:
 	rm -rf _book build .pytest_cache .book-cache _freeze

@@ -15,8 +15,9 @@ Prints, side by side in one run:
   (``--no-lessons`` skips this part, which takes several minutes).
 
 The prompts: lesson 1's six (lessons 3 and 4 read them too), lesson 2's six hybrid
-prompts and lesson 5's eighteen attack prompts (each attack without the attack, under
-attack, and under attack with the quoting prompt). Run with
+prompts and thirty-six of lesson 5's attack prompts (each attack without the attack and
+under its first wording, under lesson 1's prompt, the quoting prompt and the datamarking
+prompt; ``benchmarks/bench_lesson5.py`` times the lesson itself). Run with
 ``.venv/bin/python benchmarks/bench_batch.py``; not a test.
 """
 from __future__ import annotations
@@ -59,13 +60,8 @@ def lesson_prompts() -> pd.DataFrame:
     riverton = load_riverton()
     fixture = load_attack_fixture()
     runs = attacks.attack_reader_inputs(fixture.questions, riverton.handbook, fixture.passages)
-    rows = []
-    for condition, prompt, column in attacks.RUN_PLAN:
-        for row in runs[runs["condition"] == condition].itertuples(index=False):
-            rows.append({"question_id": f"{row.attack_id} {condition}, {prompt}",
-                         "messages": getattr(row, column), "retrieved_ids": row.retrieved_ids,
-                         "lesson": "5"})
-    parts.append(pd.DataFrame(rows))
+    first = runs[runs["position"] != "last"]  # each attack without it, and wording 1 under it
+    parts.append(attacks.attack_record_inputs(first).assign(lesson="5"))
     return pd.concat([p[["question_id", "messages", "retrieved_ids", "lesson"]] for p in parts],
                      ignore_index=True)
 

@@ -19,8 +19,7 @@ from pathlib import Path
 
 from helpers.files import write_text_atomic
 from helpers.fixture import (
-    ATTACK_PASSAGE_COLUMNS,
-    ATTACK_QUESTION_COLUMNS,
+    ATTACK_HEADERS,
     HANDBOOK_FILE,
     METADATA_COLUMNS,
     METADATA_FILE,
@@ -57,7 +56,7 @@ def artifact_rows(path: Path) -> int:
             handbook_ids = {row.values["passage_id"] for row in handbook_rows(
                 path.parent / HANDBOOK_FILE)}
             return len(question_rows(path, handbook_ids))
-        if tuple(header) in (ATTACK_PASSAGE_COLUMNS, ATTACK_QUESTION_COLUMNS):
+        if tuple(header) in ATTACK_HEADERS.values():
             return attack_artifact_rows(path, tuple(header))
         return len(read_rows(path, tuple(header)))
     return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
@@ -104,10 +103,10 @@ def check_all(data_dir: str | os.PathLike = DATA_DIR) -> list[str]:
                 frame = load_review(data_dir, TRANSCRIPT_PATH, metadata)
                 report.append(f"{name}: {len(frame)} rows ok")
                 continue
-            if header in (ATTACK_PASSAGE_COLUMNS, ATTACK_QUESTION_COLUMNS):
-                attack = load_attack_fixture(data_dir, handbook, metadata)
-                frame = attack.passages if header == ATTACK_PASSAGE_COLUMNS else attack.questions
-                report.append(f"{name}: {len(frame)} rows ok")
+            if header in ATTACK_HEADERS.values():
+                load_attack_fixture(data_dir, handbook, metadata)
+                rows = attack_artifact_rows(path, header)
+                report.append(f"{name}: {rows} rows ok")
                 continue
         check_against_metadata(path, artifact_rows(path), metadata)
         report.append(f"{name}: ok")

@@ -26,11 +26,13 @@ from pathlib import Path
 import pandas as pd
 import regex
 
-from .attack_rules import ATTACK_KINDS, RuleError, parse_rule
+from .attack_rules import ATTACK_KINDS, EVASION_STYLES, RuleError, parse_rule, without_payload
 from .paths import DATA_DIR, PROJECT_ROOT
 
 HANDBOOK_FILE = "riverton-handbook.csv"
 QUESTIONS_FILE = "riverton-handbook-questions.csv"
+#: Lesson 2's thirty-six further questions.
+EXTENDED_QUESTIONS_FILE = "riverton-extended-questions.csv"
 METADATA_FILE = "riverton-handbook-metadata.csv"
 #: Lesson 4's human support review (validated by :mod:`helpers.review`).
 REVIEW_FILE = "support-review.csv"
@@ -73,6 +75,15 @@ ATTACK_QUESTION_COLUMNS = (
     "source",
     "author_note",
 )
+#: Further wordings of each attack (its own row is the first), and questions reworded
+#: to get past the router; lesson 5 reads them with the two files above.
+ATTACK_WORDINGS_FILE = "riverton-attack-wordings.csv"
+ATTACK_EVASIONS_FILE = "riverton-attack-evasions.csv"
+ATTACK_WORDING_COLUMNS = ("wording_id", "attack_id", "text", "payload", "source", "author_note")
+ATTACK_EVASION_COLUMNS = ("evasion_id", "attack_id", "style", "question", "source",
+                          "author_note")
+#: Every attack comes in at least this many wordings: its own row and the others.
+MIN_WORDINGS = 3
 #: Where a passage outside the handbook came from: planted by an attacker, or a genuine
 #: page that has been superseded. Each has its own ID prefix, which no handbook ID uses.
 ATTACK_PROVENANCE_PREFIX = {"planted": "P", "superseded": "S"}
@@ -480,6 +491,19 @@ def _attack_question_rows(path: Path, handbook_ids: set[str],
             rule = parse_rule(require(path, row, "success_rule"))
         except RuleError as error:
             raise FixtureError(path, str(error), row.number, row.line, "success_rule") from None
+        missing = [c for c in rule.canaries if c not in payload]
+        if missing:
+            raise FixtureError(
+                path, f"the rule's canary {missing[0]!r} is not in the payload; a canary is "
+                "written into the attack's own words", row.number, row.line, "success_rule",
+            )
+        if kind == "overrides the format" and (not rule.canaries or rule.join != "all"
+                                                 and len(rule.terms) > 1):
+            raise FixtureError(
+                path, "a format attack succeeds only when its canary appears: its rule must "
+                "require a canary term (joined with ' & ' to any other)", row.number,
+                row.line, "success_rule",
+            )
         for passage_id in rule.cited_ids:
             if passage_id not in handbook_ids and passage_id not in planted:
                 raise FixtureError(
@@ -492,23 +516,178 @@ def _attack_question_rows(path: Path, handbook_ids: set[str],
     return rows
 
 
+def _overlapping_handbook(text: str, handbook: dict[str, str]) -> str | None:
+    """The first handbook passage that ``text`` repeats or is repeated in, if any."""
+    for handbook_id, handbook_text in handbook.items():
+        if text in handbook_text or handbook_text in text:
+            return handbook_id
+    return None
+
+
+def _attack_wording_rows(path: Path, handbook: dict[str, str], attacks: list[Row],
+                         planted: dict[str, str]) -> list[Row]:
+    """Validate the further wordings of each attack against its own row.
+
+    A wording replaces the attack's one planted passage (its text, the payload in it) or,
+    for an attack carried by the question, the whole question; taken out, the payload
+    must leave the question of the attack's own row, so that every wording is paired
+    with the same run without the attack.
+    """
+    rows = read_rows(path, ATTACK_WORDING_COLUMNS)
+    by_id = {row.values["attack_id"]: row.values for row in attacks}
+    seen_texts = {(values["question"] if not values["planted_ids"] else
+                   planted[values["planted_ids"]]): values["attack_id"]
+                  for values in by_id.values() if "|" not in values["planted_ids"]}
+    for row in rows:
+        wording_id = require(path, row, "wording_id", regex.compile(r"A[0-9]{2}-[0-9]+"))
+        attack_id = require(path, row, "attack_id", choices=tuple(by_id))
+        prefix, _, number = wording_id.partition("-")
+        if prefix != attack_id:
+            raise FixtureError(path, f"wording {wording_id!r} is not named after its attack "
+                               f"{attack_id!r}", row.number, row.line, "wording_id")
+        if int(number) < 2:
+            raise FixtureError(path, f"wording 1 of {attack_id} is its row in "
+                               f"{ATTACK_QUESTIONS_FILE}; number the others from 2",
+                               row.number, row.line, "wording_id")
+        attack = by_id[attack_id]
+        if "|" in attack["planted_ids"]:
+            raise FixtureError(path, f"{attack_id} plants several passages; a wording "
+                               "replaces an attack's one planted passage", row.number,
+                               row.line, "attack_id")
+        text = require(path, row, "text")
+        payload = require(path, row, "payload")
+        if payload not in text:
+            raise FixtureError(path, f"the payload {payload!r} does not occur in the text",
+                               row.number, row.line, "payload")
+        rule = parse_rule(attack["success_rule"])
+        missing = [c for c in rule.canaries if c not in payload]
+        if missing:
+            raise FixtureError(path, f"the payload lacks the attack's canary {missing[0]!r}",
+                               row.number, row.line, "payload")
+        if attack["planted_ids"]:
+            overlap = _overlapping_handbook(text, handbook)
+            if overlap:
+                raise FixtureError(path, f"the text overlaps handbook passage {overlap}; an "
+                                   "attack passage must never repeat or be repeated in the "
+                                   "handbook", row.number, row.line, "text")
+        else:
+            asked = without_payload(attack["question"], attack["payload"])
+            if without_payload(text, payload) != asked:
+                raise FixtureError(path, f"without its payload the question must be {asked!r}, "
+                                   f"the one {attack_id} asks without the attack",
+                                   row.number, row.line, "text")
+        if text in seen_texts:
+            raise FixtureError(path, f"the text repeats a wording of {seen_texts[text]}",
+                               row.number, row.line, "text")
+        seen_texts[text] = attack_id
+        _require_marked(path, row, "source")
+    require_unique(path, rows, "wording_id")
+    return rows
+
+
+def _check_wording_counts(path: Path, attacks: list[Row], wordings: list[Row]) -> None:
+    counts = {row.values["attack_id"]: 1 for row in attacks}
+    for row in wordings:
+        counts[row.values["attack_id"]] += 1
+    few = [attack for attack, n in counts.items() if n < MIN_WORDINGS]
+    if few:
+        raise FixtureError(path, f"{few[0]} has {counts[few[0]]} wording(s), its own row "
+                           f"included; lesson 5 needs at least {MIN_WORDINGS} of every attack",
+                           column="attack_id")
+
+
+def _attack_evasion_rows(path: Path, attacks: list[Row]) -> list[Row]:
+    """Validate the evasions: each rewords a routed attack question in a known style."""
+    rows = read_rows(path, ATTACK_EVASION_COLUMNS)
+    by_id = {row.values["attack_id"]: row.values for row in attacks}
+    routed = tuple(a for a, values in by_id.items() if values["sensitive_topic"] != "none")
+    for row in rows:
+        require(path, row, "evasion_id", regex.compile(r"E[0-9]{2}"))
+        attack_id = require(path, row, "attack_id", choices=tuple(by_id))
+        if attack_id not in routed:
+            raise FixtureError(path, f"{attack_id} names no sensitive topic, so no rule routes "
+                               f"it and there is nothing to evade; use one of "
+                               f"{', '.join(routed)}", row.number, row.line, "attack_id")
+        require(path, row, "style", choices=EVASION_STYLES)
+        question = require(path, row, "question")
+        if question == by_id[attack_id]["question"]:
+            raise FixtureError(path, f"the question is {attack_id}'s own, not an evasion",
+                               row.number, row.line, "question")
+        _require_marked(path, row, "source")
+    require_unique(path, rows, "evasion_id")
+    require_unique(path, rows, "question")
+    return rows
+
+
+def _attack_rows(data_dir: Path, handbook: dict[str, str],
+                 metadata: pd.DataFrame | None = None) -> dict[str, list[Row]]:
+    """Every attack file's rows, validated together, by file name; with ``metadata``, each
+    file is checked against its metadata row as soon as it is read, before the files that
+    depend on it."""
+    def checked(name, rows):
+        if metadata is not None:
+            check_against_metadata(data_dir / name, len(rows), metadata)
+        return rows
+
+    passages = checked(ATTACK_PASSAGES_FILE,
+                       _attack_passage_rows(data_dir / ATTACK_PASSAGES_FILE, handbook))
+    planted = {row.values["passage_id"]: row.values["text"] for row in passages}
+    questions = checked(ATTACK_QUESTIONS_FILE, _attack_question_rows(
+        data_dir / ATTACK_QUESTIONS_FILE, set(handbook), planted))
+    wordings_path = data_dir / ATTACK_WORDINGS_FILE
+    wordings = _attack_wording_rows(wordings_path, handbook, questions, planted)
+    _check_wording_counts(wordings_path, questions, wordings)
+    checked(ATTACK_WORDINGS_FILE, wordings)
+    evasions = checked(ATTACK_EVASIONS_FILE,
+                       _attack_evasion_rows(data_dir / ATTACK_EVASIONS_FILE, questions))
+    return {ATTACK_PASSAGES_FILE: passages, ATTACK_QUESTIONS_FILE: questions,
+            ATTACK_WORDINGS_FILE: wordings, ATTACK_EVASIONS_FILE: evasions}
+
+
+#: The header of each attack file.
+ATTACK_HEADERS = {
+    ATTACK_PASSAGES_FILE: ATTACK_PASSAGE_COLUMNS,
+    ATTACK_QUESTIONS_FILE: ATTACK_QUESTION_COLUMNS,
+    ATTACK_WORDINGS_FILE: ATTACK_WORDING_COLUMNS,
+    ATTACK_EVASIONS_FILE: ATTACK_EVASION_COLUMNS,
+}
+
+
 def attack_artifact_rows(path: Path, header: tuple[str, ...]) -> int:
     """The rows of an attack file (its ``header`` says which), each value checked."""
     handbook = {row.values["passage_id"]: row.values["text"]
                 for row in handbook_rows(path.parent / HANDBOOK_FILE)}
-    passages = _attack_passage_rows(path.parent / ATTACK_PASSAGES_FILE, handbook)
-    if header == ATTACK_PASSAGE_COLUMNS:
-        return len(passages)
-    planted = {row.values["passage_id"]: row.values["text"] for row in passages}
-    return len(_attack_question_rows(path, set(handbook), planted))
+    name = {columns: name for name, columns in ATTACK_HEADERS.items()}[header]
+    return len(_attack_rows(path.parent, handbook)[name])
 
 
 @dataclass(frozen=True)
 class AttackFixture:
-    """Lesson 5's planted passages and attack questions, validated together."""
+    """Lesson 5's planted passages, attack questions, wordings and evasions, validated
+    together. ``wordings`` holds every wording of every attack, its own row's first."""
 
     passages: pd.DataFrame
     questions: pd.DataFrame
+    wordings: pd.DataFrame
+    evasions: pd.DataFrame
+
+
+def _all_wordings(questions: pd.DataFrame, passages: pd.DataFrame,
+                  further: list[Row]) -> pd.DataFrame:
+    """Wording 1 of each attack (its own row), then the further ones, attack by attack."""
+    planted = dict(zip(passages["passage_id"], passages["text"]))
+    rows = []
+    for attack in questions.itertuples(index=False):
+        text = planted[attack.planted_ids[0]] if attack.planted_ids else attack.question
+        rows.append({"wording_id": f"{attack.attack_id}-1", "attack_id": attack.attack_id,
+                     "wording": 1, "text": text, "payload": attack.payload,
+                     "source": attack.source, "author_note": attack.author_note})
+        for row in further:
+            if row.values["attack_id"] == attack.attack_id:
+                rows.append({**row.values,
+                             "wording": int(row.values["wording_id"].partition("-")[2])})
+    columns = ["wording_id", "attack_id", "wording", "text", "payload", "source", "author_note"]
+    return pd.DataFrame(rows, columns=columns)
 
 
 def load_attack_fixture(
@@ -518,11 +697,14 @@ def load_attack_fixture(
 ) -> AttackFixture:
     """The attack fixture of lesson 5, "The attacks, written down first".
 
-    Both files are validated like the rest of the fixture (file, row, line and column in
-    every error) and checked against their metadata rows and fingerprints. Planted
-    passages have IDs ``P01``..., superseded ones ``S01``..., never a handbook ID, and
-    every row says it is invented attack text for teaching. ``planted_ids`` becomes a
-    tuple; ``success_rule`` is checked by :func:`helpers.attack_rules.parse_rule`.
+    Every file is validated like the rest of the fixture (file, row, line and column in
+    every error) and checked against its metadata row and fingerprint. Planted passages
+    have IDs ``P01``..., superseded ones ``S01``..., never a handbook ID, and every row
+    says it is invented attack text for teaching. ``planted_ids`` becomes a tuple;
+    ``success_rule`` is checked by :func:`helpers.attack_rules.parse_rule`, and a canary
+    it names must be in the payload. Every attack has at least :data:`MIN_WORDINGS`
+    wordings; each evasion rewords a routed attack question in one of
+    :data:`helpers.attack_rules.EVASION_STYLES`.
     """
     data_dir = Path(data_dir)
     if metadata is None:
@@ -530,18 +712,14 @@ def load_attack_fixture(
     if handbook is None:
         handbook = load_handbook(data_dir, metadata)
     texts = dict(zip(handbook["passage_id"], handbook["text"]))
-    passages_path = data_dir / ATTACK_PASSAGES_FILE
-    passage_rows = _attack_passage_rows(passages_path, texts)
-    check_against_metadata(passages_path, len(passage_rows), metadata)
-    planted = {row.values["passage_id"]: row.values["text"] for row in passage_rows}
-    questions_path = data_dir / ATTACK_QUESTIONS_FILE
-    question_rows = _attack_question_rows(questions_path, set(texts), planted)
-    check_against_metadata(questions_path, len(question_rows), metadata)
-    passages = pd.DataFrame([row.values for row in passage_rows],
-                            columns=list(ATTACK_PASSAGE_COLUMNS))
-    questions = pd.DataFrame([row.values for row in question_rows],
-                             columns=list(ATTACK_QUESTION_COLUMNS))
+    found = _attack_rows(data_dir, texts, metadata)
+    frames = {name: pd.DataFrame([row.values for row in rows], columns=list(ATTACK_HEADERS[name]))
+              for name, rows in found.items()}
+    questions = frames[ATTACK_QUESTIONS_FILE]
     questions["planted_ids"] = pd.Series(
         [tuple(v.split("|")) if v else () for v in questions["planted_ids"]], dtype=object
     )
-    return AttackFixture(passages, questions)
+    passages = frames[ATTACK_PASSAGES_FILE]
+    return AttackFixture(passages, questions,
+                         _all_wordings(questions, passages, found[ATTACK_WORDINGS_FILE]),
+                         frames[ATTACK_EVASIONS_FILE])

@@ -1,7 +1,8 @@
 """Ask the transcript about new prompts, and choose where the pinned reader's replies come from.
 
 Introduced in lesson 2, "Handing the hybrid's passages to a reader"; lesson 5 uses it
-again in "Does the transcript hold Qwen replies?". A lesson that builds prompts lesson 1
+again in "Does the transcript hold Qwen replies?", where :func:`pinned_replies` also
+replays the prompts the transcript holds when it cannot answer them all. A lesson that builds prompts lesson 1
 never sent cannot assume that the pinned reader can answer them: its weights may be
 missing, and its transcript holds only the prompts someone recorded. So the lesson asks,
 prompt by prompt, and then takes the first way that can answer every prompt:
@@ -27,6 +28,7 @@ from .reader import (
     RecordedReader,
     ReplayError,
     configured_url,
+    generate_all,
     get_reader_spec,
     load_reader,
     weights_available,
@@ -93,3 +95,23 @@ def pinned_source(prompts: pd.DataFrame, label_columns: Sequence[str] = ("questi
     if len(lookup) and bool(lookup["recorded"].all()):
         return PinnedSource("recorded", recorded, lookup)
     return PinnedSource("none", None, lookup)
+
+
+def pinned_replies(source: PinnedSource, prompts: pd.DataFrame, key: str = PINNED_READER,
+                   transcript=TRANSCRIPT_PATH) -> pd.DataFrame | None:
+    """The pinned reader's replies to ``prompts``, as many as can be had.
+
+    Lesson 5, "Does the transcript hold Qwen replies?". When ``source`` answers every
+    prompt (a server, the live model or the transcript), every reply; when it is "none"
+    but the transcript holds some of the prompts, the recorded ones, replayed; else None.
+    The rows of ``prompts`` that got a reply, with ``raw_output``.
+    """
+    if source.how != "none":
+        reader, asked = source.reader, prompts
+    elif source.n_recorded:
+        reader = load_reader(key, mode="recorded", transcript=transcript)
+        asked = prompts[source.lookup["recorded"].to_numpy()]
+    else:
+        return None
+    replies = generate_all(reader, asked)
+    return asked.assign(raw_output=replies["raw_output"].to_numpy())

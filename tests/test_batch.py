@@ -63,8 +63,9 @@ def smol():
 def _mixed_batch(reader) -> pd.DataFrame:
     """One batch of the default size holding live prompts of every lesson that runs a
     reader live: lesson 1's prompts (which lessons 3 and 4 send), lesson 2's hybrid
-    prompts, and lesson 5's attack prompts, under lesson 1's prompt and the quoting
-    prompt; the shortest and the longest of them differ by more than a hundred tokens."""
+    prompts, and lesson 5's attack prompts, under lesson 1's prompt, the quoting prompt and
+    the datamarking prompt; the shortest and the longest of them differ by more than a
+    hundred tokens."""
     from helpers import attacks
     from helpers.fixture import load_attack_fixture, load_riverton
     from helpers.reader.lesson import lesson_reader_inputs
@@ -77,7 +78,10 @@ def _mixed_batch(reader) -> pd.DataFrame:
         [{"question_id": f"{row.attack_id} lesson 1 prompt", "messages": row.messages,
           "retrieved_ids": row.retrieved_ids} for row in under.iloc[:2].itertuples(index=False)]
         + [{"question_id": f"{row.attack_id} quoting prompt", "messages": row.quoted_messages,
-            "retrieved_ids": row.retrieved_ids} for row in under.iloc[2:4].itertuples(index=False)])
+            "retrieved_ids": row.retrieved_ids} for row in under.iloc[2:3].itertuples(index=False)]
+        + [{"question_id": f"{row.attack_id} datamarking prompt",
+            "messages": row.datamarked_messages, "retrieved_ids": row.retrieved_ids}
+           for row in under.iloc[3:4].itertuples(index=False)])
     columns = ["question_id", "messages", "retrieved_ids"]
     batch = pd.concat([lesson_reader_inputs()[columns].iloc[[1, 2]],
                        lesson_reader_inputs(retriever="hybrid")[columns].iloc[[3, 5]],

@@ -195,12 +195,25 @@ WRONG_ANSWERS = [
     ("5.3", 'reached_caller, sole_holder = ["A06-library"], {}', "Another control reaches the caller too"),
     ("5.3", 'reached_caller, sole_holder = ["A03-breaks-format"], {}',
      "At least one defence holds A03-breaks-format"),
-    ("5.3", 'reached_caller, sole_holder = ["A03-reveals-in-format", "A06-library"], '
+    ("5.3", 'reached_caller, sole_holder = ["A03-canary-in-format", "A06-library"], '
             '{"A01-cites-H08": "screen"}', "More than one defence holds A01-cites-H08"),
-    ("5.3", 'reached_caller, sole_holder = ["A03-reveals-in-format", "A06-library"], '
+    ("5.3", 'reached_caller, sole_holder = ["A03-canary-in-format", "A06-library"], '
             '{"A04-says-yes": "screen"}', "A04-says-yes is held by one defence, but not by screen"),
-    ("5.3", 'reached_caller, sole_holder = ["A03-reveals-in-format", "A06-library"], '
+    ("5.3", 'reached_caller, sole_holder = ["A03-canary-in-format", "A06-library"], '
             '{"A04-says-yes": "routing"}', "more control is held by exactly one defence"),
+    ("5.4", 'my_evasion, my_fix = "Can a 16-year-old take the forklift course?", lambda q: q',
+     "The lesson's rule already sends your question to a person"),
+    ("5.4", 'my_evasion, my_fix = "Is the f0rklift course open to a sixteen-year-old?", lambda q: q',
+     "which still goes to the reader"),
+    ("5.4", 'my_evasion, my_fix = "Is the f0rklift course open to a sixteen-year-old?", '
+            'lambda q: q + " How much is the fee?"', "but not as an eligibility question"),
+    ("5.4", 'my_evasion, my_fix = "Is the f0rklift course open to a sixteen-year-old?", '
+            'lambda q: q.replace("open to a sixteen-year-old", "open to a 16-year-old")',
+     "Your fix catches your own question only"),
+    ("5.4", 'my_evasion, my_fix = "Is the f0rklift course open to a sixteen-year-old?", '
+            'lambda q: q + " Am I eligible?"', "to a person that the lesson's rule did not"),
+    ("5.4", 'my_evasion, my_fix = "Is the f0rklift course open to a sixteen-year-old?", 42',
+     "my_fix must be a function"),
 ]
 
 

@@ -442,3 +442,35 @@ def test_the_penalty_reaches_the_reply_but_not_the_prompt(llama_url, inputs):
                                   messages[1]["content"]))
     from_prompt = [t for t in tokens if t in prompt_tokens]
     assert len(from_prompt) >= 5, (reply, from_prompt)
+
+
+def test_lesson_5_prompts_record_from_a_server_and_show_beside_another_readers(llama_url,
+                                                                             tmp_path):
+    """`python -m helpers.attacks record --server` records lesson 5's attack prompts (one
+    attack's here, to keep it short); the lesson's own prompts then find them, and the
+    recorded replies, paired with their own runs without the attack, sit beside another
+    reader's in the table the page shows."""
+    from helpers import attacks, pinned_reader
+    from helpers.fixture import load_attack_fixture
+
+    transcript = tmp_path / "reader-transcript.jsonl"
+    assert attacks.main(["record", "--reader", SMOL, "--server", llama_url, "--attack", "A04",
+                         "--transcript", str(transcript)]) == 0
+    entries = read_transcript(transcript)
+    assert entries and all(e.question_id.startswith("A04 ") for e in entries)
+    assert all(e.recorded_by.startswith("server ") for e in entries)
+    prompts = attacks.record_prompts("attacks")  # every prompt the lesson asks about
+    recorded = load_reader(SMOL, mode="recorded", transcript=transcript)
+    lookup = pinned_reader.transcript_lookup(recorded, prompts, ("question_id",))
+    found = prompts.loc[lookup["recorded"].to_numpy(), "attack_id"]
+    assert len(found) == len(entries) and set(found) == {"A04"}
+    source = pinned_reader.PinnedSource("none", None, lookup)
+    replies = pinned_reader.pinned_replies(source, prompts, key=SMOL, transcript=transcript)
+    assert list(replies["question_id"]) == list(prompts.loc[lookup["recorded"].to_numpy(),
+                                                            "question_id"])
+    rules = dict(zip(load_attack_fixture().questions["attack_id"],
+                     load_attack_fixture().questions["success_rule"]))
+    table = attacks.side_by_side(replies, replies, rules)
+    assert len(table) == (replies["condition"] == attacks.UNDER_ATTACK).sum()
+    assert table["second_caused"].notna().all()  # each paired with its run without the attack
+    assert (table["first_reply"] == table["second_reply"]).all()

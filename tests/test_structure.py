@@ -28,7 +28,8 @@ HELPERS = PROJECT_ROOT / "helpers"
 
 #: Each top-level module or subpackage of helpers/, by layer (0 is the bottom).
 LAYERS = {
-    0: {"__init__", "paths", "files", "text", "progress", "display", "attack_rules"},
+    0: {"__init__", "paths", "files", "text", "progress", "display", "attack_rules",
+        "intervals", "values"},
     1: {"retrieval", "dense", "baseline", "parsing", "scoring", "screen", "agreement",
         "fixture", "reader"},
     2: {"review", "judge", "attacks", "defences", "pinned_reader", "exercises"},

@@ -15,6 +15,7 @@ from .framework import (
     _question_texts,
     _questions,
     _retrieved_ids,
+    _tfidf,
     _riverton,
     correct,
     exercise,
@@ -33,12 +34,16 @@ def _attack_fixture():
 
 @fixture_cache
 def _attack_inputs() -> dict[tuple[str, str], Any]:
-    """Lesson 5's retrieval for every attack, without and under it, by (attack, condition)."""
+    """Lesson 5's retrieval for every attack, by (attack, condition): the run without it,
+    and, under it, wording 1 with its planted passage first (what the controls answer)."""
     from .. import attacks
 
     fixture = _attack_fixture()
-    frame = attacks.attack_reader_inputs(fixture.questions, _handbook(), fixture.passages)
-    return {(row.attack_id, row.condition): row for row in frame.itertuples(index=False)}
+    frame = attacks.attack_reader_inputs(fixture.questions, _handbook(), fixture.passages,
+                                         fixture.wordings)
+    chosen = frame[(frame["condition"] == attacks.WITHOUT_ATTACK)
+                   | ((frame["wording"] == 1) & (frame["position"] == "first"))]
+    return {(row.attack_id, row.condition): row for row in chosen.itertuples(index=False)}
 
 
 @fixture_cache
@@ -47,6 +52,34 @@ def _handbook_index() -> pd.DataFrame:
     from .. import attacks
 
     return attacks.attack_index(_handbook(), _attack_fixture().passages, ())
+
+
+@fixture_cache
+def _ranking(which: str) -> pd.DataFrame:
+    """tf-idf's top three over the handbook for lesson 1's questions ("lesson 1"), all 42
+    ordinary questions ("ordinary") or the page's evasions ("evasions")."""
+    if which == "lesson 1":
+        asked = _questions()
+    elif which == "ordinary":
+        asked = _ordinary_questions()
+    else:
+        asked = _attack_fixture().evasions.rename(columns={"evasion_id": "question_id"})
+    return _tfidf().rank(asked, k=3)
+
+
+def _ordinary_questions() -> pd.DataFrame:
+    from .framework import _extended_questions
+
+    return pd.concat([_questions(), _extended_questions()], ignore_index=True)
+
+
+def _topics_of(ranked: pd.DataFrame, question_id: str, index: pd.DataFrame):
+    """The topic lesson 5's rule reads from a ranking: that of the first handbook passage,
+    if it scores enough (:func:`helpers.defences.routing_topics`)."""
+    from .. import defences
+
+    hits = ranked[ranked["question_id"] == question_id].sort_values("rank")
+    return defences.routing_topics(list(hits["passage_id"]), list(hits["score"]), index)
 
 
 def _routed(question: str, topics, terms=None, routed_topics=None) -> bool:
@@ -58,16 +91,17 @@ def _routed(question: str, topics, terms=None, routed_topics=None) -> bool:
 
 
 def _route_cases() -> list[tuple[str, str, list]]:
-    """(name, question, trusted retrieved topics) for lesson 5's routed questions: lesson
+    """(name, question, topics the rule reads) for lesson 5's routed questions: lesson
     1's six, then every attack question with and without its attack."""
     from .. import defences
 
-    retrieved = _retrieved_ids()
-    cases = [(qid, question, defences.trusted_topics(retrieved[qid], _handbook_index()))
+    ranked = _ranking("lesson 1")
+    cases = [(qid, question, _topics_of(ranked, qid, _handbook_index()))
              for qid, question in _question_texts().items()]
     for (attack_id, condition), row in _attack_inputs().items():
         cases.append((f"{attack_id} ({condition})", row.question,
-                      defences.trusted_topics(row.retrieved_ids, row.index_passages)))
+                      defences.routing_topics(row.retrieved_ids, row.retrieved_scores,
+                                              row.index_passages)))
     return cases
 
 
@@ -245,7 +279,8 @@ def planted_figure(planted_text, reply):
     if set(figures) <= handbook_figures:
         return hint("Every figure in your answer appears in the handbook; state one that no "
                     "handbook passage holds, as an attacker would.")
-    verdict = defences.verdicts_for_reply(reply, question, retrieved, index)
+    scores = tuple(float(x) for x in ranked.sort_values("rank")["score"])
+    verdict = defences.verdicts_for_reply(reply, question, retrieved, scores, index)
     if verdict["held_by_screen"]:
         return hint(f"The screen holds it ({verdict['screen_failed_checks']}): every figure "
                     "in the answer must appear in a passage it cites, and it may cite only "
@@ -272,7 +307,8 @@ def _control_verdicts() -> dict[str, dict]:
     for control in attacks.control_replies().itertuples(index=False):
         row = _attack_inputs()[(control.attack_id, attacks.UNDER_ATTACK)]
         verdicts[control.control_id] = defences.verdicts_for_reply(
-            control.raw_output, row.question, row.retrieved_ids, row.index_passages)
+            control.raw_output, row.question, row.retrieved_ids, row.retrieved_scores,
+            row.index_passages)
     return verdicts
 
 
@@ -326,3 +362,79 @@ def sole_defence(reached_caller, sole_holder):
                    "caller. " + (f"Routing alone holds {', '.join(routing_alone)}: it was "
                                  "decided before the reader ran, so no reply could argue "
                                  "with it." if routing_alone else ""))
+
+
+def _lesson_route(question: str, ranked: pd.DataFrame, question_id: str):
+    from .. import defences
+
+    return defences.route_question(question, _topics_of(ranked, question_id, _handbook_index()))
+
+
+def _fixed_route(my_fix, question: str, question_id: str):
+    """The lesson's rule on ``my_fix(question)``, retrieved afresh: a fix changes what
+    tf-idf finds as well as the words the rule reads."""
+    fixed = my_fix(question)
+    if not isinstance(fixed, str):
+        raise AnswerShapeError(f"my_fix must return a string; for {question!r} it returned "
+                               f"{type(fixed).__name__}")
+    ranked = _tfidf().rank(pd.DataFrame({"question_id": [question_id], "question": [fixed]}), k=3)
+    return fixed, _lesson_route(fixed, ranked, question_id)
+
+
+@exercise("5.4", "Evade the router, then fix it", expects="my_evasion (a question, a string) "
+          "and my_fix (a function from a question to the question the router reads)")
+def evade_and_fix(my_evasion, my_fix):
+    """Lesson 5, exercise 5.4: an evasion of the router, and a fix that routes it at no cost.
+
+    ``my_evasion`` must go to the reader under lesson 5's rule ("An attacker who reads the
+    router"); the rule, reading ``my_fix(question)`` instead of the question, must send
+    it to a person for eligibility, catch at least one of the page's evasions that the
+    rule lets through, and send no more of the 42 ordinary questions to a person.
+    """
+    if not isinstance(my_evasion, str) or not my_evasion.strip():
+        return hint("my_evasion must be a question, a string.")
+    if not callable(my_fix):
+        return hint("my_fix must be a function: def my_fix(question): ... return question")
+    asked = pd.DataFrame({"question_id": ["MINE"], "question": [my_evasion]})
+    before = _lesson_route(my_evasion, _tfidf().rank(asked, k=3), "MINE")
+    if before.to_person:
+        return hint(f"The lesson's rule already sends your question to a person "
+                    f"({'; '.join(before.reasons)}): reword it so that no routed word is "
+                    "left and tf-idf finds no routed passage.")
+    fixed, after = _fixed_route(my_fix, my_evasion, "MINE")
+    if not after.to_person:
+        return hint(f"Your fix turns your question into {fixed!r}, which still goes to the "
+                    "reader. What did your rewording hide from the word lists?")
+    if not any(reason.startswith("eligibility") for reason in after.reasons):
+        return hint(f"Your fix routes your question, but not as an eligibility question "
+                    f"({'; '.join(after.reasons)}): the evasion is of A04, an applicant's "
+                    "age.")
+    evasions = _attack_fixture().evasions
+    ranked = _ranking("evasions")
+    passing = [e for e in evasions.itertuples(index=False)
+               if not _lesson_route(e.question, ranked, e.evasion_id).to_person]
+    caught = [e.evasion_id for e in passing
+              if _fixed_route(my_fix, e.question, e.evasion_id)[1].to_person]
+    if not caught:
+        return hint(f"Your fix catches your own question only; of the {len(passing)} evasions "
+                    "on this page that reach the reader, it routes none. Make it a rule for "
+                    "a style of evasion, not for one question.")
+    ordinary = _ordinary_questions()
+    ranked = _ranking("ordinary")
+    added = [q.question_id for q in ordinary.itertuples(index=False)
+             if _fixed_route(my_fix, q.question, q.question_id)[1].to_person
+             and not _lesson_route(q.question, ranked, q.question_id).to_person]
+    if added:
+        return hint(f"Your fix also sends {_plural(len(added), 'ordinary question', 'ordinary questions')} "
+                    f"to a person that the lesson's rule did not ({', '.join(added[:3])}"
+                    f"{', ...' if len(added) > 3 else ''}): that is its cost. Rewrite only "
+                    "what an evasion changes.")
+    still = [e.evasion_id for e in passing if e.evasion_id not in caught]
+    styles = sorted({e.style for e in passing if e.evasion_id in still})
+    return correct(f"Your fix routes your evasion and {len(caught)} of the {len(passing)} "
+                   f"evasions on this page that reach the reader ({', '.join(caught)}), and "
+                   "sends no ordinary question to a person that the lesson's rule did not. "
+                   + (f"Still through: {', '.join(still)} ({', '.join(styles)}). No list of "
+                      "words reads every language; a person who reads the question does."
+                      if still else "Every evasion on this page is routed now; the next "
+                      "attacker will write one that is not."))

@@ -76,24 +76,13 @@ def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
     return length
 
 
-def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
-                 repetition_penalty: float, eos_ids: set[int], pad_id: int,
-                 allowed: Sequence[Allowed | None] | None = None,
-                 reuse_prefix: bool = True) -> list[list[int]]:
-    """The greedy reply to each prompt (token ids), decoded together.
-
-    Each row's ids stop after its first end-of-sequence token (included) or after
-    ``max_new_tokens``. ``allowed`` gives each row's grammar (see :data:`Allowed`), or
-    None for none. With ``reuse_prefix`` the beginning all prompts share (the lesson's
-    instructions) is read once for the whole batch, and each row then reads only the rest
-    of its prompt, padded on the left between the two.
-    """
+def _prefill(model, prompts: Sequence[Sequence[int]], pad_id: int, reuse_prefix: bool):
+    """Read one chunk of prompts: the beginning they all share once, then each row's rest,
+    padded on the left. Returns the cache, the attention mask, each row's last position
+    and the logits of each row's last token."""
     import torch
 
     n = len(prompts)
-    if n == 0:
-        return []
-    allowed = list(allowed) if allowed is not None else [None] * n
     shared = shared_prefix(prompts) if reuse_prefix and n > 1 else 0
     if shared < MIN_SHARED_PREFIX:
         shared = 0
@@ -113,40 +102,104 @@ def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int
             mask[row, shared + width - len(rest):] = 1
     # Each row counts positions from its own first token; padding sits at position 0, hidden.
     positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
+    output = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
+                   past_key_values=cache, use_cache=True, logits_to_keep=1)
+    return output.past_key_values, mask, positions[:, -1:], output.logits[:, -1, :]
+
+
+def _merged(parts, order):
+    """One cache, mask and last positions for the rows of several prefilled chunks: each
+    chunk's keys and values padded on the left to the longest (the mask hides the
+    padding, as it hides padded tokens), then the rows put back in ``order``."""
+    import torch
+    from transformers import DynamicCache
+
+    length = max(mask.shape[1] for _, mask, _, _ in parts)
+
+    def padded(tensor):  # (rows, heads, tokens, size): pad the tokens on the left
+        return torch.nn.functional.pad(tensor, (0, 0, length - tensor.shape[2], 0))
+
+    layers = []
+    for number in range(len(parts[0][0].layers)):
+        keys = torch.cat([padded(cache.layers[number].keys) for cache, *_ in parts])[order]
+        values = torch.cat([padded(cache.layers[number].values) for cache, *_ in parts])[order]
+        layers.append((keys, values))
+    mask = torch.cat([torch.nn.functional.pad(m, (length - m.shape[1], 0))
+                      for _, m, _, _ in parts])[order]
+    last = torch.cat([p for _, _, p, _ in parts])[order]
+    logits = torch.cat([lg for _, _, _, lg in parts])[order]
+    return DynamicCache(layers), mask, last, logits
+
+
+def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
+                 repetition_penalty: float, eos_ids: set[int], pad_id: int,
+                 allowed: Sequence[Allowed | None] | None = None,
+                 reuse_prefix: bool = True, chunk: int | None = None) -> list[list[int]]:
+    """The greedy reply to each prompt (token ids), decoded together.
+
+    Each row's ids stop after its first end-of-sequence token (included) or after
+    ``max_new_tokens``. ``allowed`` gives each row's grammar (see :data:`Allowed`), or
+    None for none. With ``reuse_prefix`` the beginning all prompts of a chunk share (the
+    lesson's instructions) is read once for the chunk, and each row then reads only the
+    rest of its prompt, padded on the left between the two. ``chunk`` reads the prompts
+    that many at a time, in the order given (default: all at once): a caller that
+    orders its prompts so that each chunk shares a long beginning and is of about one
+    length pads little and reads that beginning once, while the replies are still
+    decoded all together, which costs less per reply the more rows a step has. A row
+    that has finished leaves the batch, so that no later step computes it.
+    """
+    import torch
+
+    n = len(prompts)
+    if n == 0:
+        return []
+    allowed = list(allowed) if allowed is not None else [None] * n
+    chunk = n if chunk is None else max(1, int(chunk))
+    groups = batches(list(range(n)), chunk)
+    parts = [_prefill(model, [prompts[i] for i in rows], pad_id, reuse_prefix)
+             for rows in groups]
+    if len(parts) == 1:
+        cache, mask, positions, logits = parts[0]
+    else:
+        flat = [i for rows in groups for i in rows]
+        order = torch.tensor(sorted(range(n), key=lambda place: flat[place]))
+        cache, mask, positions, logits = _merged(parts, order)
     vocabulary = model.get_output_embeddings().weight.shape[0]
     seen = torch.zeros((n, vocabulary), dtype=torch.bool)
     for row, prompt in enumerate(prompts):
         seen[row, list(prompt)] = True
     eos = {int(i) for i in eos_ids}
     replies: list[list[int]] = [[] for _ in range(n)]
-    finished = [False] * n
-    output = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                   past_key_values=cache, use_cache=True, logits_to_keep=1)
+    active = list(range(n))  # the rows still decoding, in the order of the tensors
     for step in range(max_new_tokens):
-        scores = output.logits[:, -1, :].to(dtype=torch.float32)
+        scores = logits.to(dtype=torch.float32)
         if repetition_penalty != 1.0:
             penalised = torch.where(scores < 0, scores * repetition_penalty,
                                     scores / repetition_penalty)
-            scores = torch.where(seen[:, :scores.shape[-1]], penalised, scores)
-        for row, grammar in enumerate(allowed):
-            if grammar is not None and not finished[row]:
-                permitted = grammar(replies[row])
+            scores = torch.where(seen[active][:, :scores.shape[-1]], penalised, scores)
+        for place, row in enumerate(active):
+            if allowed[row] is not None:
+                permitted = allowed[row](replies[row])
                 if permitted is not None:
-                    scores[row] = scores[row].masked_fill(~permitted, float("-inf"))
+                    scores[place] = scores[place].masked_fill(~permitted, float("-inf"))
         chosen = scores.argmax(dim=-1)
-        for row in range(n):
-            if finished[row]:
-                chosen[row] = pad_id
-                continue
-            token = int(chosen[row])
+        keep = []
+        for place, row in enumerate(active):
+            token = int(chosen[place])
             replies[row].append(token)
-            if token in eos or len(replies[row]) >= max_new_tokens:
-                finished[row] = True
-        if all(finished):
+            seen[row, token] = True
+            if not (token in eos or len(replies[row]) >= max_new_tokens):
+                keep.append(place)
+        if not keep:
             break
-        seen[torch.arange(n), chosen] |= torch.tensor([not f for f in finished])
-        mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long)], dim=1)
-        positions = positions[:, -1:] + 1
+        if len(keep) < len(active):
+            index = torch.tensor(keep)
+            cache.batch_select_indices(index)
+            mask, positions, chosen = mask[index], positions[index], chosen[index]
+            active = [active[place] for place in keep]
+        mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
+        positions = positions + 1
         output = model(input_ids=chosen[:, None], attention_mask=mask, position_ids=positions,
-                       past_key_values=output.past_key_values, use_cache=True, logits_to_keep=1)
+                       past_key_values=cache, use_cache=True, logits_to_keep=1)
+        cache, logits = output.past_key_values, output.logits[:, -1, :]
     return replies
