@@ -100,7 +100,7 @@ def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int
     cache = None
     if shared:
         prefix = torch.tensor([list(prompts[0][:shared])], dtype=torch.long)
-        cache = model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
+        cache = model(input_ids=prefix, use_cache=True, logits_to_keep=1).cache
         cache.batch_repeat_interleave(n)
     rests = [list(p[shared:]) for p in prompts]
     width = max(len(p) for p in rests)
@@ -121,7 +121,7 @@ def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int
     replies: list[list[int]] = [[] for _ in range(n)]
     finished = [False] * n
     output = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                   past_key_values=cache, use_cache=True, logits_to_keep=1)
+                   cache=cache, use_cache=True, logits_to_keep=1)
     for step in range(max_new_tokens):
         scores = output.logits[:, -1, :].to(dtype=torch.float32)
         if repetition_penalty != 1.0:
@@ -148,5 +148,5 @@ def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int
         mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long)], dim=1)
         positions = positions[:, -1:] + 1
         output = model(input_ids=chosen[:, None], attention_mask=mask, position_ids=positions,
-                       past_key_values=output.past_key_values, use_cache=True, logits_to_keep=1)
+                       cache=output.cache, use_cache=True, logits_to_keep=1)
     return replies
