@@ -57,6 +57,15 @@ def batches(items: Sequence, size: int) -> list[list]:
     return [list(items[start:start + size]) for start in range(0, len(items), size)]
 
 
+def batches_by_length(lengths: Sequence[int], size: int) -> list[list[int]]:
+    """The positions of prompts of ``lengths``, cut into batches of at most ``size``,
+    longest prompts first, so that prompts of similar length share a batch and little
+    of it is padding. A prompt's reply does not depend on its batch (see the module
+    docstring), so the caller puts the replies back in the prompts' order."""
+    order = sorted(range(len(lengths)), key=lambda position: (-lengths[position], position))
+    return batches(order, size)
+
+
 #: A row's grammar: given the tokens the row generated so far, the tokens it allows next
 #: (a boolean tensor over the vocabulary), or None when it allows any.
 Allowed = Callable[[list[int]], object]
