@@ -31,6 +31,8 @@ from .paths import DATA_DIR, PROJECT_ROOT
 
 HANDBOOK_FILE = "riverton-handbook.csv"
 QUESTIONS_FILE = "riverton-handbook-questions.csv"
+#: Lesson 2's thirty-six further questions.
+EXTENDED_QUESTIONS_FILE = "riverton-extended-questions.csv"
 METADATA_FILE = "riverton-handbook-metadata.csv"
 #: Lesson 4's human support review (validated by :mod:`helpers.review`).
 REVIEW_FILE = "support-review.csv"
