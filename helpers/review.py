@@ -108,10 +108,15 @@ REASONS: dict[str, Reason] = {
         Reason("correct premise flag", SUPPORTED,
                "the reply says the question's premise is false, the cited passage "
                "contradicts the premise, and any correction given is in that passage"),
+        Reason("premise contradicted in the answer", SUPPORTED,
+               "the question rests on a false premise; the reply does not flag it, but "
+               "its answer states the fact, as the cited passage states it, that makes "
+               "the premise false"),
         Reason("does not answer the question", NOT_SUPPORTED,
                "the reply is not an answer of the kind the question asks for: it repeats "
-               "the question or the prompt's template, copies a passage about something "
-               "else, or talks about another subject"),
+               "the question or the prompt's template, copies a passage (or a sentence of "
+               "one) that does not give what the question asks, or talks about another "
+               "subject"),
         Reason("no passage cited", NOT_SUPPORTED,
                "the reply answers (or flags a premise) but cites no passage, so there is "
                "nothing to read it against"),
