@@ -32,7 +32,7 @@ from .baseline import (
     BASELINE_MODEL,
     BASELINE_READER,
     BASELINE_REPLIES_PATH,
-    lesson_baseline_replies,
+    baseline_replies,
     read_baseline_replies,
 )
 from .fixture import (
@@ -157,6 +157,22 @@ REASONS: dict[str, Reason] = {
                "the strict parser found no answer and no sources, so there is nothing to "
                "hold against a passage (the first lesson's gate would stop the render)"),
     )
+}
+
+#: The screen's checks that apply the same test as a reason of the review (lesson 1's
+#: screen, lesson 4's vocabulary), and how. Under the review's fixed order of reasons, a
+#: reply that fails such a check is given that reason unless an earlier one applies, so
+#: the screen's catches of those replies hold by construction, not by reading.
+SHARED_TESTS = {
+    "parsed": (PARSE_FAILURE_REASON,
+               "the same test: the strict parser found no answer"),
+    "answer_has_citation": ("no passage cited",
+                            "the same test: an answer whose Sources line is none"),
+    "abstain_sources_ok": ("correct abstention, stray citation",
+                           "the same test: an abstention that cites a passage"),
+    "numbers_supported": ("figure not in cited passage",
+                          "nearly the same test: a figure of the answer that the cited "
+                          "text lacks (the screen matches digits, a person reads words too)"),
 }
 
 _DATE = regex.compile(r"\d{4}-\d{2}-\d{2}")
@@ -354,9 +370,18 @@ def system_label(reader: str, decoding: str) -> str:
     Lesson 4, "The replies under review"."""
     if reader == BASELINE_READER:
         retriever = {d: r for r, d in BASELINE_DECODINGS.items()}[decoding]
-        return f"sentence baseline, {'tf-idf' if retriever == 'tfidf' else retriever}"
+        return f"sentence baseline ({'tf-idf' if retriever == 'tfidf' else retriever})"
     name = REGISTRY[reader].model_id.split("/")[-1]
     return name if decoding == UNCONSTRAINED else f"{name} under the grammar"
+
+
+def retriever_of(reader: str, decoding: str) -> str:
+    """The retriever whose top passages a reply was given: the baseline's own, or lesson
+    1's tf-idf for every reader reply the review covers. Lesson 4, "The replies under
+    review"."""
+    if reader == BASELINE_READER:
+        return {d: r for r, d in BASELINE_DECODINGS.items()}[decoding]
+    return "tfidf"
 
 
 def _entries(transcript, baseline_record) -> dict:
@@ -663,13 +688,21 @@ def _baseline_rows(decoding: str, files, data_dir, record: Mapping, where) -> li
     """The baseline's replies for one retriever, computed now, as rows of
     :func:`recorded_replies`; each key must be in the record."""
     from .fixture import load_riverton
+    from .reader.lesson import RETRIEVAL_K, fit_retriever
 
     retriever = {d: r for r, d in BASELINE_DECODINGS.items()}[decoding]
     rows = []
+    fitted = None
     for name in files:
-        questions = load_riverton(Path(data_dir), name).questions
+        fixture = load_riverton(Path(data_dir), name)
+        # One fit serves every question file: they share the handbook.
+        if fitted is None:
+            fitted = fit_retriever(retriever, fixture.handbook)
+        questions = fixture.questions
         expected = dict(zip(questions["question_id"], questions["expected_action"]))
-        for row in lesson_baseline_replies(name, retriever, data_dir).itertuples(index=False):
+        computed = baseline_replies(questions, fitted.rank(questions, k=RETRIEVAL_K),
+                                    fixture.handbook, retriever)
+        for row in computed.itertuples(index=False):
             if row.key not in record:
                 raise BaselineReplayError(
                     f"{row.question_id} ({decoding}): {where} has no baseline reply for this "
