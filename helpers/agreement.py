@@ -674,11 +674,23 @@ def majority_by_group(groups: Sequence[Hashable], unsupported: Sequence[bool]) -
     return [bool(mostly_bad[g]) for g in groups]
 
 
+def _short_kappa(counts: Confusion) -> str:
+    """Kappa as a table cell: the value, or "undefined:" and the one missing thing."""
+    if counts.rows == 0:
+        return "undefined: no reply"
+    kappa = table_kappa(counts)
+    if kappa.value is not None:
+        return kappa.text()
+    if counts.flagged_supported + counts.passed_supported == 0:
+        return "undefined: no supported reply"
+    return "undefined: no unsupported reply"
+
+
 def per_group_table(groups: Sequence[Hashable], flagged: Sequence[bool],
                     unsupported: Sequence[bool], order: Sequence[Hashable]) -> pd.DataFrame:
     """One row per group of ``order``: its 2x2 counts, sensitivity and specificity with
-    exact intervals, and kappa (undefined, with the reason, where the group has a class
-    with no members). A group with no reply gets a row of zeros. Lesson 4, "Split by
+    exact intervals, and kappa ("undefined:" and the class with no members, where the
+    group has one; see :func:`table_kappa`). A group with no reply gets a row of zeros. Lesson 4, "Split by
     system"."""
     flagged = _booleans(flagged, "flagged")
     unsupported = _booleans(unsupported, "unsupported")
@@ -697,8 +709,7 @@ def per_group_table(groups: Sequence[Hashable], flagged: Sequence[bool],
                      "passed_supported": counts.passed_supported,
                      "sensitivity": sensitivity(counts).with_interval(),
                      "specificity": specificity(counts).with_interval(),
-                     "kappa": table_kappa(counts).text() if counts.rows else
-                     "undefined: no reply"})
+                     "kappa": _short_kappa(counts)})
     return pd.DataFrame(rows)
 
 

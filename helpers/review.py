@@ -370,7 +370,7 @@ def system_label(reader: str, decoding: str) -> str:
     Lesson 4, "The replies under review"."""
     if reader == BASELINE_READER:
         retriever = {d: r for r, d in BASELINE_DECODINGS.items()}[decoding]
-        return f"sentence baseline ({'tf-idf' if retriever == 'tfidf' else retriever})"
+        return f"{'tf-idf' if retriever == 'tfidf' else retriever} sentence baseline"
     name = REGISTRY[reader].model_id.split("/")[-1]
     return name if decoding == UNCONSTRAINED else f"{name} under the grammar"
 

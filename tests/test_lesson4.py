@@ -166,7 +166,7 @@ def test_the_review_table_is_the_record(lesson):
     assert shown[0]["Cited passage text"].startswith("H08: Data Support Certificate students")
     assert shown[0]["Reply from"] == "Qwen2.5-1.5B-Instruct"
     assert shown[89]["Reply from"] == "SmolLM2-135M-Instruct under the grammar"
-    assert shown[-1]["Reply from"] == "sentence baseline (hybrid)"
+    assert shown[-1]["Reply from"] == "hybrid sentence baseline"
 
 
 def test_counts_by_system_verdict_and_reason(lesson):
@@ -287,6 +287,7 @@ def test_computed_prose(lesson):
     assert (f"Of the {len(rows)} replies, {verdicts['supported']} are supported by what they "
             f"cite, {verdicts['not supported']} are not") in prose
     assert "This page ran in" in prose and "live mode on this machine" in prose
+    assert "))" not in prose  # no doubled parenthesis where a label nests in a remark
     assert "No review of your own was found" not in prose  # a student review was present
 
 
@@ -519,11 +520,16 @@ def test_the_graded_signal_auc_and_its_split_half_threshold(lesson_without_revie
 def test_circular_checks_and_the_judge_floor_are_stated(lesson_without_review, expected):
     judged = _judged(expected)
     shared = {r["Screen check"]: r for r in table_rows(lesson_without_review, "shared_tests")}
-    uncited = [r for r in judged if r["verdict"] == review.NOT_SUPPORTED
-               and r["reason"] == "no passage cited"]
-    assert shared["answer_has_citation"]["Unsupported replies with this reason"] == len(uncited)
-    assert shared["answer_has_citation"]["Of them, failing this check"] == len(uncited)
-    assert all(r["held"] for r in uncited)  # caught by construction
+    for check, (reason, how) in review.SHARED_TESTS.items():
+        given = [r for r in expected if r["reason"] == reason]
+        failing = [r for r in given if not r["held"]] if check != "parsed" else []
+        assert shared[check]["Review reason"] == reason
+        assert shared[check]["Replies given this reason"] == len(given)
+        if how.startswith("the same test"):  # one test: every such reply is held
+            assert shared[check]["Of them, failing this check"] == len(given)
+            assert not failing
+    uncited = [r for r in judged if r["reason"] == "no passage cited"]
+    assert uncited and all(r["held"] for r in uncited)  # caught by construction
     prose = markdown_outputs(lesson_without_review)
     assert "it needs each question's expected action" in prose
     yes = sum(1 for r in judged if r["judge_no"] is False)

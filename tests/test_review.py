@@ -493,7 +493,7 @@ def test_a_changed_baseline_invalidates_its_rows_as_reply_changed_since_review(
         load_review(baseline_dir, replies=replies)
     error = caught.value
     assert (error.row, error.column) == (number, "reviewed_reply")
-    assert f"{first['review_id']} ({first['question_id']}, sentence baseline (tf-idf)): " \
+    assert f"{first['review_id']} ({first['question_id']}, tf-idf sentence baseline): " \
            f"{REPLY_CHANGED}" in str(error)
     assert f"Also {changed.iloc[1]['review_id']} ({REPLY_CHANGED})" in str(error)
 
