@@ -29,7 +29,17 @@ itself. The book's notebooks are committed without outputs, so ``pre-render`` ke
 copy of each lesson notebook and ``post-render`` puts it back (and re-hashes Quarto's
 frozen result for the notebook as it is now, so the next render still thaws it; the
 lesson key, not the notebook's bytes, vouches for the result). A copy left by a render
-that failed is put back by the next ``pre-render``. ``post-render`` also removes the
+that failed is put back by the next ``pre-render``.
+
+One execution serves both formats. `_quarto.yml` turns execution off for the PDF (Typst):
+Quarto renders each lesson to HTML first, executing it or thawing its frozen result, and
+then to Typst from the outputs in the notebook file. After an execution those are the
+outputs Quarto has just written into it. For a lesson thawed from its frozen result,
+``pre-render`` puts the notebook of that execution in place: before a notebook is put
+back as committed, the notebook Quarto executed is kept in ``.book-cache/quarto/executed/``
+(only when Quarto's frozen result was made from exactly that file). A thawed lesson with
+no such notebook is executed again, so that the PDF never shows a lesson without its
+outputs. ``post-render`` also removes the
 widget loaders Quarto adds to pages from a CDN (:mod:`bookkit.offline`) and fails
 the render if any page or stylesheet still refers to the network.
 
@@ -125,6 +135,55 @@ def _snapshots_folder(root: Path) -> Path:
     return _keys_folder(root) / "notebooks"
 
 
+def _executed_folder(root: Path) -> Path:
+    """The notebooks as Quarto executed them, outputs and all (for the PDF's render)."""
+    return _keys_folder(root) / "executed"
+
+
+def _result_digest(frozen: object) -> str | None:
+    """A digest of a frozen result's ``result`` (what Quarto thaws), whatever its hash."""
+    if not isinstance(frozen, dict) or "result" not in frozen:
+        return None
+    text = json.dumps(frozen["result"], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def keep_executed(root: Path, source: str, executed: str) -> bool:
+    """Keep the notebook text ``executed`` (with outputs) of ``source`` for later PDF renders,
+    if Quarto's frozen result was made from exactly it. Returns whether it was kept."""
+    frozen = read_json(frozen_result(root, source))
+    if not isinstance(frozen, dict) or frozen.get("hash") != _quarto_hash(executed):
+        return False
+    target = _executed_folder(root) / source
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(target, executed)
+    write_json_atomic(target.with_name(target.name + ".json"), {"result": _result_digest(frozen)})
+    return True
+
+
+def executed_notebook(root: Path, source: str) -> str | None:
+    """The kept notebook of the execution that ``source``'s frozen result holds, if any:
+    made by that execution, with the cells of the notebook as it is now."""
+    kept = _executed_folder(root) / source
+    record = read_json(kept.with_name(kept.name + ".json"))
+    if not kept.is_file() or not isinstance(record, dict):
+        return None
+    if record.get("result") != _result_digest(read_json(frozen_result(root, source))):
+        return None
+    text = kept.read_text(encoding="utf-8")
+    current = (root / source).read_text(encoding="utf-8")
+    return text if _cell_sources(text) == _cell_sources(current) else None
+
+
+def put_executed_in_place(root: Path, source: str, executed: str) -> None:
+    """Write the executed notebook over ``source`` and point Quarto's frozen result at it, so
+    that Quarto thaws the HTML and renders the PDF from these outputs (post-render puts the
+    committed notebook back)."""
+    committed = (root / source).read_text(encoding="utf-8")
+    write_text_atomic(root / source, executed)
+    _rehash_frozen(root, source, committed, executed)
+
+
 def _cell_sources(text: str) -> list[tuple[str, str]] | None:
     """(cell type, source) of every cell of a notebook's JSON text; None if it is not one."""
     try:
@@ -153,13 +212,14 @@ def _quarto_thaws(root: Path, source: str, result: Path) -> bool:
     return isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(text)
 
 
-def _rehash_frozen(root: Path, source: str, executed: str, restored: str) -> None:
-    """Point Quarto's frozen result of ``source`` at the restored notebook text."""
+def _rehash_frozen(root: Path, source: str, was: str, now: str) -> None:
+    """Point Quarto's frozen result of ``source``, made for the notebook text ``was``, at
+    the text ``now`` (the committed notebook, or the executed one put in its place)."""
     for folder in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
         result = folder / "execute-results" / "html.json"
         frozen = read_json(result)
-        if isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(executed):
-            frozen["hash"] = _quarto_hash(restored)
+        if isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(was):
+            frozen["hash"] = _quarto_hash(now)
             write_json_atomic(result, frozen, indent=2, sort_keys=False)
 
 
@@ -179,6 +239,7 @@ def restore_notebooks(root: Path, say=print) -> list[str]:
         current = path.read_text(encoding="utf-8") if path.is_file() else None
         if current is not None and current != original:
             if _cell_sources(current) == _cell_sources(original):
+                keep_executed(root, source, current)
                 write_text_atomic(path, original)
                 _rehash_frozen(root, source, current, original)
                 restored.append(source)
@@ -253,7 +314,16 @@ def pre_render(root: Path, say=print) -> int:
             state = ("will execute: notebook text changed; Quarto's freeze re-executes a lesson "
                      "on any edit of its file")
         else:
-            state = kept
+            executed = executed_notebook(root, source)
+            if executed is None:
+                # Thawed for the website, the lesson would have no outputs in the PDF.
+                reasons = ["no notebook of its execution is kept for the PDF"]
+                state = f"frozen result removed, will execute: {reasons[0]}"
+                for frozen in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
+                    shutil.rmtree(frozen, ignore_errors=True)
+            else:
+                put_executed_in_place(root, source, executed)
+                state = kept
         if alone is not None and not reasons:
             state = (RENDERED_ALONE if source in alone else
                      "not rendered this time (a render of some files only)")
