@@ -39,7 +39,9 @@ outputs Quarto has just written into it. For a lesson thawed from its frozen res
 back as committed, the notebook Quarto executed is kept in ``.book-cache/quarto/executed/``
 (only when Quarto's frozen result was made from exactly that file). A thawed lesson with
 no such notebook is executed again, so that the PDF never shows a lesson without its
-outputs. ``post-render`` also removes the
+outputs; and ``post-render`` removes a PDF rendered while a lesson had none (the PDF
+rendered alone, ``quarto render --to typst``, after the lesson's key changed) and fails
+the render. ``post-render`` also removes the
 widget loaders Quarto adds to pages from a CDN (:mod:`bookkit.offline`) and fails
 the render if any page or stylesheet still refers to the network.
 
@@ -373,12 +375,15 @@ def post_render(root: Path, say=print) -> int:
     """Put the notebooks back, make the pages offline, record the rendered chapters' keys.
 
     Returns 1 (which fails the render) when a page or stylesheet still refers to the
-    network, naming each file and address.
+    network, naming each file and address, or when the PDF would show a lesson without
+    its outputs (:func:`_pdf_without_outputs`), which it removes.
     """
     restored = restore_notebooks(root, say)
     if restored:
         say(f"{PREFIX} put back {len(restored)} notebook(s) as committed (Quarto had written "
             "outputs into them)")
+    if _pdf_without_outputs(root, restored, say):
+        return 1
     output_dir = root / (os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_book")
     pages = [path for path in (root / p for p in _rendered_outputs())
              if path.suffix == ".html" and path.is_file()]
@@ -391,6 +396,33 @@ def post_render(root: Path, say=print) -> int:
             say(f"{PREFIX}   {problem}")
         return 1
     return status
+
+
+def _pdf_without_outputs(root: Path, restored: list[str], say) -> bool:
+    """Whether this render wrote a PDF in which a lesson has no outputs; if so, remove it.
+
+    The PDF (Typst) never executes a lesson: it shows the outputs that the notebook file
+    holds during the render, those Quarto wrote into it for HTML or the executed notebook
+    pre-render put in place. Every such notebook is put back afterwards, so a rendered
+    lesson that was not put back had none: a lesson whose key changed, in a render of the
+    PDF alone (``quarto render --to typst``).
+    """
+    pdfs = [root / p for p in _rendered_outputs() if p.endswith(".pdf")]
+    pdfs = [pdf for pdf in pdfs if pdf.is_file()]
+    if not pdfs:
+        return False
+    alone = _rendered_alone()
+    _, chapters = _chapters_with_code(root)
+    bare = [chapter.source for chapter, _ in chapters
+            if chapter.source not in restored and (alone is None or chapter.source in alone)]
+    if not bare:
+        return False
+    for pdf in pdfs:
+        pdf.unlink()
+    say(f"{PREFIX} removed {', '.join(p.relative_to(root).as_posix() for p in pdfs)}: it would show "
+        f"{', '.join(bare)} without outputs. The PDF shows the outputs of the HTML render's "
+        "execution, and this render executed none; render the HTML too (quarto render)")
+    return True
 
 
 def _record_keys(root: Path, say) -> int:

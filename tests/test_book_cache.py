@@ -559,6 +559,34 @@ def test_a_thawed_lesson_gets_its_executed_notebook_for_the_pdf(tmp_path, monkey
     assert not frozen_result(root, LESSON).exists()
 
 
+def test_a_pdf_that_would_show_a_lesson_without_outputs_is_removed(tmp_path, monkeypatch):
+    """The PDF does not execute lessons; rendered alone (`quarto render --to typst`) after a
+    lesson's key changed, it would print that lesson bare: post-render fails and removes it."""
+    from bookkit.freeze import post_render
+
+    root = write_book(tmp_path / "book")
+    assert _pre(root) == "will execute: no earlier run"
+    pdf = root / "_book" / "book.pdf"
+    pdf.parent.mkdir()
+    pdf.write_bytes(b"%PDF-1.7")  # Typst rendered the notebook as committed, without outputs
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(root / "_book"))
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", "_book/book.pdf")
+    monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)
+    said = []
+    assert post_render(root, said.append) == 1
+    assert not pdf.exists()
+    assert any(line.startswith("[freeze] removed _book/book.pdf: it would show " + LESSON + " without outputs")
+               for line in said), said
+
+    # Rendered with the HTML, the lesson executed first and the PDF had its outputs.
+    _pre(root)
+    _freeze_result(root)
+    pdf.write_bytes(b"%PDF-1.7")
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", f"_book/book.pdf\n_book/{Path(LESSON).with_suffix('.html')}")
+    assert post_render(root, said.append) == 0
+    assert pdf.is_file()
+
+
 def test_a_failed_render_s_outputs_are_taken_out_by_the_next_pre_render(tmp_path):
     from bookkit.freeze import pre_render
 
