@@ -106,11 +106,12 @@ local function pointer(title, key)
 end
 
 -- The appendix: a chapter "Solutions", one unnumbered section per solution, each with a
--- link back. Its sections stay out of the table of contents.
-local function appendix(in_book)
+-- link back. Its sections stay out of the table of contents. `start_part`: begin
+-- orange-book's appendix part (its template imports `appendices`) as Quarto begins it
+-- for a book's first appendix; a book with appendices of its own has begun it already.
+local function appendix(start_part)
   local blocks = pandoc.Blocks({})
-  if in_book then
-    -- orange-book's appendix part (the template imports `appendices`), as Quarto starts it.
+  if start_part then
     blocks:insert(pandoc.RawBlock("typst", '#show: appendices.with("Appendices", hide-parent: true)'))
   end
   blocks:insert(pandoc.Header(1, { pandoc.Str("Solutions") }, pandoc.Attr("solutions")))
@@ -144,7 +145,8 @@ end
 
 function Pandoc(doc)
   if PRINT and #collected > 0 then
-    doc.blocks:extend(appendix(doc.meta.book ~= nil))
+    local book = doc.meta.book
+    doc.blocks:extend(appendix(book ~= nil and (book.appendices == nil or #book.appendices == 0)))
     return doc
   end
 end
