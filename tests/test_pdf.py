@@ -225,7 +225,9 @@ def book(quarto_site, poppler):
     assert pdf.is_file(), f"the Quarto build wrote no {pdf.name}:\n{quarto_site.report[-3000:]}"
     config = load_book_config(project)
     titles = {}
-    for chapter in config.chapters[1:]:
+    for chapter in config.chapters:
+        if not chapter.source.endswith(".ipynb"):
+            continue
         raw = nbformat.read(project / chapter.source, as_version=4).cells[0].source
         titles[chapter.source] = yaml.safe_load(raw.strip().strip("-"))["title"]
     return project, pdf, pdfcheck.pages(pdf), titles
