@@ -114,7 +114,7 @@ local function appendix(start_part)
   if start_part then
     blocks:insert(pandoc.RawBlock("typst", '#show: appendices.with("Appendices", hide-parent: true)'))
   end
-  blocks:insert(pandoc.Header(1, { pandoc.Str("Solutions") }, pandoc.Attr("solutions")))
+  blocks:insert(pandoc.Header(1, { pandoc.Str("Solutions") }, pandoc.Attr("print-solutions")))
   blocks:insert(pandoc.Para({ pandoc.Str("The worked solutions to the exercises, in the order of the lessons.") }))
   for _, item in ipairs(collected) do
     blocks:insert(pandoc.RawBlock("typst", "#heading(level: 2, numbering: none, outlined: false)["

@@ -67,8 +67,15 @@ def squeeze(found: str, hyphenated: bool = False) -> str:
     return re.sub(r"\s+", "", found).translate(_QUOTES)
 
 
-def contains(haystack: str, needle: str) -> bool:
-    """Whether ``needle`` is in the PDF text ``haystack``, whitespace and line-end hyphens aside."""
+_HYPHENS = re.compile("[-\u2010\u00ad]")
+
+
+def contains(haystack: str, needle: str, hyphens: bool = True) -> bool:
+    """Whether ``needle`` is in the PDF text ``haystack``, whitespace and line-end hyphens
+    aside; with ``hyphens=False``, every hyphen aside (a word hyphenated where it has a
+    hyphen of its own)."""
+    if not hyphens:
+        return _HYPHENS.sub("", squeeze(needle)) in _HYPHENS.sub("", squeeze(haystack))
     wanted = squeeze(needle)
     return wanted in squeeze(haystack) or wanted in squeeze(haystack, hyphenated=True)
 
