@@ -543,6 +543,6 @@ def test_circular_checks_and_the_judge_floor_are_stated(lesson_without_review, e
 def test_a_changed_baseline_is_refused_on_the_page(lesson_without_review):
     (cell,) = [c for c in lesson_without_review.cells if c.get("id") == "lesson4-50c"]
     printed = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
-    assert f"column 'reviewed_reply': R" in printed and review.REPLY_CHANGED in printed
+    assert "column 'reviewed_reply': R" in printed and review.REPLY_CHANGED in printed
     assert f"are now *{review.REPLY_CHANGED}* and have no verdict" in markdown_outputs(
         lesson_without_review)
