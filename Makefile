@@ -11,7 +11,7 @@ BENCH_STAMP := $(VENV)/.bench-installed
 SERVER_VENV ?= $(VENV)-server
 LLAMA_STAMP := $(SERVER_VENV)/.installed
 
-.PHONY: book preview test test-deps test-fast browser llama-server benchmarks clean
+.PHONY: book preview test test-deps test-fast browser pdf-tools llama-server benchmarks clean
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -44,8 +44,12 @@ preview: $(STAMP)
 browser:
 	@bash scripts/ensure-chromium.sh
 
+# pdftotext and pdftoppm, with which the tests read the PDF edition.
+pdf-tools:
+	@bash scripts/ensure-poppler.sh
+
 # Everything the tests need installed (CI times it apart from the tests).
-test-deps: $(STAMP) $(LLAMA_STAMP) browser
+test-deps: $(STAMP) $(LLAMA_STAMP) browser pdf-tools
 
 # The server-mode tests start llama.cpp's server with $(SERVER_VENV)'s Python.
 test: test-deps

@@ -121,6 +121,7 @@ class BookConfig:
     execute_defaults: dict = field(default_factory=dict)
     kernel: str = "python3"
     project_type: str = "book"
+    pdf: str | None = None  # the PDF Quarto writes into the output folder (format: typst)
 
     def number_chapters(self) -> None:
         """Number the chapters as Quarto does in a book: every one not marked unnumbered,
@@ -180,6 +181,11 @@ def load_book_config(root: Path) -> BookConfig:
         chapters.append(Chapter(source=source, page=str(Path(source).with_suffix(".html").as_posix()),
                                 appendix=appendix))
     execute = config.get("execute") or {}
+    formats = config.get("format") or {}
+    pdf = None
+    if isinstance(formats, dict) and "typst" in formats:
+        stem = book.get("output-file") or str(book.get("title") or "index").replace(" ", "-")
+        pdf = f"{stem}.pdf"
     jupyter = config.get("jupyter", "python3")
     kernel = jupyter if isinstance(jupyter, str) else (jupyter or {}).get("kernelspec", {}).get("name", "python3")
     return BookConfig(
@@ -192,6 +198,7 @@ def load_book_config(root: Path) -> BookConfig:
         execute_defaults={k: v for k, v in execute.items() if k not in {"enabled", "freeze", "cache", "daemon"}},
         kernel=kernel,
         project_type=str(project.get("type") or "default"),
+        pdf=pdf,
     )
 
 
@@ -820,6 +827,12 @@ def _machinery_digest() -> str:
     return digest.hexdigest()
 
 
+#: Why the build without Quarto writes no PDF (the README says how to get one).
+NO_PDF = ("the PDF edition ({pdf}) is Quarto's Typst render of the book (format: typst in "
+          "_quarto.yml), and nbconvert has no such output; install Quarto (see the README) "
+          "and build again to get it")
+
+
 def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None, timeout: int,
                          fresh: bool = False) -> int:
     started = time.perf_counter()
@@ -899,6 +912,8 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
         print(f"[build]   {chapter.page:<55} {timing}  {decision}", flush=True)
     total = time.perf_counter() - started
     print(f"[build] {len(targets)} page(s) written to {output} in {total:.1f} s", flush=True)
+    if config.pdf:
+        print(f"[build] no PDF: {NO_PDF.format(pdf=config.pdf)}", flush=True)
     print("[build] engine: nbclient + nbconvert (Quarto was not found)", flush=True)
     return EXIT_OK
 

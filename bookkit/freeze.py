@@ -29,7 +29,19 @@ itself. The book's notebooks are committed without outputs, so ``pre-render`` ke
 copy of each lesson notebook and ``post-render`` puts it back (and re-hashes Quarto's
 frozen result for the notebook as it is now, so the next render still thaws it; the
 lesson key, not the notebook's bytes, vouches for the result). A copy left by a render
-that failed is put back by the next ``pre-render``. ``post-render`` also removes the
+that failed is put back by the next ``pre-render``.
+
+One execution serves both formats. `_quarto.yml` turns execution off for the PDF (Typst):
+Quarto renders each lesson to HTML first, executing it or thawing its frozen result, and
+then to Typst from the outputs in the notebook file. After an execution those are the
+outputs Quarto has just written into it. For a lesson thawed from its frozen result,
+``pre-render`` puts the notebook of that execution in place: before a notebook is put
+back as committed, the notebook Quarto executed is kept in ``.book-cache/quarto/executed/``
+(only when Quarto's frozen result was made from exactly that file). A thawed lesson with
+no such notebook is executed again, so that the PDF never shows a lesson without its
+outputs; and ``post-render`` removes a PDF rendered while a lesson had none (the PDF
+rendered alone, ``quarto render --to typst``, after the lesson's key changed) and fails
+the render. ``post-render`` also removes the
 widget loaders Quarto adds to pages from a CDN (:mod:`bookkit.offline`) and fails
 the render if any page or stylesheet still refers to the network.
 
@@ -125,6 +137,55 @@ def _snapshots_folder(root: Path) -> Path:
     return _keys_folder(root) / "notebooks"
 
 
+def _executed_folder(root: Path) -> Path:
+    """The notebooks as Quarto executed them, outputs and all (for the PDF's render)."""
+    return _keys_folder(root) / "executed"
+
+
+def _result_digest(frozen: object) -> str | None:
+    """A digest of a frozen result's ``result`` (what Quarto thaws), whatever its hash."""
+    if not isinstance(frozen, dict) or "result" not in frozen:
+        return None
+    text = json.dumps(frozen["result"], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def keep_executed(root: Path, source: str, executed: str) -> bool:
+    """Keep the notebook text ``executed`` (with outputs) of ``source`` for later PDF renders,
+    if Quarto's frozen result was made from exactly it. Returns whether it was kept."""
+    frozen = read_json(frozen_result(root, source))
+    if not isinstance(frozen, dict) or frozen.get("hash") != _quarto_hash(executed):
+        return False
+    target = _executed_folder(root) / source
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(target, executed)
+    write_json_atomic(target.with_name(target.name + ".json"), {"result": _result_digest(frozen)})
+    return True
+
+
+def executed_notebook(root: Path, source: str) -> str | None:
+    """The kept notebook of the execution that ``source``'s frozen result holds, if any:
+    made by that execution, with the cells of the notebook as it is now."""
+    kept = _executed_folder(root) / source
+    record = read_json(kept.with_name(kept.name + ".json"))
+    if not kept.is_file() or not isinstance(record, dict):
+        return None
+    if record.get("result") != _result_digest(read_json(frozen_result(root, source))):
+        return None
+    text = kept.read_text(encoding="utf-8")
+    current = (root / source).read_text(encoding="utf-8")
+    return text if _cell_sources(text) == _cell_sources(current) else None
+
+
+def put_executed_in_place(root: Path, source: str, executed: str) -> None:
+    """Write the executed notebook over ``source`` and point Quarto's frozen result at it, so
+    that Quarto thaws the HTML and renders the PDF from these outputs (post-render puts the
+    committed notebook back)."""
+    committed = (root / source).read_text(encoding="utf-8")
+    write_text_atomic(root / source, executed)
+    _rehash_frozen(root, source, committed, executed)
+
+
 def _cell_sources(text: str) -> list[tuple[str, str]] | None:
     """(cell type, source) of every cell of a notebook's JSON text; None if it is not one."""
     try:
@@ -153,13 +214,14 @@ def _quarto_thaws(root: Path, source: str, result: Path) -> bool:
     return isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(text)
 
 
-def _rehash_frozen(root: Path, source: str, executed: str, restored: str) -> None:
-    """Point Quarto's frozen result of ``source`` at the restored notebook text."""
+def _rehash_frozen(root: Path, source: str, was: str, now: str) -> None:
+    """Point Quarto's frozen result of ``source``, made for the notebook text ``was``, at
+    the text ``now`` (the committed notebook, or the executed one put in its place)."""
     for folder in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
         result = folder / "execute-results" / "html.json"
         frozen = read_json(result)
-        if isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(executed):
-            frozen["hash"] = _quarto_hash(restored)
+        if isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(was):
+            frozen["hash"] = _quarto_hash(now)
             write_json_atomic(result, frozen, indent=2, sort_keys=False)
 
 
@@ -179,6 +241,7 @@ def restore_notebooks(root: Path, say=print) -> list[str]:
         current = path.read_text(encoding="utf-8") if path.is_file() else None
         if current is not None and current != original:
             if _cell_sources(current) == _cell_sources(original):
+                keep_executed(root, source, current)
                 write_text_atomic(path, original)
                 _rehash_frozen(root, source, current, original)
                 restored.append(source)
@@ -253,7 +316,16 @@ def pre_render(root: Path, say=print) -> int:
             state = ("will execute: notebook text changed; Quarto's freeze re-executes a lesson "
                      "on any edit of its file")
         else:
-            state = kept
+            executed = executed_notebook(root, source)
+            if executed is None:
+                # Thawed for the website, the lesson would have no outputs in the PDF.
+                reasons = ["no notebook of its execution is kept for the PDF"]
+                state = f"frozen result removed, will execute: {reasons[0]}"
+                for frozen in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
+                    shutil.rmtree(frozen, ignore_errors=True)
+            else:
+                put_executed_in_place(root, source, executed)
+                state = kept
         if alone is not None and not reasons:
             state = (RENDERED_ALONE if source in alone else
                      "not rendered this time (a render of some files only)")
@@ -303,12 +375,15 @@ def post_render(root: Path, say=print) -> int:
     """Put the notebooks back, make the pages offline, record the rendered chapters' keys.
 
     Returns 1 (which fails the render) when a page or stylesheet still refers to the
-    network, naming each file and address.
+    network, naming each file and address, or when the PDF would show a lesson without
+    its outputs (:func:`_pdf_without_outputs`), which it removes.
     """
     restored = restore_notebooks(root, say)
     if restored:
         say(f"{PREFIX} put back {len(restored)} notebook(s) as committed (Quarto had written "
             "outputs into them)")
+    if _pdf_without_outputs(root, restored, say):
+        return 1
     output_dir = root / (os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_book")
     pages = [path for path in (root / p for p in _rendered_outputs())
              if path.suffix == ".html" and path.is_file()]
@@ -321,6 +396,33 @@ def post_render(root: Path, say=print) -> int:
             say(f"{PREFIX}   {problem}")
         return 1
     return status
+
+
+def _pdf_without_outputs(root: Path, restored: list[str], say) -> bool:
+    """Whether this render wrote a PDF in which a lesson has no outputs; if so, remove it.
+
+    The PDF (Typst) never executes a lesson: it shows the outputs that the notebook file
+    holds during the render, those Quarto wrote into it for HTML or the executed notebook
+    pre-render put in place. Every such notebook is put back afterwards, so a rendered
+    lesson that was not put back had none: a lesson whose key changed, in a render of the
+    PDF alone (``quarto render --to typst``).
+    """
+    pdfs = [root / p for p in _rendered_outputs() if p.endswith(".pdf")]
+    pdfs = [pdf for pdf in pdfs if pdf.is_file()]
+    if not pdfs:
+        return False
+    alone = _rendered_alone()
+    _, chapters = _chapters_with_code(root)
+    bare = [chapter.source for chapter, _ in chapters
+            if chapter.source not in restored and (alone is None or chapter.source in alone)]
+    if not bare:
+        return False
+    for pdf in pdfs:
+        pdf.unlink()
+    say(f"{PREFIX} removed {', '.join(p.relative_to(root).as_posix() for p in pdfs)}: it would show "
+        f"{', '.join(bare)} without outputs. The PDF shows the outputs of the HTML render's "
+        "execution, and this render executed none; render the HTML too (quarto render)")
+    return True
 
 
 def _record_keys(root: Path, say) -> int:

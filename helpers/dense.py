@@ -124,6 +124,19 @@ def encode(texts: Sequence[str], model: Any = None,
     return np.asarray(vectors, dtype=np.float32)[inverse]
 
 
+def pair_cosines(first: Sequence[str], second: Sequence[str], model: Any = None) -> np.ndarray:
+    """The cosine between ``first[i]`` and ``second[i]`` for every i, from the encoder's
+    unit-length embeddings (a dot product). Lesson 4 scores a reply with the cosine of
+    its answer and the passage it cites (lesson 4, "A graded signal")."""
+    first, second = list(first), list(second)
+    if len(first) != len(second):
+        raise ValueError(f"{len(first)} texts against {len(second)}")
+    if not first:
+        return np.zeros(0, dtype=np.float32)
+    vectors = encode(first + second, model)
+    return (vectors[:len(first)] * vectors[len(first):]).sum(axis=1)
+
+
 def _check_passages(passages: pd.DataFrame, id_column: str, text_column: str) -> None:
     if passages.empty:
         raise ValueError("cannot fit a retriever on an empty passage table")

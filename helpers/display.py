@@ -1,9 +1,18 @@
 """Tables and computed prose for the lessons: what a student sees must be what the data say.
 
-Introduced in lesson 1, "Set up". Each table is displayed as a bundle with three
-representations: ``text/html`` for readers, ``text/plain`` for terminals, and
+Introduced in lesson 1, "Set up". Each table is displayed as a bundle with four
+representations: ``text/html`` for readers of the website and the notebook,
+``text/markdown`` (a pipe table) for the printed book, ``text/plain`` for terminals, and
 :data:`TABLE_MIME` (the rows as JSON) so tests can read the table an executed notebook
 shows without scraping HTML. Renderers ignore the JSON type they do not know.
+
+One execution of a lesson serves the website and the PDF (Quarto renders the PDF from
+the outputs of the website's execution), so a cell cannot know which of the two it is
+displayed in; each renderer picks its representation from the bundle. Notebook front
+ends and Quarto's HTML take ``text/html``; Quarto's Typst (PDF) output cannot show HTML
+and takes ``text/markdown``, which keeps the cell's caption and label, so ``@tbl-...``
+references resolve in print too. :func:`interactive_tables` loads the interactive
+tables' script the same way: HTML for the website, nothing at all in print.
 
 Two things about the HTML are deliberate:
 
@@ -16,6 +25,14 @@ Two things about the HTML are deliberate:
 - **Wide tables stay inside their box.** Text wraps; a table that still does not fit
   scrolls sideways inside its own container, and its first column (the question or
   passage ID in every lesson table) stays in view while it does.
+
+The printed table (:func:`markdown_table`) shows the same text as the HTML, escaped so
+that Markdown reads none of it as markup (no dollar sign becomes mathematics). A table
+too wide for the page takes the full text width: each column gets room for its longest
+word, the rest of the line is shared by how much more text each holds, and the text
+wraps inside the cells. A table longer than
+:data:`PRINT_MAX_ROWS` rows prints its first :data:`PRINT_ROWS` rows and a sentence
+saying how many rows the website shows.
 """
 from __future__ import annotations
 
@@ -40,6 +57,28 @@ CONTAINER_CLASS = "riverton-table"
 LONG_TEXT = 40
 
 LONG_CLASS = "riverton-long"
+
+#: A table with more rows than this is cut in print to its first :data:`PRINT_ROWS` rows.
+PRINT_MAX_ROWS = 40
+PRINT_ROWS = 20
+
+#: Pandoc gives a pipe table the full text width, its columns sized by the dashes under
+#: the header, only when one of its lines is longer than this (pandoc's ``--columns``);
+#: a narrower table keeps the width of its text.
+PANDOC_COLUMNS = 72
+
+#: In print a table line holds about this many characters (A4, in the table's small
+#: type), and each column's padding takes :data:`PRINT_PAD` of them. A column is given
+#: room for its longest text, up to :data:`PRINT_WIDEST` characters a line, when the
+#: line has room for that; and at least room for its longest word in the data, up to
+#: :data:`PRINT_WORD` (print/typst-show.typ lets a longer run of characters break
+#: anywhere, and hyphenates a longer word), and for :data:`PRINT_HEADER_WORD`
+#: characters of its header's longest word (a longer one is hyphenated).
+PRINT_LINE = 106
+PRINT_PAD = 3
+PRINT_WIDEST = 48
+PRINT_WORD = 12
+PRINT_HEADER_WORD = 6
 
 # Notebook front ends right-align table cells and centre the table; text columns read
 # better left-aligned, long text wraps, and a table wider than its box scrolls inside
@@ -160,9 +199,94 @@ def bundle(frame: pd.DataFrame, labels: Mapping[str, str], name: str,
                "rows": shown.to_numpy().tolist()}
     return {
         "text/html": html,
+        "text/markdown": markdown_table(shown),
         "text/plain": shown.to_string(index=False),
         TABLE_MIME: json.loads(json.dumps(payload, default=str)),
     }
+
+
+# --------------------------------------------------------------------------- tables in print
+
+# Pandoc's Markdown reads a backslash before any ASCII punctuation as that character itself.
+_MARKDOWN_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def markdown_text(value: str) -> str:
+    """``value`` as literal Markdown text: every ASCII punctuation character escaped (so
+    ``$150|$150`` stays text, never mathematics or a cell border), line breaks as spaces,
+    as the HTML table shows them."""
+    return _MARKDOWN_PUNCTUATION.sub(r"\\\1", " ".join(str(value).split()))
+
+
+def cell_texts(shown: pd.DataFrame) -> list[list[str]]:
+    """Each cell of ``shown`` (see :func:`prepare`) as the HTML table writes it: numbers
+    formatted as pandas formats them (``display.precision`` included)."""
+    from pandas.io.formats.format import format_array
+
+    columns = []
+    for position in range(len(shown.columns)):
+        values = shown.iloc[:, position].to_numpy()
+        columns.append([text.strip() for text in format_array(values, None, justify="all",
+                                                                leading_space=False)])
+    return [list(row) for row in zip(*columns)] if columns else []
+
+
+def _print_widths(header: list[str], rows: list[list[str]]) -> list[float]:
+    """Room for each column, in characters, padding included: each gets its least room (its
+    longest word, see :data:`PRINT_LINE`), and what is left of the line is shared by how
+    much more each one wants (its longest text)."""
+    least, most = [], []
+    for position, label in enumerate(header):
+        values = [row[position] for row in rows]
+        word = max((len(w) for value in values for w in value.split()), default=0)
+        header_word = max((len(w) for w in label.split()), default=0)
+        low = max(3, min(word, PRINT_WORD), min(header_word, PRINT_HEADER_WORD))
+        longest = max(len(text) for text in [label, *values])
+        least.append(low)
+        most.append(max(low, min(longest, PRINT_WIDEST)))
+    line = PRINT_LINE - PRINT_PAD * len(header)
+    if sum(most) <= line or sum(least) >= line:
+        text = most if sum(most) <= line else least
+    else:
+        spare = line - sum(least)
+        wants = [high - low for low, high in zip(least, most)]
+        text = [low + want * spare / sum(wants) for low, want in zip(least, wants)]
+    return [width + PRINT_PAD for width in text]
+
+
+def markdown_table(shown: pd.DataFrame, max_rows: int = PRINT_MAX_ROWS, rows_kept: int = PRINT_ROWS) -> str:
+    """``shown`` (see :func:`prepare`) as a Markdown pipe table, for print.
+
+    Introduced in lesson 1, "Set up" (every table carries one). Cells hold the text of
+    the HTML table, escaped by :func:`markdown_text`. A table wider than
+    :data:`PANDOC_COLUMNS` characters takes the full text width, each column's share in
+    proportion to :func:`_print_widths`, with its text wrapped inside the cells; a
+    narrower one keeps its natural width. A table longer than ``max_rows`` rows keeps
+    its first ``rows_kept`` and ends with a sentence that says so.
+    """
+    header = [str(column) for column in shown.columns]
+    rows = cell_texts(shown)
+    total = len(rows)
+    cut = total > max_rows
+    if cut:
+        rows = rows[:rows_kept]
+    header_md = [markdown_text(label) for label in header]
+    rows_md = [[markdown_text(text) for text in row] for row in rows]
+    widths = _print_widths(header, rows)
+    lines = ["| " + " | ".join(cells) + " |" for cells in [header_md, *rows_md]]
+    if max(len(line) for line in lines) > PANDOC_COLUMNS:
+        # Relative widths: pandoc reads each column's share from its dashes.
+        scale = 120 / sum(widths)
+        dashes = [max(3, round(width * scale)) for width in widths]
+    else:
+        dashes = [3] * len(header)
+    # Left-aligned, as the HTML tables are.
+    separator = "|" + "|".join(":" + "-" * (count - 1) for count in dashes) + "|"
+    table = "\n".join([lines[0], separator, *lines[1:]]) + "\n"
+    if cut:
+        table += (f"\nOnly the first {rows_kept} of the table's {total} rows are printed here; "
+                  f"the website and the notebook show all {total}.\n")
+    return table
 
 
 def show_table(frame: pd.DataFrame, labels: Mapping[str, str], name: str,
@@ -171,6 +295,27 @@ def show_table(frame: pd.DataFrame, labels: Mapping[str, str], name: str,
     from IPython.display import display
 
     display(bundle(frame, labels, name, interactive, key_columns, **itables_options), raw=True)
+
+
+def interactive_tables() -> None:
+    """Load the interactive tables' script into the page, so that they work offline.
+
+    Introduced in lesson 1, "Set up". This is itables' ``init_notebook_mode`` (offline,
+    and no DataFrame made interactive unless :func:`show_table` is asked to), with its
+    outputs shown as HTML only: a printed page, which cannot run the script, shows
+    nothing instead of ``<IPython.core.display.HTML object>``.
+    """
+    from IPython.display import display
+    from IPython.utils.capture import capture_output
+    from itables import init_notebook_mode
+
+    with capture_output(stdout=False, stderr=False) as captured:
+        init_notebook_mode(all_interactive=False, connected=False)
+    for output in captured.outputs:
+        data = {mime: value for mime, value in output.data.items() if mime != "text/plain"}
+        # An empty Markdown text is what a renderer that cannot show HTML picks, and shows.
+        data["text/markdown"] = ""
+        display(data, metadata=output.metadata, raw=True)
 
 
 # --------------------------------------------------------------------------- prose

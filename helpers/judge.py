@@ -199,15 +199,24 @@ def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
 
 def record_judge(judge, requests: pd.DataFrame,
                  transcript: str | os.PathLike = TRANSCRIPT_PATH,
-                 recorded_on: str | None = None) -> list[TranscriptEntry]:
+                 recorded_on: str | None = None,
+                 only_missing: bool = False) -> list[TranscriptEntry]:
     """Ask the live judge every distinct request and merge the replies into ``transcript``.
 
-    Nothing is written unless every reply parses.
+    With ``only_missing``, only the requests that have no recorded reply yet (no entry
+    under their exact key) are asked, and every recorded reply stays as it is. Nothing
+    is written unless every reply parses.
     """
     if judge.mode != "live":
         raise ValueError(f"recording needs a live judge, not a {judge.mode} one")
     existing = read_transcript(transcript)
     unique = requests.drop_duplicates("request_id")
+    if only_missing:
+        settings = judge_settings()
+        recorded = {entry.key for entry in existing}
+        unique = unique[[judge.key(m, settings) not in recorded for m in unique["messages"]]]
+        if unique.empty:
+            return []
     replies = judge_replies(judge, unique)
     assert_judge_parsed(replies)
     settings = judge_settings()
@@ -248,11 +257,14 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     record = commands.add_parser("record", help="ask the live judge about every reviewed row")
     record.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
+    record.add_argument("--only-missing", action="store_true",
+                        help="ask only the requests with no recorded reply yet")
     args = parser.parse_args(argv)
     from .reader.generation import load_reader
 
     judge = load_reader(JUDGE_READER, mode="live")
-    entries = record_judge(judge, review_requests(), args.transcript)
+    entries = record_judge(judge, review_requests(), args.transcript,
+                           only_missing=args.only_missing)
     counts = pd.Series([e.raw_output for e in entries]).value_counts().to_dict()
     print(f"wrote {len(entries)} judge replies to {args.transcript}: {counts}")
     return 0

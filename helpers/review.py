@@ -1,9 +1,10 @@
 """The human support review: its vocabulary, its record and the rule for changed replies.
 
 Introduced in lesson 4, "The review record". Each row of a review says, for one recorded
-reader reply, whether the passage it cites, read on its own, backs the answer it gives
-to its question (the human support test of lesson 1). A row is tied to the exact reply it
-judged: the transcript entry's key, the raw reply, and the answer and sources the strict
+reply (a reader's, or the sentence baseline's), whether the passage it cites, read on its
+own, backs the answer it gives to its question (the human support test of lesson 1). A
+row is tied to the exact reply it judged: the key of its transcript entry (or of its
+entry in the baseline's record), the raw reply, and the answer and sources the strict
 parser read from it. The book's own record is ``data/riverton/support-review.csv`` (a
 fixture, fingerprinted in the metadata file); a student's reviews go in
 ``data/reviews/`` and are checked the same way, except that rows may be left blank.
@@ -26,7 +27,16 @@ from pathlib import Path
 import pandas as pd
 import regex
 
+from .baseline import (
+    BASELINE_DECODINGS,
+    BASELINE_MODEL,
+    BASELINE_READER,
+    BASELINE_REPLIES_PATH,
+    baseline_replies,
+    read_baseline_replies,
+)
 from .fixture import (
+    EXTENDED_QUESTIONS_FILE,
     QUESTIONS_FILE,
     REVIEW_FILE,
     FixtureError,
@@ -108,10 +118,15 @@ REASONS: dict[str, Reason] = {
         Reason("correct premise flag", SUPPORTED,
                "the reply says the question's premise is false, the cited passage "
                "contradicts the premise, and any correction given is in that passage"),
+        Reason("premise contradicted in the answer", SUPPORTED,
+               "the question rests on a false premise; the reply does not flag it, but "
+               "its answer states the fact, as the cited passage states it, that makes "
+               "the premise false"),
         Reason("does not answer the question", NOT_SUPPORTED,
                "the reply is not an answer of the kind the question asks for: it repeats "
-               "the question or the prompt's template, copies a passage about something "
-               "else, or talks about another subject"),
+               "the question or the prompt's template, copies a passage (or a sentence of "
+               "one) that does not give what the question asks, or talks about another "
+               "subject"),
         Reason("no passage cited", NOT_SUPPORTED,
                "the reply answers (or flags a premise) but cites no passage, so there is "
                "nothing to read it against"),
@@ -142,6 +157,22 @@ REASONS: dict[str, Reason] = {
                "the strict parser found no answer and no sources, so there is nothing to "
                "hold against a passage (the first lesson's gate would stop the render)"),
     )
+}
+
+#: The screen's checks that apply the same test as a reason of the review (lesson 1's
+#: screen, lesson 4's vocabulary), and how. Under the review's fixed order of reasons, a
+#: reply that fails such a check is given that reason unless an earlier one applies, so
+#: the screen's catches of those replies hold by construction, not by reading.
+SHARED_TESTS = {
+    "parsed": (PARSE_FAILURE_REASON,
+               "the same test: the strict parser found no answer"),
+    "answer_has_citation": ("no passage cited",
+                            "the same test: an answer whose Sources line is none"),
+    "abstain_sources_ok": ("correct abstention, stray citation",
+                           "the same test: an abstention that cites a passage"),
+    "numbers_supported": ("figure not in cited passage",
+                          "nearly the same test: a figure of the answer that the cited "
+                          "text lacks (the screen matches digits, a person reads words too)"),
 }
 
 _DATE = regex.compile(r"\d{4}-\d{2}-\d{2}")
@@ -268,12 +299,12 @@ def _check_reply(path: Path, row: Row, by_key: Mapping[str, TranscriptEntry],
         raise _fail(path, row, "review_id",
                     f"{values['review_id']!r} is not the ID of this reply, which the book's "
                     f"review calls {expected_id!r}")
-    reader = _require(path, row, "reader", choices=tuple(sorted(REGISTRY)))
-    if REGISTRY[reader].model_id != entry.model_id:
+    reader = _require(path, row, "reader", choices=READERS)
+    if model_of(reader) != entry.model_id:
         raise _fail(path, row, "reader",
                     f"the transcript reply {key[:12]}... was written by {entry.model_id}, "
                     f"not by reader {reader!r}")
-    _require(path, row, "decoding", choices=DECODINGS)
+    _require(path, row, "decoding", choices=decodings_of(reader))
     expected = reply_columns(entry, reader)
     for column in ("decoding", "question_id", "reviewed_reply", "reviewed_answer",
                    "reviewed_sources"):
@@ -311,36 +342,89 @@ def _check_judgment(path: Path, row: Row, allow_blank: bool) -> bool:
 
 
 #: What the book's review may judge, named in errors.
-_REVIEWABLE = ("the replies the review covers: lesson 1's Qwen replies and SmolLM2's "
+_REVIEWABLE = ("the replies the review covers: lesson 1's Qwen replies, SmolLM2's "
                "replies to the lesson and extended questions, unconstrained and under "
-               "the reply grammar, with the reader's own generation settings")
+               "the reply grammar, with the reader's own generation settings, and the "
+               "sentence baseline's replies to the same questions under tf-idf and hybrid "
+               "retrieval")
+
+#: Every name the ``reader`` column may hold: the registered readers and the baseline.
+READERS = (*sorted(REGISTRY), BASELINE_READER)
+
+
+def model_of(reader: str) -> str:
+    """The model ID a reply of ``reader`` is recorded under (the baseline's stand-in for
+    the sentence baseline). Lesson 4, "The replies under review"."""
+    return BASELINE_MODEL if reader == BASELINE_READER else REGISTRY[reader].model_id
+
+
+def decodings_of(reader: str) -> tuple[str, ...]:
+    """The values the ``decoding`` column may take for ``reader``: a reader's decodings,
+    or the baseline's ways of choosing its passage. Lesson 4, "The replies under review"."""
+    return tuple(BASELINE_DECODINGS.values()) if reader == BASELINE_READER else DECODINGS
+
+
+def system_label(reader: str, decoding: str) -> str:
+    """A short name for the system that wrote a reply: the model's name, with "under the
+    grammar" for a constrained reply, or the baseline and its retriever.
+    Lesson 4, "The replies under review"."""
+    if reader == BASELINE_READER:
+        retriever = {d: r for r, d in BASELINE_DECODINGS.items()}[decoding]
+        return f"{'tf-idf' if retriever == 'tfidf' else retriever} sentence baseline"
+    name = REGISTRY[reader].model_id.split("/")[-1]
+    return name if decoding == UNCONSTRAINED else f"{name} under the grammar"
+
+
+def retriever_of(reader: str, decoding: str) -> str:
+    """The retriever whose top passages a reply was given: the baseline's own, or lesson
+    1's tf-idf for every reader reply the review covers. Lesson 4, "The replies under
+    review"."""
+    if reader == BASELINE_READER:
+        return {d: r for r, d in BASELINE_DECODINGS.items()}[decoding]
+    return "tfidf"
+
+
+def _entries(transcript, baseline_record) -> dict:
+    """Every reply a review row may point to, by key: the transcript's entries and the
+    baseline record's."""
+    by_key = {entry.key: entry for entry in read_transcript(transcript)}
+    by_key.update((entry.key, entry) for entry in read_baseline_replies(baseline_record))
+    return by_key
 
 
 def reviewable_keys(transcript: str | os.PathLike = TRANSCRIPT_PATH,
                     data_dir: str | os.PathLike = DATA_DIR,
-                    plan=None) -> frozenset[str]:
+                    plan=None,
+                    baseline_record: str | os.PathLike = BASELINE_REPLIES_PATH
+                    ) -> frozenset[str]:
     """The transcript keys of every reply a review may judge.
 
     An entry qualifies when a reader and decoding of ``plan`` (default
     :data:`REVIEWED_REPLIES`) wrote it, for a question of that plan's question files in ``data_dir``, with the
-    reader's own generation settings (plus the reply grammar for a constrained reply).
-    Other entries, such as the judge's one-word replies, do not. Lesson 4, "The review
-    record".
+    reader's own generation settings (plus the reply grammar for a constrained reply);
+    so does an entry of the baseline's record (``baseline_record``) for a retriever and a
+    question of the plan. Other entries, such as the judge's one-word replies, do not.
+    Lesson 4, "The review record".
     """
     from .fixture import load_riverton
     from .reader.transcript import DECODING_FIELD
 
     question_ids: dict[str, frozenset[str]] = {}
     slots: dict[tuple[str, str, str], dict] = {}
+    baseline: set[tuple[str, str]] = set()
     for reader_key, decoding, files in REVIEWED_REPLIES if plan is None else plan:
-        spec = REGISTRY[reader_key]
         for name in files:
             if name not in question_ids:
                 frame = load_riverton(Path(data_dir), name).questions
                 question_ids[name] = frozenset(frame["question_id"])
             for question_id in question_ids[name]:
-                slots[(spec.model_id, decoding, question_id)] = dict(spec.settings)
-    keys = set()
+                if reader_key == BASELINE_READER:
+                    baseline.add((decoding, question_id))
+                else:
+                    spec = REGISTRY[reader_key]
+                    slots[(spec.model_id, decoding, question_id)] = dict(spec.settings)
+    keys = {entry.key for entry in read_baseline_replies(baseline_record)
+            if (entry.decoding, entry.question_id) in baseline}
     for entry in read_transcript(transcript):
         settings = slots.get((entry.model_id, entry.decoding, entry.question_id))
         if settings is None:
@@ -353,17 +437,20 @@ def reviewable_keys(transcript: str | os.PathLike = TRANSCRIPT_PATH,
 
 
 def review_rows(path: Path, transcript: str | os.PathLike, allow_blank: bool,
-                 coverage: _Coverage | None = None, data_dir: str | os.PathLike = DATA_DIR
+                 coverage: _Coverage | None = None, data_dir: str | os.PathLike = DATA_DIR,
+                 baseline_record: str | os.PathLike = BASELINE_REPLIES_PATH
                  ) -> tuple[list[Row], list[Row]]:
     """All rows of a review file, validated, and the subset that carries a judgment.
 
     ``coverage`` says which replies the file may judge; by default, the replies of
-    :func:`reviewable_keys` (``transcript`` and ``data_dir``'s question files).
+    :func:`reviewable_keys` (``transcript``, ``baseline_record`` and ``data_dir``'s
+    question files).
     """
     rows = _as_review_error(read_rows, path, REVIEW_COLUMNS)
-    by_key = {entry.key: entry for entry in read_transcript(transcript)}
+    by_key = _entries(transcript, baseline_record)
     if coverage is None:
-        coverage = _Coverage(dict.fromkeys(reviewable_keys(transcript, data_dir)),
+        coverage = _Coverage(dict.fromkeys(reviewable_keys(transcript, data_dir,
+                                                           baseline_record=baseline_record)),
                              _REVIEWABLE)
     judged = []
     for row in rows:
@@ -393,25 +480,61 @@ def _frame(rows: list[Row], path: Path) -> pd.DataFrame:
 def load_review(data_dir: str | os.PathLike = DATA_DIR,
                 transcript: str | os.PathLike = TRANSCRIPT_PATH,
                 metadata: pd.DataFrame | None = None,
-                replies: pd.DataFrame | None = None) -> pd.DataFrame:
+                replies: pd.DataFrame | None = None,
+                baseline_record: str | os.PathLike = BASELINE_REPLIES_PATH) -> pd.DataFrame:
     """The book's review record, validated row by row and against the metadata file.
 
     Every row must judge one of the replies the review covers (:func:`reviewable_keys`,
     or the keys of ``replies``, the frame of :func:`recorded_replies`, when given): same
     key, same raw text, same parsed answer and sources, with a verdict and a reason from
     the fixed vocabulary. Another transcript entry, a judge's reply for instance, is an
-    error naming the row. Lesson 4, "The review record".
+    error naming the row. With ``replies``, each row's reply must also be, character for
+    character, the reply of that frame: the sentence baseline's replies are computed
+    afresh there, so a changed baseline is refused here, naming the row, as "reply
+    changed since review" (see :func:`carry_verdicts`). Lesson 4, "The review record".
     """
     data_dir = Path(data_dir)
     path = data_dir / REVIEW_FILE
     coverage = None if replies is None else _Coverage(dict.fromkeys(replies["key"]),
                                                       _REVIEWABLE)
     rows, _ = review_rows(path, transcript, allow_blank=False, coverage=coverage,
-                           data_dir=data_dir)
+                           data_dir=data_dir, baseline_record=baseline_record)
     if metadata is None:
         metadata = read_metadata(data_dir)
     check_against_metadata(path, len(rows), metadata)
-    return _frame(rows, path)
+    frame = _frame(rows, path)
+    if replies is not None:
+        require_same_replies(frame, replies, rows)
+    return frame
+
+
+def require_same_replies(review: pd.DataFrame, replies: pd.DataFrame,
+                         rows: list[Row] | None = None) -> None:
+    """Refuse a review whose rows no longer describe the replies of ``replies``.
+
+    Each row is matched with its reply by :func:`carry_verdicts`; any status other than
+    "same reply as reviewed" (a reply changed since review, a request changed since
+    review, a reply that is not in the run) is a :class:`ReviewError` that names the row
+    and the ``reviewed_reply`` column, with the first such row's texts. ``rows`` are the
+    file's rows (for their line numbers). Lesson 4, "When a reply changes".
+    """
+    status = carry_verdicts(review, replies[["reader", "decoding", "question_id", "key",
+                                             "raw_output"]])
+    bad = status[status["status"] != SAME_REPLY]
+    if bad.empty:
+        return
+    first = bad.iloc[0]
+    position = int(review.index[review["review_id"] == first["review_id"]][0])
+    row = rows[position] if rows is not None else None
+    others = ", ".join(f"{r.review_id} ({r.status})" for r in bad.iloc[1:].itertuples())
+    problem = (f"{first['review_id']} ({first['question_id']}, "
+               f"{system_label(first['reader'], first['decoding'])}): {first['status']}: "
+               f"reviewed {first['reviewed_reply']!r}, now {first['reply_now']!r}; its "
+               "verdict no longer applies until someone reads the new reply"
+               + (f". Also {others}" if others else ""))
+    path = Path(review.attrs.get("path", REVIEW_FILE))
+    raise ReviewError(path, problem, row.number if row else None, row.line if row else None,
+                      "reviewed_reply")
 
 
 def reviews_dir() -> Path:
@@ -485,28 +608,42 @@ def write_template(path: str | os.PathLike, review: pd.DataFrame) -> Path:
 
 # ------------------------------------------------------------------ the reviewed replies
 
-EXTENDED_QUESTIONS_FILE = "riverton-extended-questions.csv"
-
 #: The replies the book's review covers, in review order: (reader, decoding, question
 #: files). Qwen's are lesson 1's six; SmolLM2's come unconstrained and under lesson 3's
-#: grammar, for the six lesson prompts and the 36 extended questions.
+#: grammar, for the six lesson prompts and the 36 extended questions; the sentence
+#: baseline's, for the same questions, copy from tf-idf's top passage and from the
+#: hybrid's.
 REVIEWED_REPLIES = (
     ("qwen_1_5b_instruct", UNCONSTRAINED, (QUESTIONS_FILE,)),
     ("smollm2_135m_instruct", UNCONSTRAINED, (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
     ("smollm2_135m_instruct", CONSTRAINED, (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
+    (BASELINE_READER, BASELINE_DECODINGS["tfidf"], (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
+    (BASELINE_READER, BASELINE_DECODINGS["hybrid"], (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
 )
+
+
+class BaselineReplayError(LookupError):
+    """The baseline's record has no reply for a request the review covers."""
 
 
 def recorded_replies(transcript: str | os.PathLike = TRANSCRIPT_PATH,
                      data_dir: str | os.PathLike = DATA_DIR,
-                     plan=REVIEWED_REPLIES) -> pd.DataFrame:
+                     plan=REVIEWED_REPLIES,
+                     baseline_record: str | os.PathLike = BASELINE_REPLIES_PATH
+                     ) -> pd.DataFrame:
     """Replay every reply the review covers, with what the reader was given.
 
     The prompts are rebuilt as lesson 1 builds them (tf-idf top 3 over the handbook), and
     each reply is found in ``transcript`` by its exact key, so a changed prompt, setting
     or grammar is a ``ReplayError`` naming the question. One row per reply: reader,
     decoding, question file and ID, question, expected action, retrieved IDs, messages,
-    key, raw output and token diagnostics. Lesson 4, "The replies under review".
+    key, raw output and token diagnostics.
+
+    The sentence baseline's replies are computed now, with tf-idf's or the hybrid's top
+    three passages (mode "computed"), and their keys looked up in ``baseline_record``: a
+    request the record lacks is a :class:`BaselineReplayError` naming the question. The
+    text is the one computed now, so :func:`load_review` refuses a review row whose
+    baseline reply has changed. Lesson 4, "The replies under review".
     """
     from .reader.constrained import replay_constrained
     from .reader.generation import RecordedReader
@@ -515,7 +652,13 @@ def recorded_replies(transcript: str | os.PathLike = TRANSCRIPT_PATH,
     from .reader.registry import get_reader_spec
 
     rows = []
+    record = None
     for reader_key, decoding, files in plan:
+        if reader_key == BASELINE_READER:
+            if record is None:
+                record = {e.key: e for e in read_baseline_replies(baseline_record)}
+            rows += _baseline_rows(decoding, files, data_dir, record, baseline_record)
+            continue
         recorded = RecordedReader(get_reader_spec(reader_key), transcript)
         for name in files:
             fixture, retrieved = lesson_retrieval(name, data_dir)
@@ -539,6 +682,43 @@ def recorded_replies(transcript: str | os.PathLike = TRANSCRIPT_PATH,
                     "model_id": reply.model_id, "revision": reply.revision,
                 })
     return pd.DataFrame(rows)
+
+
+def _baseline_rows(decoding: str, files, data_dir, record: Mapping, where) -> list[dict]:
+    """The baseline's replies for one retriever, computed now, as rows of
+    :func:`recorded_replies`; each key must be in the record."""
+    from .fixture import load_riverton
+    from .reader.lesson import RETRIEVAL_K, fit_retriever
+
+    retriever = {d: r for r, d in BASELINE_DECODINGS.items()}[decoding]
+    rows = []
+    fitted = None
+    for name in files:
+        fixture = load_riverton(Path(data_dir), name)
+        # One fit serves every question file: they share the handbook.
+        if fitted is None:
+            fitted = fit_retriever(retriever, fixture.handbook)
+        questions = fixture.questions
+        expected = dict(zip(questions["question_id"], questions["expected_action"]))
+        computed = baseline_replies(questions, fitted.rank(questions, k=RETRIEVAL_K),
+                                    fixture.handbook, retriever)
+        for row in computed.itertuples(index=False):
+            if row.key not in record:
+                raise BaselineReplayError(
+                    f"{row.question_id} ({decoding}): {where} has no baseline reply for this "
+                    "request (the question or its passages changed since it was recorded); "
+                    "write the record again with `python -m helpers.baseline record` and "
+                    "review the new replies")
+            rows.append({
+                "reader": BASELINE_READER, "decoding": decoding, "question_file": name,
+                "question_id": row.question_id, "question": row.question,
+                "expected_action": expected[row.question_id],
+                "retrieved_ids": row.retrieved_ids, "messages": None,
+                "key": row.key, "raw_output": row.raw_output,
+                "output_tokens": None, "ended_by_eos": None, "hit_token_cap": None,
+                "mode": "computed", "model_id": BASELINE_MODEL, "revision": None,
+            })
+    return rows
 
 
 # ------------------------------------------------------------ replies since the review

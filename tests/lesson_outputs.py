@@ -110,11 +110,13 @@ def table_rows(nb, name: str) -> list[dict]:
 
 
 def markdown_outputs(nb) -> str:
-    """All prose that code cells displayed as Markdown, joined."""
+    """All prose that code cells displayed as Markdown, joined (not the Markdown copy of
+    each table, which is there for print)."""
     parts = []
     for cell in nb.cells:
         for output in cell.get("outputs", []):
-            text = output.get("data", {}).get("text/markdown")
-            if text:
+            data = output.get("data", {})
+            text = data.get("text/markdown")
+            if text and TABLE_MIME not in data:
                 parts.append(text)
     return "\n".join(parts)

@@ -26,14 +26,14 @@ BUILD_COMMAND = [sys.executable, "-m", "bookkit"]
 #: The sample lesson of :func:`write_project`.
 SAMPLE_LESSON = "lessons/01-sample.ipynb"
 
-COPIED = ["helpers", "bookkit", "data", "lessons", "_quarto.yml", "solutions.lua", "index.qmd", "guide.qmd",
-          "book.scss", ".gitignore"]
+COPIED = ["helpers", "bookkit", "data", "lessons", "_quarto.yml", "solutions.lua", "print",
+          "index.qmd", "guide.qmd", "book.scss", ".gitignore"]
 
 
 def copy_project(target: Path) -> Path:
     """Copy what a build reads to ``target``: helpers, bookkit, data, lessons, `_quarto.yml`
-    and its filter, the front page, the theme and `.gitignore` (a render must leave the
-    last unchanged)."""
+    and its filters, the PDF's template (print/), the front page and the guide, the theme and
+    `.gitignore` (a render must leave the last unchanged)."""
     for name in COPIED:
         source = PROJECT_ROOT / name
         if source.is_dir():

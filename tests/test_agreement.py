@@ -163,6 +163,11 @@ def test_summary_and_table_carry_the_same_counts():
     assert (row["flagged_unsupported"], row["flagged_supported"], row["passed_unsupported"],
             row["passed_supported"]) == (2, 1, 1, 6)
     assert row["recall"] == "2 of 3 (0.67)" and row["kappa"] == "0.52"
+    assert row["sensitivity"].startswith("2 of 3: 0.67 (") and row["specificity"].startswith(
+        "6 of 7: 0.86 (")
+    assert row["ppv"].startswith("2 of 3: 0.67 (") and row["npv"].startswith("6 of 7: 0.86 (")
+    # Both sides flag 3 of 10, so the margins allow perfect agreement; PABAK = 2 * 0.8 - 1.
+    assert (row["kappa_max"], row["pabak"]) == ("1.00", "0.60")
     table = confusion_table(row["counts"], "held", "not flagged")
     assert table.to_dict("list") == {"human_verdict": ["not supported", "supported"],
                                      "held": [2, 1], "not flagged": [1, 6]}
@@ -215,7 +220,12 @@ def test_the_lessons_bootstrap_settings_and_the_defaults():
         default.low, default.high)
     summary = agreement_summary("x", FLAGGED * 3, UNSUPPORTED * 3,
                                 seed=agreement.BOOTSTRAP_SEED)
-    assert summary["interval"] == lesson
+    # The summary's interval resamples replies here (no units given), as this one does.
+    interval = summary["interval"]
+    assert (interval.seed, interval.resamples, interval.level, interval.unit) == (
+        agreement.BOOTSTRAP_SEED, agreement.BOOTSTRAP_RESAMPLES, agreement.BOOTSTRAP_LEVEL,
+        "reply")
+    assert (interval.low, interval.high) == pytest.approx((lesson.low, lesson.high))
 
 
 def test_cross_table_counts_every_pair_zeros_included():

@@ -43,7 +43,7 @@ NORMAL_FINGERPRINTS = {
         "e5284e19c19686251608935f356d4f062bae5750863169baa3a5307e92ca8931",
     "riverton-extended-questions.csv":
         "f3b6f02ad64ce092fdea2556a1548b197f853512f57524f90ef6ef45c16c73eb",
-    "support-review.csv": "c3ae9bc35d53844c7bc272746b08cbb4289c409981ad38d4db1be1c36ff1e5ce",
+    "support-review.csv": "1ad11742b4cdc7823f52f19b1c7a07c96978f750da36a4e7c0bd7cc5341d364b",
 }
 
 
@@ -400,8 +400,9 @@ def test_no_planted_string_appears_in_a_lesson_1_to_4_data_file(attack):
                 if not line.strip():
                     continue
                 entry = json.loads(line)
-                text = json.dumps(entry["messages"], ensure_ascii=False) + entry["raw_output"]
-                if re.match(r"A\d{2}\b", entry["question_id"]):
+                # The whole entry: a transcript's messages, a baseline's passages, any reply.
+                text = json.dumps(entry, ensure_ascii=False)
+                if re.match(r"A\d{2}\b", entry.get("question_id", "")):
                     continue
                 leaked = [s for s in strings if s in text]
                 assert not leaked, f"{path.name}, line {number}: {leaked}"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from helpers import baseline as baseline_module
 from helpers.baseline import NO_SENTENCE, contains_variant, sentence_baseline
+from helpers.parsing import parse_reader_output
 
 # Sentence and the TRUE / FALSE / NA column, as printed.
 PRINTED_BASELINE = {
@@ -87,3 +89,40 @@ def test_baseline_marks_an_answer_question_without_retrieval_false(retriever, ha
     values = table["contains_acceptable_answer"].tolist()
     assert values[0] is not pd.NA and bool(values[0]) is False
     assert values[1] is pd.NA
+
+
+# ------------------------------------------------------------- the baseline as two-line replies
+
+
+def test_a_baseline_reply_is_the_sentence_and_its_passage_in_two_lines():
+    baseline = baseline_module
+    reply = baseline.baseline_reply("Applications close on October 15.", "H14")
+    assert reply == "Answer: Applications close on October 15.\nSources: H14"
+    parsed = parse_reader_output(reply)
+    assert parsed.parse_ok and parsed.sources == ("H14",) and parsed.action == "answer"
+    # Nothing retrieved: the format's only reply is an abstention citing nothing.
+    none = parse_reader_output(baseline.baseline_reply(None, None))
+    assert none.parse_ok and none.action == "abstain" and none.sources == ()
+    with pytest.raises(ValueError, match="cannot be one answer line"):
+        baseline.baseline_reply("Two\nlines.", "H01")
+
+
+def test_baseline_replies_for_lesson_1_keep_the_baselines_sentences(baseline, retrieved,
+                                                                    handbook, questions):
+    module = baseline_module
+    replies = module.baseline_replies(questions, retrieved, handbook, "tfidf")
+    by_question = dict(zip(baseline["question_id"], baseline["baseline_sentence"]))
+    for row in replies.itertuples():
+        parsed = parse_reader_output(row.raw_output)
+        if row.retrieved_ids:
+            assert parsed.answer == by_question[row.question_id]
+            assert parsed.sources == (row.retrieved_ids[0],)
+        else:
+            assert parsed.action == "abstain" and by_question[row.question_id] == module.NO_SENTENCE
+    # The key is of what the baseline read, and not of the retriever's name alone.
+    again = module.baseline_replies(questions, retrieved, handbook, "tfidf")
+    assert list(again["key"]) == list(replies["key"]) and replies["key"].is_unique
+    hybrid_named = module.baseline_replies(questions, retrieved, handbook, "hybrid")
+    assert not set(hybrid_named["key"]) & set(replies["key"])
+    with pytest.raises(ValueError, match="unknown retriever 'bm25'"):
+        module.baseline_replies(questions, retrieved, handbook, "bm25")

@@ -44,6 +44,13 @@ def test_batches_keep_the_order_and_the_last_batch_takes_the_rest():
     assert decoding.batches([], 8) == []
 
 
+def test_batches_by_length_group_prompts_of_similar_length_and_cover_each_once():
+    lengths = [5, 9, 1, 9, 3, 7, 2]
+    chunks = decoding.batches_by_length(lengths, 3)
+    assert chunks == [[1, 3, 5], [0, 4, 6], [2]]  # longest first; ties keep their order
+    assert sorted(i for chunk in chunks for i in chunk) == list(range(len(lengths)))
+
+
 def test_the_shared_prefix_leaves_each_prompt_a_token_of_its_own():
     assert decoding.shared_prefix([[1, 2, 3, 4], [1, 2, 3, 5, 6]]) == 3
     assert decoding.shared_prefix([[1, 2, 3], [1, 2, 3, 4]]) == 2  # the shortest keeps its last

@@ -415,23 +415,24 @@ def test_key_components_come_from_the_machine():
 
 
 def _freeze_result(root: Path) -> Path:
-    """A frozen result as Quarto writes it: "hash" is that of the notebook file it executed."""
+    """What a render that executes the lesson does: Quarto writes the outputs into the
+    notebook file and freezes the result, whose "hash" is that of the file it executed."""
     from bookkit.freeze import _quarto_hash, frozen_result
 
     result = frozen_result(root, LESSON)
     result.parent.mkdir(parents=True, exist_ok=True)
-    notebook = (root / LESSON).read_text(encoding="utf-8")
+    notebook = _quarto_writes_outputs(root)
     result.write_text(json.dumps({"hash": _quarto_hash(notebook), "result": {}}))
     return result
 
 
 def _pre(root: Path) -> str:
+    """What pre-render says of the lesson (it may first put back a notebook with outputs)."""
     from bookkit.freeze import pre_render
 
     said = []
     assert pre_render(root, said.append) == 0
-    (line,) = said
-    assert line.startswith(f"[freeze] {LESSON}: ")
+    (line,) = [line for line in said if line.startswith(f"[freeze] {LESSON}: ")]
     return line.split(": ", 1)[1]
 
 
@@ -497,7 +498,7 @@ def _quarto_writes_outputs(root: Path) -> str:
 
 
 def test_the_notebook_goes_back_as_committed_and_quarto_still_thaws_it(tmp_path, monkeypatch):
-    from bookkit.freeze import _quarto_hash, frozen_result, hidden_freeze_folder
+    from bookkit.freeze import _quarto_hash, executed_notebook, frozen_result, hidden_freeze_folder
 
     root = write_book(tmp_path / "book")
     committed = (root / LESSON).read_bytes()
@@ -514,6 +515,76 @@ def test_the_notebook_goes_back_as_committed_and_quarto_still_thaws_it(tmp_path,
         frozen = json.loads(result.read_text())
         assert frozen["hash"] == _quarto_hash(committed.decode("utf-8"))
         assert frozen["result"] == {"markdown": "x"}
+    # The executed notebook is kept for the PDF of a later render that thaws the result.
+    assert executed_notebook(root, LESSON) == executed
+
+
+def test_a_thawed_lesson_gets_its_executed_notebook_for_the_pdf(tmp_path, monkeypatch):
+    """The PDF is rendered from the notebook's outputs: for a lesson Quarto will thaw,
+    pre-render puts the notebook of that execution in place (and points the frozen result
+    at it); post-render puts the committed one back. With no such notebook, or one that
+    another execution made, the lesson executes again rather than print without outputs."""
+    from bookkit.freeze import _executed_folder, _quarto_hash, frozen_result
+
+    root = write_book(tmp_path / "book")
+    committed = (root / LESSON).read_text(encoding="utf-8")
+    _pre(root)
+    result = _freeze_result(root)
+    executed = (root / LESSON).read_text(encoding="utf-8")
+    _post(root, monkeypatch)
+    assert (root / LESSON).read_text(encoding="utf-8") == committed
+
+    assert _pre(root) == "frozen result kept: inputs unchanged"
+    assert (root / LESSON).read_text(encoding="utf-8") == executed
+    assert json.loads(result.read_text())["hash"] == _quarto_hash(executed)  # Quarto thaws it
+    _post(root, monkeypatch)
+    assert (root / LESSON).read_text(encoding="utf-8") == committed
+    assert json.loads(result.read_text())["hash"] == _quarto_hash(committed)
+
+    # The kept notebook belongs to another execution than the frozen result.
+    frozen = json.loads(result.read_text())
+    result.write_text(json.dumps({**frozen, "result": {"markdown": "another execution"}}))
+    assert _pre(root) == ("frozen result removed, will execute: no notebook of its execution is "
+                          "kept for the PDF")
+    assert not result.exists()
+    assert (root / LESSON).read_text(encoding="utf-8") == committed
+    _freeze_result(root)
+    _post(root, monkeypatch)
+    assert _pre(root) == "frozen result kept: inputs unchanged"
+    _post(root, monkeypatch)
+
+    shutil.rmtree(_executed_folder(root))
+    assert _pre(root) == ("frozen result removed, will execute: no notebook of its execution is "
+                          "kept for the PDF")
+    assert not frozen_result(root, LESSON).exists()
+
+
+def test_a_pdf_that_would_show_a_lesson_without_outputs_is_removed(tmp_path, monkeypatch):
+    """The PDF does not execute lessons; rendered alone (`quarto render --to typst`) after a
+    lesson's key changed, it would print that lesson bare: post-render fails and removes it."""
+    from bookkit.freeze import post_render
+
+    root = write_book(tmp_path / "book")
+    assert _pre(root) == "will execute: no earlier run"
+    pdf = root / "_book" / "book.pdf"
+    pdf.parent.mkdir()
+    pdf.write_bytes(b"%PDF-1.7")  # Typst rendered the notebook as committed, without outputs
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(root / "_book"))
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", "_book/book.pdf")
+    monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)
+    said = []
+    assert post_render(root, said.append) == 1
+    assert not pdf.exists()
+    assert any(line.startswith("[freeze] removed _book/book.pdf: it would show " + LESSON + " without outputs")
+               for line in said), said
+
+    # Rendered with the HTML, the lesson executed first and the PDF had its outputs.
+    _pre(root)
+    _freeze_result(root)
+    pdf.write_bytes(b"%PDF-1.7")
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", f"_book/book.pdf\n_book/{Path(LESSON).with_suffix('.html')}")
+    assert post_render(root, said.append) == 0
+    assert pdf.is_file()
 
 
 def test_a_failed_render_s_outputs_are_taken_out_by_the_next_pre_render(tmp_path):

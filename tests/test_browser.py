@@ -323,7 +323,7 @@ def test_solutions_are_collapsed_on_the_page_until_opened(browser, site, lesson)
 
     cells = exercise_cells(nbformat.read(PROJECT_ROOT / lesson, as_version=4), lesson)
     assert cells, f"{lesson} has no exercises"
-    first_line = _distinctive_line(cells[0], lesson)
+    lines = [_distinctive_line(cell, lesson) for cell in cells]
     with pagecheck.serve_folder(site.folder) as base:
         browser.get_log("browser")  # drop entries left by earlier pages of the shared browser
         browser.get(base + _page(lesson))
@@ -336,6 +336,7 @@ def test_solutions_are_collapsed_on_the_page_until_opened(browser, site, lesson)
         while not ((opened := _solutions(browser)[0])["open"] and opened["shown"]) and time.monotonic() < deadline:
             time.sleep(0.1)
         visible_after = browser.execute_script("return document.body.innerText;")
+        after = _solutions(browser)
         console = browser.get_log("browser")
     engine = site.engine
     assert [s["title"] for s in solutions] == [f"Solution to exercise {c.key}" for c in cells], engine
@@ -346,8 +347,12 @@ def test_solutions_are_collapsed_on_the_page_until_opened(browser, site, lesson)
     # The starter cells ran: every check cell shows its placeholder verdict.
     for cell in cells:
         assert f"Exercise {cell.key}: not attempted yet." in visible_text, f"{engine}: {lesson}, {cell.key}"
-    assert first_line not in visible_text
-    assert opened["open"] and opened["shown"] and first_line in visible_after, f"{engine}: {opened}"
+    hidden = [line for line in lines if line in visible_text]
+    assert hidden == [], f"{engine}: solution code visible before any is opened: {hidden}"
+    assert opened["open"] and opened["shown"] and lines[0] in visible_after, f"{engine}: {opened}"
+    # Opening one solution opens that one only.
+    assert not any(s["open"] or s["shown"] for s in after[1:]), engine
+    assert all(line not in visible_after for line in lines[1:]), engine
     assert [e for e in console if e["level"] == "SEVERE"] == []
 
 

@@ -229,3 +229,21 @@ def test_lesson_shows_every_table_and_the_q3_figure(executed):
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs
               if o.get("output_type") == "error"]
     assert errors == []
+
+
+def test_pair_cosines_are_the_cosines_of_each_pair():
+    """Lesson 4's graded signal: the cosine of each answer with the text it cites, computed
+    here independently from the raw embeddings with numpy's own norms."""
+    first = ["$150 per week", "Room 104", "Room 104"]
+    second = ["Students receive a training stipend of $150 per week.",
+              "Free child care is available in Room 104.", "Room 104"]
+    cosines = dense.pair_cosines(first, second)
+    model = dense.load_encoder()
+    raw = model.encode(first + second, normalize_embeddings=False, convert_to_numpy=True)
+    a, b = raw[:3], raw[3:]
+    expected = (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert cosines == pytest.approx(expected, abs=1e-5)
+    assert cosines[2] == pytest.approx(1.0, abs=1e-6)
+    assert dense.pair_cosines([], []).shape == (0,)
+    with pytest.raises(ValueError, match="2 texts against 1"):
+        dense.pair_cosines(["a", "b"], ["a"])

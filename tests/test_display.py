@@ -115,6 +115,97 @@ def test_key_columns_are_checked():
     assert '<div class="riverton-table mathjax_ignore' in unpinned
 
 
+# --------------------------------------------------------------------------- tables in print
+
+
+def test_every_table_bundle_carries_a_markdown_table_for_print():
+    for interactive in (False, True):
+        bundle = display.bundle(_frame(), {"question_id": "Question", "text": "Text"}, name="dollars",
+                                interactive=interactive)
+        assert bundle["text/markdown"] == display.markdown_table(
+            display.prepare(_frame(), {"question_id": "Question", "text": "Text"}))
+        assert bundle["text/markdown"].startswith("| Question | Text |\n")
+
+
+@pytest.mark.quarto
+def test_markdown_table_cells_read_back_literally_with_quartos_pandoc(quarto):
+    """The pipe table, read by Quarto's pandoc: every cell's text as the data hold it (no
+    mathematics, no markup, no cell border taken from a `|`)."""
+    values = DOLLARS + ["*not emphasis* and _not_ either", "`not code` [not a link](x) @tbl-x #1 <i>"]
+    frame = pd.DataFrame({"question_id": [f"Q{i}" for i in range(len(values))], "text": values})
+    table = display.markdown_table(display.prepare(frame, {"question_id": "Question", "text": "Text"}))
+    rendered = subprocess.run([quarto, "pandoc", "--from", "markdown", "--to", "html", "--wrap=none"],
+                              input=table, capture_output=True, text=True, check=True).stdout
+    parser = _Cells()
+    parser.feed(rendered)
+    assert [text for text, _ in parser.cells] == [v for pair in zip(frame["question_id"], values) for v in pair]
+    assert "math" not in rendered and "<em>" not in rendered and "<code>" not in rendered
+
+
+def _column_widths(quarto: str, table: str) -> list:
+    ast = subprocess.run([quarto, "pandoc", "--from", "markdown", "--to", "json"], input=table,
+                         capture_output=True, text=True, check=True).stdout
+    (block,) = json.loads(ast)["blocks"]
+    assert block["t"] == "Table"
+    return [spec[1] for spec in block["c"][2]]  # ColSpec: (alignment, width)
+
+
+@pytest.mark.quarto
+def test_a_wide_table_takes_the_text_width_shared_by_its_text(quarto):
+    labels = {"question_id": "Question", "reply": "Reply", "flag": "Flag"}
+    wide = pd.DataFrame({"question_id": ["Q1", "Q2"], "reply": ["a long reply " * 8, "short"],
+                         "flag": [True, False]})
+    widths = _column_widths(quarto, display.markdown_table(display.prepare(wide, labels)))
+    shares = [width["c"] for width in widths]
+    assert all(width["t"] == "ColWidth" for width in widths)
+    assert shares[1] > 0.6 and shares[1] > 4 * max(shares[0], shares[2])
+    narrow = pd.DataFrame({"question_id": ["Q1"], "reply": ["short"], "flag": [True]})
+    assert [w["t"] for w in _column_widths(quarto, display.markdown_table(display.prepare(narrow, labels)))] \
+        == ["ColWidthDefault"] * 3
+
+
+def test_a_long_table_prints_its_first_rows_and_says_how_many_there_are():
+    frame = pd.DataFrame({"row": [f"R{i}" for i in range(display.PRINT_MAX_ROWS + 1)]})
+    table = display.markdown_table(display.prepare(frame, {"row": "Row"}))
+    rows = [line for line in table.splitlines() if line.startswith("| R")][1:]  # after the header
+    assert rows == [f"| R{i} |" for i in range(display.PRINT_ROWS)]
+    total = display.PRINT_MAX_ROWS + 1
+    assert table.rstrip().endswith(f"Only the first {display.PRINT_ROWS} of the table's {total} rows are "
+                                   f"printed here; the website and the notebook show all {total}.")
+    whole = display.markdown_table(display.prepare(frame.head(display.PRINT_MAX_ROWS), {"row": "Row"}))
+    assert "Only the first" not in whole and whole.count("\n| R") == display.PRINT_MAX_ROWS  # rows, not the header
+
+
+def test_printed_cells_are_the_html_tables_text():
+    frame = pd.DataFrame({"id": ["Q1", "Q2"], "score": [0.356123, 1.0], "n": [3, 12],
+                          "ok": [True, None], "text": ["two\nlines", "x"]})
+    shown = display.prepare(frame, {"id": "ID", "score": "Score", "n": "N", "ok": "OK", "text": "Text"})
+    with pd.option_context("display.precision", 3):
+        html_cells = _Cells()
+        html_cells.feed(display.bundle(frame, {"id": "ID", "score": "Score", "n": "N", "ok": "OK",
+                                               "text": "Text"}, name="t")["text/html"])
+        printed = display.cell_texts(shown)
+    assert [cell for row in printed for cell in row] == [" ".join(t.split()) for t, _ in html_cells.cells]
+    assert printed[0][:4] == ["Q1", "0.356", "3", "True"] and printed[1][3] == "NA"
+
+
+def test_the_interactive_tables_set_up_shows_html_only(tmp_path):
+    """In a real kernel: the script goes out as HTML, with an empty Markdown text for a
+    renderer that cannot show HTML (the PDF), and no text/plain placeholder."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("from helpers.display import interactive_tables\ninteractive_tables()")]
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(PROJECT_ROOT)}}).execute()
+    outputs = nb.cells[0].outputs
+    assert outputs and all(o.output_type == "display_data" for o in outputs)
+    for output in outputs:
+        assert set(output.data) == {"text/html", "text/markdown"}, set(output.data)
+        assert output.data["text/markdown"] == ""
+    assert any("DataTables" in o.data["text/html"] or "itables" in o.data["text/html"] for o in outputs)
+
+
 # --------------------------------------------------------------------------- prose
 
 

@@ -1,19 +1,15 @@
-"""Exercise solutions stay folded away until asked for: in JupyterLab and under Quarto.
+"""Exercise solutions stay folded away until asked for, in JupyterLab.
 
-Both tests work on copies in a temporary folder, so nothing is saved into the committed
-notebooks. The JupyterLab test starts a real JupyterLab on 127.0.0.1 (a free port, no
-token) and drives it with headless Chromium; the Quarto tests render the Exercises
-section of every lesson that has exercises with real Quarto (execution off: the layout is
-what is checked), with the book's solutions.lua filter, when one is found (``$QUARTO`` or
-``quarto`` on PATH) and are skipped otherwise, unless BOOK_REQUIRE_QUARTO=1.
-The nbclient build's pages are checked in test_browser.py; that solutions stay folded
-after "Run All" in JupyterLab, in test_jupyterlab.py.
+The test works on a copy in a temporary folder, so nothing is saved into the committed
+notebooks: it starts a real JupyterLab on 127.0.0.1 (a free port, no token) and drives it
+with headless Chromium. The built pages of both engines (Quarto's collapsed callouts, made
+by solutions.lua, and the build without Quarto) are checked in test_browser.py; that
+solutions stay folded after "Run All" in JupyterLab, in test_jupyterlab.py.
 """
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,11 +19,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
-import pagecheck
-from exercise_cells import LESSONS, exercise_cells, section_index
-from helpers.paths import LESSONS_DIR, PROJECT_ROOT
+from exercise_cells import exercise_cells, section_index
+from helpers.paths import LESSONS_DIR
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -155,83 +149,3 @@ def test_jupyterlab_shows_each_solution_collapsed_until_clicked(browser, tmp_pat
     assert distinctive[0] in after
     assert all(line not in after for line in distinctive[1:])
     assert path.read_bytes() == before  # nothing was saved into the copy either
-
-
-_CALLOUTS_JS = """
-return Array.from(document.querySelectorAll('.callout')).map(c => ({
-  title: (c.querySelector('.callout-title-container') || {}).textContent || '',
-  shown: Array.from(c.querySelectorAll('.callout-body-container')).some(
-    b => b.getClientRects().length > 0),
-}));
-"""
-
-
-@pytest.fixture(scope="module")
-def quarto_exercises(quarto, tmp_path_factory):
-    """The Exercises section of every lesson with exercises, rendered by real Quarto as one
-    website (execution off); yields the site folder and, per lesson, (page, cells)."""
-    project = tmp_path_factory.mktemp("quarto-exercises")
-    (project / "lessons").mkdir()
-    pages = {}
-    for lesson, notebook in sorted(LESSONS.items()):
-        path, cells = exercise_section(project / "lessons", LESSONS_DIR / notebook, notebook)
-        pages[lesson] = (f"lessons/{path.with_suffix('.html').name}", cells)
-    shutil.copy2(PROJECT_ROOT / "book.scss", project / "book.scss")
-    # The book's own filters (solutions.lua makes each solution a collapsed callout).
-    filters = yaml.safe_load((PROJECT_ROOT / "_quarto.yml").read_text(encoding="utf-8"))["filters"]
-    for name in filters:
-        shutil.copy2(PROJECT_ROOT / name, project / name)
-    (project / "_quarto.yml").write_text(yaml.safe_dump({
-        "project": {"type": "website", "output-dir": "_site"},
-        "execute": {"enabled": False},
-        "filters": filters,
-        "format": {"html": {"theme": ["cosmo", "book.scss"]}},
-    }, sort_keys=False), encoding="utf-8")
-    started = time.monotonic()
-    result = subprocess.run([quarto, "render"], cwd=project, capture_output=True, text=True,
-                            timeout=900, env={**os.environ, "QUARTO_PYTHON": sys.executable})
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    print(f"quarto rendered {len(pages)} exercise sections in {time.monotonic() - started:.1f} s")
-    site = project / "_site"
-    for page, _ in pages.values():
-        assert (site / page).is_file(), page
-    return site, pages
-
-
-def _wait_for(browser, condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        state = browser.execute_script(_CALLOUTS_JS)
-        if condition(state) or time.monotonic() > deadline:
-            return state
-        time.sleep(0.1)
-
-
-@pytest.mark.quarto
-@pytest.mark.parametrize("lesson", sorted(LESSONS), ids=lambda n: f"lesson{n}")
-def test_quarto_renders_each_solution_as_a_collapsed_callout(browser, quarto_exercises, lesson):
-    site, pages = quarto_exercises
-    page, cells = pages[lesson]
-    assert cells, f"{page} has no exercises"
-    distinctive = distinctive_lines(cells)
-    with pagecheck.serve_folder(site) as base:
-        browser.get_log("browser")  # drop entries left by earlier pages of the shared browser
-        browser.get(base + page)
-        callouts = _wait_for(browser, lambda state: len(state) == len(cells))
-        page_text = browser.execute_script("return document.body.innerText;")
-        browser.find_element("css selector", ".callout .callout-header").click()
-        opened = _wait_for(browser, lambda state: state and state[0]["shown"])
-        opened_text = browser.execute_script("return document.body.innerText;")
-        console = browser.get_log("browser")
-    # Quarto puts a screen-reader label ("Tip") before the title.
-    titles = [c["title"].strip() for c in callouts]
-    assert len(titles) == len(cells), titles
-    assert all(t.endswith(f"Solution to exercise {c.key}") for t, c in zip(titles, cells)), titles
-    assert not any(c["shown"] for c in callouts), "a solution is open before it is clicked"
-    assert all(line not in page_text for line in distinctive), "a solution's code is visible"
-    assert opened[0]["shown"] and not any(c["shown"] for c in opened[1:])
-    assert distinctive[0] in opened_text
-    assert all(line not in opened_text for line in distinctive[1:])
-    # Failed requests are not the callout's doing (the test server has no favicon).
-    errors = [e for e in console if e["level"] == "SEVERE" and e.get("source") != "network"]
-    assert errors == []

@@ -143,7 +143,8 @@ WRONG_ANSWERS = [
     ("3.5", f"digit_answer, loophole = {_DIGITS}, 'Answer: 5\\nSources: none'", "holds a digit"),
     ("3.5", "digit_answer, loophole = constrained.ANSWER_PATTERN, 'Answer: Parking\\nSources: none'",
      "Finish exercise 3.4 first"),
-    ("4.1", 'screen_kappa = {"p_o": 0.91, "p_e": 0.80, "kappa": 0.55}', "your p_o and p_e are rounded"),
+    ("4.1", 'screen_kappa = {"p_o": 0.648, "p_e": 0.444, "kappa": (0.648 - 0.444) / (1 - 0.444)}',
+     "your p_o and p_e are rounded"),
     ("4.1", 'screen_kappa = {"p_o": screen_summary["kappa_result"].observed, "p_e": 0.5, "kappa": 0.8}',
      "Chance agreement is not one half"),
     ("4.1", "c = screen_summary['counts']; k = screen_summary['kappa_result']\n"
@@ -162,14 +163,29 @@ WRONG_ANSWERS = [
      "does answer X16: read them again"),
     ("4.3", 'misses = {"R070": "H05", "R073": "H10", "R079": None}', "The screen lets 1 more"),
     ("4.3", 'misses = {"R001": None}', "The review does not reject R001"),
-    ("4.4", 'doubled = {"kappa": screen_summary["kappa_result"].value, '
-            '"interval": (screen_summary["interval"].low, screen_summary["interval"].high)}',
-     "That is the interval on the original rows"),
-    ("4.4", 'doubled = {"kappa": 0.9, "interval": (0, 1)}', "changes none of the shares"),
-    ("4.4", "_twice = agreement.bootstrap_kappa(judged['held'].tolist() * 2, "
-            "judged['unsupported'].tolist() * 2)\n"
-            "doubled = {'kappa': screen_summary['kappa_result'].value, 'interval': (_twice.low, _twice.high)}",
-     "Use the lesson's seed and number of resamples"),
+    ("4.4", "_bad = judged[(judged['reader'] == baseline.BASELINE_READER) & judged['unsupported']]\n"
+            "sensitivity_on_baseline = {'held': 0, 'unsupported': len(_bad), 'interval': (0, 0)}",
+     "That is the share itself, not an interval"),
+    ("4.4", "_bad = judged[(judged['reader'] == baseline.BASELINE_READER) & judged['unsupported']]\n"
+            "sensitivity_on_baseline = {'held': 0, 'unsupported': len(_bad), 'interval': (0, 3 / len(_bad))}",
+     "That is the rule of three"),
+    ("4.4", "_bad = judged[(judged['reader'] == baseline.BASELINE_READER) & judged['unsupported']]\n"
+            "sensitivity_on_baseline = {'held': 0, 'unsupported': len(_bad), "
+            "'interval': (0, 1 - (1 - LEVEL) ** (1 / len(_bad)))}", "(one-sided)"),
+    ("4.4", "_all = judged[judged['reader'] == baseline.BASELINE_READER]\n"
+            "sensitivity_on_baseline = {'held': 0, 'unsupported': len(_all), 'interval': (0, 0.1)}",
+     "Count only the baseline's unsupported replies"),
+    ("4.4", "_one = judged[(judged['decoding'] == baseline.BASELINE_DECODINGS['hybrid']) & judged['unsupported']]\n"
+            "sensitivity_on_baseline = {'held': 0, 'unsupported': len(_one), 'interval': (0, 0.1)}",
+     "count the unsupported replies of both"),
+    ("4.5", 'by_hand = {"kappa": 0.86, "kappa_max": 1, "pabak": 1}', "That is the observed agreement p_o"),
+    ("4.5", 'by_hand = {"kappa": 22 / 57, "kappa_max": 1, "pabak": 1}', "kappa_max is 1 only when"),
+    ("4.5", 'by_hand = {"kappa": 22 / 57, "kappa_max": 0.94, "pabak": 1}',
+     "That is the largest agreement the shares allow"),
+    ("4.5", 'by_hand = {"kappa": 22 / 57, "kappa_max": 42 / 57, "pabak": 0.86}', "That is p_o itself"),
+    ("4.5", 'given = agreement.confusion_from_cells(40, 2, 5, 4)\n'
+            'by_hand = {"kappa": 22 / 57, "kappa_max": 42 / 57, "pabak": 0.72}',
+     "Keep the table as the starter cell gives it"),
     ("5.1", "my_topics, my_terms, also_routed = defences.ROUTED_TOPICS, defences.QUESTION_TERMS, []",
      "A06 (without the attack) still goes to the reader"),
     ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
@@ -403,7 +419,12 @@ NUMBERS_IN_THE_WRONG_FORM = [
      "'answer_max_tokens' must be a number, not the string '20'"),
     ("4.1", [{"p_o": "0.5", "p_e": 0.5, "kappa": 0.1}], "'p_o' must be a number, not the string '0.5'"),
     ("4.2", [{"recall": "1", "precision": 0.9, "kappa": 0}], "'recall' must be a number, not the string '1'"),
-    ("4.4", [{"kappa": True, "interval": (0, 1)}], "'kappa' must be a number, not True"),
+    ("4.4", [{"held": True, "unsupported": 1, "interval": (0, 1)}], "'held' must be a number, not True"),
+    ("4.4", [{"held": 0, "unsupported": 1, "interval": ("0", "0.1")}],
+     "the interval's low end must be a number, not the string '0'"),
+    ("4.5", [__import__("helpers.agreement").agreement.Confusion(40, 2, 5, 3),
+             {"kappa": "0.39", "kappa_max": 0.74, "pabak": 0.72}],
+     "'kappa' must be a number, not the string '0.39'"),
 ]
 
 

@@ -133,6 +133,15 @@ def test_the_live_judge_replies_yes_or_no_and_replays_from_a_recording(tmp_path)
     with pytest.raises(Exception, match="question R2"):
         judge.judge_replies(recorded, changed)
     assert len(read_transcript(path)) == 2
+    # Only the requests with no recorded reply are asked again: none here, then one.
+    before = path.read_bytes()
+    assert judge.record_judge(live, requests, path, only_missing=True) == []
+    assert path.read_bytes() == before
+    more = pd.concat([requests, changed.iloc[[1]].assign(review_id="R3", request_id="R3")],
+                     ignore_index=True)
+    added = judge.record_judge(live, more, path, only_missing=True)
+    assert [e.question_id for e in added] == ["R3"]
+    assert [e.question_id for e in read_transcript(path)] == ["R1", "R2", "R3"]
 
 
 def judge_replies_live(live, requests):

@@ -36,8 +36,9 @@ BROKEN = "broken.ipynb"
 WIDTH = 1400
 #: Every lesson notebook, for the checks of its prose (they execute nothing).
 LESSON_FILES = sorted(path.name for path in (PROJECT_ROOT / "lessons").glob("[0-9][0-9]-*.ipynb"))
-#: Copies of the lessons whose prose is checked, each with a control cell at its end.
-PROSE = "prose"
+#: One notebook holding every lesson's markdown cells, in order, each marked with its
+#: lesson and cell number, and a control cell at its end (see write_prose_notebook).
+PROSE = "every-lessons-prose.ipynb"
 
 
 def _digest(path: Path) -> str:
@@ -94,17 +95,26 @@ def write_checks_notebook(path: Path) -> None:
     nbformat.write(nb, path)
 
 
-def write_prose_copy(lesson: Path, path: Path) -> None:
-    """A copy of ``lesson`` with a control markdown cell at its end, tagged as meant to hold
-    mathematics: JupyterLab must typeset its two pieces, which shows that MathJax runs on
-    this notebook's markdown (without it, the prose check could not fail) and that it has
-    reached the end of the notebook."""
-    nb = nbformat.read(lesson, as_version=4)
+def write_prose_notebook(lessons: list[Path], path: Path) -> None:
+    """One notebook with the markdown cells of every lesson, unchanged and in order (each
+    cell's metadata names its lesson and its number there), then a control markdown cell
+    tagged as meant to hold mathematics: JupyterLab must typeset its two pieces, which
+    shows that MathJax runs on this notebook's markdown (without it, the prose check could
+    not fail) and that it has reached the end of the notebook. Opening one notebook instead
+    of five starts one kernel instead of five."""
+    cells = []
+    for lesson in lessons:
+        nb = nbformat.read(lesson, as_version=4)
+        for number, cell in enumerate(nb.cells, start=1):
+            if cell.cell_type == "markdown":
+                cell.metadata["prose_of"] = {"lesson": lesson.name, "cell": number}
+                cells.append(cell)
     control = nbformat.v4.new_markdown_cell("The control of the prose check: $x^2$ and $y$ are mathematics.")
     control.metadata["tags"] = [MATHS_TAG]
-    nb.cells.append(control)
+    prose = nbformat.v4.new_notebook(cells=[*cells, control])
+    prose.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
+    nbformat.write(prose, path)
 
 
 @pytest.fixture(scope="module")
@@ -129,8 +139,7 @@ def lab(tmp_path_factory):
     ])
     broken.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(broken, root / BROKEN)
-    for name in LESSON_FILES:
-        write_prose_copy(PROJECT_ROOT / "lessons" / name, root / PROSE / name)
+    write_prose_notebook([PROJECT_ROOT / "lessons" / name for name in LESSON_FILES], root / PROSE)
     committed = _digest(PROJECT_ROOT / LESSON_1)
     # Recorded replies: lesson 1 runs in seconds, on any machine, without a model.
     with labcheck.lab_server(root, env={"RIVERTON_READER_MODE": "recorded"}) as server:
@@ -370,13 +379,13 @@ def test_a_failing_cell_ends_the_run_and_is_named(checks, lab, driver):
 # --------------------------------------------------------------------------- every lesson's prose
 
 
-@pytest.mark.parametrize("lesson", LESSON_FILES)
-def test_no_lesson_prose_is_typeset_as_mathematics(lab, driver, tmp_path, lesson):
-    """Each lesson opened, not run: JupyterLab renders its markdown, and MathJax must
-    typeset nothing outside the cells tagged as meant to hold mathematics (no lesson has
-    one yet; the control cell at the end of each copy is one). Money in prose is written
+def test_no_lesson_prose_is_typeset_as_mathematics(lab, driver, tmp_path):
+    """Every lesson's markdown, opened in one notebook and not run: JupyterLab renders it,
+    and MathJax must typeset nothing outside the cells tagged as meant to hold mathematics
+    (no lesson has one yet; the control cell at the end is one). Money in prose is written
     so that no renderer takes it for mathematics."""
-    path = f"{PROSE}/{lesson}"
+    path = PROSE
+    lesson = "every lesson"
     shot = tmp_path / "prose.png"
     labcheck.open_notebook(driver, lab, path, screenshot=shot)
     try:
@@ -393,7 +402,10 @@ def test_no_lesson_prose_is_typeset_as_mathematics(lab, driver, tmp_path, lesson
         assert not waiting, f"{lesson}: markdown cells not rendered: {waiting} (screenshot {shot})"
         assert MATHS_TAG in control["tags"] and control["maths"] == 2, (
             f"{lesson}: MathJax typeset {control['maths']} of the control's 2 pieces (screenshot {shot})")
-        typeset = [f"cell {c['index'] + 1}: {c['maths']} piece(s), shown as {c['around']!r}; its source: "
+        origins = [c.metadata.get("prose_of", {}) for c in
+                   nbformat.read(lab.root / PROSE, as_version=4).cells]
+        typeset = [f"{origins[c['index']].get('lesson')}, cell {origins[c['index']].get('cell')}: "
+                   f"{c['maths']} piece(s), shown as {c['around']!r}; its source: "
                    + " / ".join(line.strip() for line in c["source"].splitlines() if "$" in line)
                    for c in cells if c["maths"] and MATHS_TAG not in c["tags"]]
         assert not typeset, f"{lesson}: prose typeset as mathematics:\n" + "\n".join(typeset)

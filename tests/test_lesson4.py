@@ -15,7 +15,10 @@ from collections import Counter
 
 import pytest
 
-from helpers import agreement, judge, parsing, review, screen
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+from helpers import agreement, baseline, dense, judge, parsing, review, screen
 from helpers.fixture import load_riverton
 from helpers.paths import DATA_DIR, LESSONS_DIR
 from helpers.reader import load_reader
@@ -76,14 +79,17 @@ def lesson_without_review(book):
 
 @pytest.fixture(scope="module")
 def expected():
-    """The screen, the action and the judge recomputed from the record and the fixture."""
+    """The screen, the action and the judge recomputed from the record and the fixture:
+    each reply screened with the passages its retriever gives (tf-idf's, or the hybrid's
+    for the baseline's hybrid replies)."""
     handbook = load_riverton().handbook
     texts = dict(zip(handbook["passage_id"], handbook["text"]))
     retrieved, expected_action, question_text = {}, {}, {}
     for name in (review.QUESTIONS_FILE, review.EXTENDED_QUESTIONS_FILE):
-        fixture, ranked = lesson_retrieval(name)
-        for qid, group in ranked.sort_values("rank").groupby("question_id"):
-            retrieved[qid] = tuple(group["passage_id"])
+        for retriever in ("tfidf", "hybrid"):
+            fixture, ranked = lesson_retrieval(name, retriever=retriever)
+            for qid, group in ranked.sort_values("rank").groupby("question_id"):
+                retrieved[(retriever, qid)] = tuple(group["passage_id"])
         expected_action.update(zip(fixture.questions["question_id"],
                                    fixture.questions["expected_action"]))
         question_text.update(zip(fixture.questions["question_id"],
@@ -94,34 +100,50 @@ def expected():
         sources = review.sources_of(row["reviewed_sources"]) if parsed else ()
         answer = row["reviewed_answer"] or None
         action = parsing.action_of(answer) if parsed else "parse failure"
-        checks = screen.screen_reply(answer, sources, parsed, action,
-                                     retrieved.get(row["question_id"], ()), texts)
+        given = retrieved.get((review.retriever_of(row["reader"], row["decoding"]),
+                               row["question_id"]), ())
+        checks = screen.screen_reply(answer, sources, parsed, action, given, texts)
         rows.append({**row, "held": not all(checks.values()),
                      "action_correct": action == expected_action[row["question_id"]],
-                     "retrieved": retrieved.get(row["question_id"], ()),
-                     "cited": sources})
+                     "retrieved": given, "cited": sources,
+                     "system": review.system_label(row["reader"], row["decoding"]),
+                     "question": question_text[row["question_id"]]})
     requests = judge.judge_requests(
         review.load_review(), question_text, texts)
     replies = judge.judge_replies(load_reader(judge.JUDGE_READER, mode="recorded"), requests)
     said_no = dict(zip(replies["review_id"], ~replies["judge_supported"].astype(bool)))
     for row in rows:
-        row["judge_no"] = said_no.get(row["review_id"])
+        no = said_no.get(row["review_id"])
+        row["judge_no"] = None if no is None else bool(no)
     return rows
 
 
+def yes_no(rows):
+    return [r for r in rows if r["verdict"] in YES_NO]
+
+
 def summary(rows, signal):
-    judged = [r for r in rows if r["verdict"] in YES_NO]
+    """A signal's summary as the page computes it: its bootstrap resamples questions."""
+    judged = yes_no(rows)
     flagged = [bool(signal(r)) for r in judged]
     unsupported = [r["verdict"] == review.NOT_SUPPORTED for r in judged]
-    return agreement.agreement_summary("x", flagged, unsupported, resamples=RESAMPLES,
-                                       seed=SEED)
+    return agreement.agreement_summary("x", flagged, unsupported,
+                                       units=[r["question_id"] for r in judged],
+                                       unit="question", resamples=RESAMPLES, seed=SEED)
+
+
+SIGNALS = {"support screen": lambda r: r["held"],
+           "action label": lambda r: not r["action_correct"],
+           "SmolLM2 judge": lambda r: r["judge_no"]}
 
 
 def test_every_table_is_shown(lesson):
     assert {"replies", "vocabulary", "review", "verdicts", "reasons", "screen_2x2",
-            "screen_reasons", "screen_misses", "action_2x2", "action_differs", "judge_2x2",
-            "agreement", "misses_by_reason", "live_check", "control_check",
-            "student_agreement", "student_cross:student.csv"} <= set(tables(lesson))
+            "screen_rates", "screen_coefficients", "screen_reasons", "screen_misses",
+            "action_2x2", "action_differs", "shared_tests", "judge_2x2", "auc", "threshold",
+            "agreement", "coefficients", "misses_by_reason", "by_system", "system_alone",
+            "bootstrap", "live_check", "control_check", "student_agreement",
+            "student_cross:student.csv"} <= set(tables(lesson))
 
 
 def test_the_review_table_is_the_record(lesson):
@@ -143,20 +165,27 @@ def test_the_review_table_is_the_record(lesson):
         "Answer: $150 per week ⏎ Sources: H08"
     assert shown[0]["Cited passage text"].startswith("H08: Data Support Certificate students")
     assert shown[0]["Reply from"] == "Qwen2.5-1.5B-Instruct"
-    assert shown[-1]["Reply from"] == "SmolLM2-135M-Instruct under the grammar"
+    assert shown[89]["Reply from"] == "SmolLM2-135M-Instruct under the grammar"
+    assert shown[-1]["Reply from"] == "hybrid sentence baseline"
 
 
-def test_counts_by_reader_verdict_and_reason(lesson):
+def test_counts_by_system_verdict_and_reason(lesson):
     rows = record()
-    by_group = Counter((r["reader"], r["decoding"], r["verdict"]) for r in rows)
+    by_group = Counter((review.system_label(r["reader"], r["decoding"]), r["verdict"])
+                       for r in rows)
     for shown in table_rows(lesson, "verdicts"):
         for verdict in review.VERDICTS:
             label = verdict[0].upper() + verdict[1:]
-            assert shown[label] == by_group[(shown["Reader"], shown["Decoding"], verdict)]
-    assert sum(r["Replies"] for r in table_rows(lesson, "verdicts")) == len(rows) == 90
+            assert shown[label] == by_group[(shown["System"], verdict)]
+    assert sum(r["Replies"] for r in table_rows(lesson, "verdicts")) == len(rows) == 174
     reasons = Counter(r["reason"] for r in rows)
     assert {r["Reason"]: r["Replies"] for r in table_rows(lesson, "reasons")} == reasons
-    assert [r["Replies"] for r in table_rows(lesson, "replies")] == [6, 42, 42]
+    assert [r["Replies"] for r in table_rows(lesson, "replies")] == [6, 42, 42, 42, 42]
+    # The review has both kinds of reply in number, from at least three systems.
+    verdicts = Counter(r["verdict"] for r in rows)
+    assert verdicts[review.SUPPORTED] >= 25 and verdicts[review.NOT_SUPPORTED] >= 25
+    assert len({system for (system, verdict) in by_group if verdict in YES_NO
+                and by_group[(system, verdict)]}) >= 3
 
 
 def _cells(table):
@@ -182,18 +211,21 @@ def test_screen_against_the_record(lesson, expected):
 
 def test_agreement_table_matches_the_record(lesson, expected):
     shown = table_rows(lesson, "agreement")
-    signals = [lambda r: r["held"], lambda r: not r["action_correct"],
-               lambda r: r["judge_no"]]
-    assert len(shown) == 3
-    for row, signal in zip(shown, signals):
+    coefficients = table_rows(lesson, "coefficients")
+    assert len(shown) == len(coefficients) == 3
+    for row, coefficient_row, signal in zip(shown, coefficients, SIGNALS.values()):
         s = summary(expected, signal)
         assert row["Replies"] == s["rows"] == sum(r["verdict"] in YES_NO for r in record())
         assert (row["Flagged, not supported"], row["Flagged, supported"],
                 row["Not flagged, not supported"], row["Not flagged, supported"]) == (
             s["flagged_unsupported"], s["flagged_supported"], s["passed_unsupported"],
             s["passed_supported"])
-        assert (row["Recall"], row["Precision"], row["Kappa"], row[INTERVAL_LABEL]) \
-            == (s["recall"], s["precision"], s["kappa"], s["kappa_interval"])
+        assert (row["Sensitivity"], row["Specificity"], row["PPV"], row["NPV"]) == (
+            s["sensitivity"], s["specificity"], s["ppv"], s["npv"])
+        assert (coefficient_row["Kappa"], coefficient_row["kappa_max"],
+                coefficient_row["PABAK"], coefficient_row["AC1"],
+                coefficient_row[INTERVAL_LABEL]) == (
+            s["kappa"], s["kappa_max"], s["pabak"], s["ac1"], s["kappa_interval"])
     judge_cells = _cells(table_rows(lesson, "judge_2x2"))
     assert judge_cells["supported"]["Judge replied yes"] == shown[2]["Not flagged, supported"]
     action_cells = _cells(table_rows(lesson, "action_2x2"))
@@ -201,9 +233,10 @@ def test_agreement_table_matches_the_record(lesson, expected):
         shown[1]["Not flagged, not supported"]
 
 
-def test_the_figure_has_alt_text_and_one_image(lesson):
+@pytest.mark.parametrize("label", ["fig-agreement", "fig-roc"])
+def test_each_figure_has_alt_text_and_one_image(lesson, label):
     (cell,) = [c for c in lesson.cells if c.cell_type == "code"
-               and c.source.startswith("#| label: fig-agreement")]
+               and c.source.startswith(f"#| label: {label}")]
     assert "#| fig-alt: " in cell.source
     images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
     assert len(images) == 1
@@ -254,6 +287,7 @@ def test_computed_prose(lesson):
     assert (f"Of the {len(rows)} replies, {verdicts['supported']} are supported by what they "
             f"cite, {verdicts['not supported']} are not") in prose
     assert "This page ran in" in prose and "live mode on this machine" in prose
+    assert "))" not in prose  # no doubled parenthesis where a label nests in a remark
     assert "No review of your own was found" not in prose  # a student review was present
 
 
@@ -296,16 +330,25 @@ def test_revised_rows_and_context_notes_are_listed(lesson, expected):
     prose = markdown_outputs(lesson)
     revised = [r for r in rows if r["note"].startswith(REVISED)]
     first_day = min(r["reviewed_on"] for r in rows)
-    assert [r["review_id"] for r in revised] == [
-        r["review_id"] for r in rows if r["reviewed_on"] != first_day]
+    assert all(r["reviewed_on"] > first_day for r in revised)
     for row in revised:
         assert (f"{row['review_id']} ({row['question_id']}, read again on "
                 f"{row['reviewed_on']}, now *{row['verdict']}*, *{row['reason']}*): "
                 f"{row['note'][len(REVISED):].strip()}") in prose
-    if revised:
-        assert f"Every other row is as first written on {first_day}." in prose
-    else:
-        assert f"Every verdict and reason is as first written on {first_day}." in prose
+    # The other rows, day by day, with how many and whose: the baseline's were read later.
+    first_read = [r for r in rows if not r["note"].startswith(REVISED)]
+    days = []
+    for day in sorted({r["reviewed_on"] for r in first_read}):
+        that_day = [r for r in first_read if r["reviewed_on"] == day]
+        systems = list(dict.fromkeys(review.system_label(r["reader"], r["decoding"])
+                                     for r in that_day))
+        days.append(f"{day} ({len(that_day)} row{'s' if len(that_day) != 1 else ''}: "
+                    f"{', '.join(systems)})")
+    lead = "Every other row is as first written: " if revised else \
+        "Every verdict and reason is as first written: "
+    assert lead + "; ".join(days) + "." in prose
+    baseline_days = {r["reviewed_on"] for r in rows if r["reader"] == baseline.BASELINE_READER}
+    assert baseline_days and min(baseline_days) > first_day
     # Notes that name a passage the reader was not given, did not cite or write.
     raw = {r["review_id"]: review.unescape_reply(r["reviewed_reply"]) for r in rows}
     context = [r["review_id"] for r in expected
@@ -344,3 +387,162 @@ def test_without_a_student_review_the_page_says_how_to_add_one(lesson_without_re
     # Everything else is computed as with a student review.
     assert shown == {name for name in tables(lesson) if not name.startswith("student_")}
     assert table_rows(lesson_without_review, "agreement") == table_rows(lesson, "agreement")
+
+
+# ------------------------------------------------------------------ per class, by system
+
+
+def _judged(expected):
+    return yes_no(expected)
+
+
+def test_the_screen_is_read_per_class_with_exact_intervals(lesson_without_review, expected):
+    s = summary(expected, SIGNALS["support screen"])
+    counts = s["counts"]
+    shown = table_rows(lesson_without_review, "screen_rates")
+    rates = [agreement.sensitivity, agreement.specificity,
+             agreement.positive_predictive_value, agreement.negative_predictive_value]
+    assert len(shown) == len(rates)
+    for row, rate in zip(shown, rates):
+        ratio = rate(counts)
+        assert row["Replies"] == f"{ratio.numerator} of {ratio.denominator}"
+        assert row["Share"] == f"{ratio.value:.2f}"
+        assert row[f"Exact {agreement.INTERVAL_LEVEL:.0%} interval"] == ratio.interval().text()
+    coefficients = {r["Coefficient"]: r for r in table_rows(lesson_without_review,
+                                                           "screen_coefficients")}
+    kappa = coefficients["Cohen's kappa"]
+    assert kappa["Value"] == s["kappa"]
+    assert float(kappa["Chance agreement (p_e)"]) == pytest.approx(
+        s["kappa_result"].expected, abs=5e-4)
+    assert coefficients["PABAK"]["Chance agreement (p_e)"] == "0.500"
+    # The prose quotes the same rates, and the paradox on the models' replies alone.
+    prose = markdown_outputs(lesson_without_review)
+    assert (f"the screen holds {counts.flagged_unsupported} of the "
+            f"{counts.flagged_unsupported + counts.passed_unsupported} unsupported ones") in prose
+    models = [r for r in _judged(expected) if r["reader"] != baseline.BASELINE_READER]
+    model_counts = agreement.confusion([r["held"] for r in models],
+                                       [r["verdict"] == review.NOT_SUPPORTED for r in models])
+    model_coefficients = agreement.table_coefficients(model_counts)
+    assert (f"yet kappa there is only {model_coefficients['kappa'].text()}" in prose
+            and f"PABAK ({model_coefficients['pabak'].text()}) and AC1 "
+                f"({model_coefficients['ac1'].text()})" in prose)
+
+
+def test_every_signal_is_split_by_system(lesson_without_review, expected):
+    judged = _judged(expected)
+    systems = list(dict.fromkeys(r["system"] for r in expected))
+    shown = table_rows(lesson_without_review, "by_system")
+    assert len(shown) == len(SIGNALS) * len(systems)
+    for (name, signal), start in zip(SIGNALS.items(), range(0, len(shown), len(systems))):
+        table = agreement.per_group_table(
+            [r["system"] for r in judged], [bool(signal(r)) for r in judged],
+            [r["verdict"] == review.NOT_SUPPORTED for r in judged], systems)
+        for row, computed in zip(shown[start:start + len(systems)], table.to_dict("records")):
+            assert row["Signal"] == name and row["System"] == computed["group"]
+            assert (row["Replies"], row["Flagged, not supported"], row["Flagged, supported"],
+                    row["Not flagged, not supported"], row["Not flagged, supported"],
+                    row["Sensitivity"], row["Specificity"], row["Kappa"]) == (
+                computed["rows"], computed["flagged_unsupported"], computed["flagged_supported"],
+                computed["passed_unsupported"], computed["passed_supported"],
+                computed["sensitivity"], computed["specificity"], computed["kappa"])
+    # The rule that knows only the system, beside the signals.
+    rule = agreement.majority_by_group([r["system"] for r in judged],
+                                       [r["verdict"] == review.NOT_SUPPORTED for r in judged])
+    alone = summary([{**r, "rule": f} for r, f in zip(judged, rule)], lambda r: r["rule"])
+    first = table_rows(lesson_without_review, "system_alone")[0]
+    assert first["Agreement with the review"] == f"{alone['kappa_result'].observed:.0%}"
+    assert first["Kappa"] == alone["kappa"]
+    assert (f"It agrees with the review on {alone['kappa_result'].observed:.0%} of the "
+            f"replies, with kappa {alone['kappa']}.") in markdown_outputs(lesson_without_review)
+
+
+def test_the_bootstrap_resamples_questions_and_counts_what_it_leaves_out(
+        lesson_without_review, expected):
+    judged = _judged(expected)
+    models = [r for r in judged if r["reader"] != baseline.BASELINE_READER]
+    cases = [(judged, signal) for signal in SIGNALS.values()] + \
+        [(models, SIGNALS["support screen"])]
+    shown = table_rows(lesson_without_review, "bootstrap")
+    assert len(shown) == 2 * len(cases)
+    for (frame, signal), pair in zip(cases, zip(shown[::2], shown[1::2])):
+        flagged = [bool(signal(r)) for r in frame]
+        unsupported = [r["verdict"] == review.NOT_SUPPORTED for r in frame]
+        for row, units in zip(pair, ([r["question_id"] for r in frame], None)):
+            interval = agreement.bootstrap_table_kappa(flagged, unsupported, units,
+                                                       resamples=RESAMPLES, seed=SEED)
+            assert (row["Resamples with no supported reply"],
+                    row["Resamples with no unsupported reply"]) == (
+                interval.no_supported, interval.no_unsupported)
+            assert row[INTERVAL_LABEL] == f"{interval.low:.2f} to {interval.high:.2f}"
+    # On the models' replies alone, resamples without a supported reply are left out.
+    assert shown[-1]["Resamples with no supported reply"] > 0
+    prose = markdown_outputs(lesson_without_review)
+    assert (f"{shown[-1]['Resamples with no supported reply']:,} of the {RESAMPLES:,} "
+            "resamples of replies") in prose
+
+
+def test_the_graded_signal_auc_and_its_split_half_threshold(lesson_without_review, expected):
+    judged = _judged(expected)
+    texts = dict(zip(load_riverton().handbook["passage_id"], load_riverton().handbook["text"]))
+    cited = [" ".join(texts[p] for p in r["cited"] if p in texts) for r in judged]
+    similarity = np.full(len(judged), -1.0)
+    has = np.array([bool(t) for t in cited])
+    similarity[has] = dense.pair_cosines([r["reviewed_answer"] for r, h in zip(judged, has) if h],
+                                         [t for t in cited if t])
+    bad = np.array([r["verdict"] == review.NOT_SUPPORTED for r in judged])
+    is_baseline = np.array([r["reader"] == baseline.BASELINE_READER for r in judged])
+    shown = {r["Replies"]: r for r in table_rows(lesson_without_review, "auc")}
+    for label, mask in (("every reply with a yes-or-no verdict", np.ones(len(judged), bool)),
+                        ("the replies that cite a passage", has),
+                        ("the sentence baseline's replies", is_baseline)):
+        row = shown[label]
+        assert (row["Unsupported"], row["Supported"]) == (int(bad[mask].sum()),
+                                                          int((~bad[mask]).sum()))
+        # scikit-learn's AUC, an independent implementation, on our scores.
+        assert row["Area under the ROC curve"] == f"{roc_auc_score(bad[mask], -similarity[mask]):.2f}"
+    grammar = review.system_label(judge.JUDGE_READER, "grammar-constrained (llguidance)")
+    assert shown[f"{grammar} only"]["Area under the ROC curve"].startswith("undefined: ")
+    # The threshold: chosen on one half of the questions, reported on the other.
+    questions = [r["question_id"] for r in judged]
+    first, second = agreement.split_halves(questions, SEED)
+    in_first = np.array([q in first for q in questions])
+    threshold = agreement.youden_threshold(-similarity[in_first], bad[in_first].tolist())
+    flags = -similarity >= threshold
+    tested = agreement.confusion(flags[~in_first].tolist(), bad[~in_first].tolist())
+    rows = table_rows(lesson_without_review, "threshold")
+    assert rows[1]["Half of the questions"].startswith(f"tested on: {len(second)} questions, "
+                                                       f"{tested.rows} replies")
+    assert rows[1]["Sensitivity (exact interval)"] == agreement.sensitivity(tested).with_interval()
+    assert rows[1]["Specificity (exact interval)"] == agreement.specificity(tested).with_interval()
+    assert not set(first) & set(second)
+
+
+def test_circular_checks_and_the_judge_floor_are_stated(lesson_without_review, expected):
+    judged = _judged(expected)
+    shared = {r["Screen check"]: r for r in table_rows(lesson_without_review, "shared_tests")}
+    for check, (reason, how) in review.SHARED_TESTS.items():
+        given = [r for r in expected if r["reason"] == reason]
+        failing = [r for r in given if not r["held"]] if check != "parsed" else []
+        assert shared[check]["Review reason"] == reason
+        assert shared[check]["Replies given this reason"] == len(given)
+        if how.startswith("the same test"):  # one test: every such reply is held
+            assert shared[check]["Of them, failing this check"] == len(given)
+            assert not failing
+    uncited = [r for r in judged if r["reason"] == "no passage cited"]
+    assert uncited and all(r["held"] for r in uncited)  # caught by construction
+    prose = markdown_outputs(lesson_without_review)
+    assert "it needs each question's expected action" in prose
+    yes = sum(1 for r in judged if r["judge_no"] is False)
+    assert f"The judge replied yes {yes} times and no {len(judged) - yes} times" in prose
+    no_citation = [r for r in judged if not r["cited"]]
+    said_yes = sum(1 for r in no_citation if r["judge_no"] is False)
+    assert (f"To {len(no_citation)} of them its prompt said, in so many words, "
+            f"\"{judge.NO_CITED_PASSAGE}\", and it replied yes to {said_yes}") in prose
+
+
+def test_a_changed_baseline_is_refused_on_the_page(lesson_without_review):
+    (cell,) = [c for c in lesson_without_review.cells if c.get("id") == "lesson4-50c"]
+    printed = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+    assert "column 'reviewed_reply': R" in printed and review.REPLY_CHANGED in printed
+    assert f"are now *{review.REPLY_CHANGED}* and have no verdict" in markdown_outputs(
+        lesson_without_review)

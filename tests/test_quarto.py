@@ -355,3 +355,14 @@ def test_the_real_book_renders_with_quarto(quarto, quarto_site, tmp_path):
         text = (again_root / "_book" / Path(lesson).with_suffix(".html")).read_text(encoding="utf-8")
         assert set(re.findall(TABLE_NUMBER, text)) == {str(number)}, f"{lesson} lost its tables"
     assert "Executing" not in report and "Cell 1/" not in report, "a frozen lesson was executed"
+    # The PDF of that render shows the frozen lessons' outputs (from the notebooks of their
+    # execution, put in place for the render; tests/test_pdf.py checks the session's PDF).
+    import pdfcheck
+    from bookkit.build import load_book_config
+
+    pdf = again_root / "_book" / load_book_config(again_root).pdf
+    assert pdf.stat().st_mtime > (project / "_book" / pdf.name).stat().st_mtime, "no new PDF"
+    pdfcheck.require_poppler()
+    text = pdfcheck.text(pdf)
+    for shown in ("H08 (#1, 0.356)", "Answer: $150 per week ⏎ Sources: H08"):
+        assert pdfcheck.contains(text, shown), f"the PDF of a render of frozen lessons lacks {shown!r}"

@@ -167,17 +167,13 @@ def test_the_server_leaves_eos_out_of_its_count(first_run, llama_url):
     assert "leaves the end-of-sequence token out" in note
 
 
-def test_prompt_counts_match_transformers_template(first_run, inputs):
+def test_prompt_counts_match_transformers_template(first_run, inputs, smol_tokenizer):
     """The server applies the chat template stored in the GGUF file; the prompt it counts
-    is the one transformers builds from the same file."""
-    from transformers import AutoTokenizer
-
-    path = smollm2_gguf()
-    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
-                                              local_files_only=True)
+    is the one transformers builds from the same file (the session's tokenizer, read from
+    that file)."""
     for messages, served in zip(inputs["messages"], first_run["prompt_tokens"]):
-        encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                return_dict=True)
+        encoded = smol_tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                     return_dict=True)
         assert served == len(encoded["input_ids"])
 
 
@@ -250,19 +246,24 @@ def test_record_takes_a_question_file(llama_url, tmp_path, capsys):
 
 def test_hybrid_prompts_record_and_replay_as_lesson_two_builds_them(llama_url, tmp_path):
     """Lesson 2's reader section: its prompts come from the hybrid retriever; recording
-    with --retriever hybrid makes entries that replay for exactly those prompts."""
+    with --retriever hybrid (here on lesson 1's first two questions, with --questions)
+    makes entries that replay for exactly those prompts."""
     from helpers import dense, reader, retrieval
     from helpers.fixture import load_riverton
 
-    fixture = load_riverton()
+    questions = question_subset(tmp_path / "data", "riverton-handbook-questions.csv",
+                                "two-questions.csv", 2, "Q1 and Q2")
+    fixture = load_riverton(questions.parent, questions=questions.name)
     tfidf = retrieval.TfidfRetriever.fit(fixture.handbook)
     hybrid = dense.HybridRetriever(tfidf, dense.DenseRetriever.fit(fixture.handbook))
     lesson2_inputs = reader.reader_inputs(fixture.questions,
                                           hybrid.rank(fixture.questions, k=3),
                                           fixture.handbook)
+    assert list(lesson2_inputs["question_id"]) == ["Q1", "Q2"]
     transcript = tmp_path / "reader-transcript.jsonl"
-    assert reader_cli(["record", "--reader", SMOL, "--server", llama_url,
-                       "--retriever", "hybrid", "--transcript", str(transcript)]) == 0
+    assert reader_cli(["record", "--reader", SMOL, "--server", llama_url, "--questions",
+                       str(questions), "--retriever", "hybrid", "--transcript",
+                       str(transcript)]) == 0
     replayed = generate_all(load_reader(SMOL, mode="recorded", transcript=transcript),
                             lesson2_inputs)
     assert list(replayed["question_id"]) == list(lesson2_inputs["question_id"])
@@ -381,7 +382,10 @@ def test_a_real_request_past_its_timeout_is_an_error(llama_url, inputs):
 
 
 def test_the_grammar_through_the_server(llama_url, inputs):
-    """Lesson 3's reply grammar as GBNF: every reply parses and cites only retrieved IDs."""
+    """Lesson 3's reply grammar as GBNF: every reply parses and cites only retrieved IDs.
+    On Q3, which retrieves nothing, and Q6, which retrieves three passages."""
+    inputs = inputs[inputs["question_id"].isin(["Q3", "Q6"])]
+    assert sorted(len(ids) for ids in inputs["retrieved_ids"]) == [0, 3]
     server_reader = load_reader(SMOL, mode="server", url=llama_url)
     forced = constrained.generate_constrained_many(
         server_reader, inputs["messages"], inputs["retrieved_ids"], inputs["question_id"])

@@ -7,12 +7,13 @@ time; each error must name the file, the row and the column.
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 
 import pandas as pd
 import pytest
 
-from helpers import judge, review
+from helpers import baseline, judge, review
 from bookkit.data_check import check_all, update_metadata
 from helpers.fixture import METADATA_FILE, REVIEW_FILE, FixtureError
 from helpers.paths import DATA_DIR
@@ -399,13 +400,19 @@ def test_the_vocabulary_gives_every_verdict_its_reasons():
     assert review.REASONS[review.PARSE_FAILURE_REASON].verdict == review.NOT_APPLICABLE
 
 
+def book_rows() -> list[dict]:
+    with open(DATA_DIR / REVIEW_FILE, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
 @pytest.mark.slow
 def test_the_book_review_covers_exactly_the_replies_the_lesson_replays():
-    book = load_review()
+    book = load_review(replies=review.recorded_replies())
     replies = review.recorded_replies()
-    assert len(book) == len(replies) == 90
+    # Qwen's six, then SmolLM2's and the baseline's twice each on the 42 questions.
+    assert len(book) == len(replies) == 6 + 4 * 42
     assert list(book["transcript_key"]) == list(replies["key"])
-    assert list(book["review_id"]) == [f"R{i:03d}" for i in range(1, 91)]
+    assert list(book["review_id"]) == [f"R{i:03d}" for i in range(1, len(book) + 1)]
     assert set(book["reviewer"]) == {"book author"}
     # Every reply that did not parse, and only those, is "not applicable" for that reason.
     failed = book["reviewed_answer"] == ""
@@ -420,12 +427,13 @@ def test_the_command_writes_a_template_and_checks_every_review(tmp_path, monkeyp
     folder = tmp_path / "reviews"
     monkeypatch.setenv(review.REVIEWS_ENV, str(folder))
     assert review.main(["template", str(folder / "mine.csv")]) == 0
-    assert "with 90 replies to review" in capsys.readouterr().out
+    rows = len(book_rows())
+    assert f"with {rows} replies to review" in capsys.readouterr().out
     assert review.main(["template", str(folder / "mine.csv")]) == 1
     assert "mine.csv exists" in capsys.readouterr().err
     assert review.main(["check"]) == 0
     assert capsys.readouterr().out.splitlines() == [
-        "support-review.csv: 90 rows ok", "mine.csv: 0 reviewed rows ok"]
+        f"support-review.csv: {rows} rows ok", "mine.csv: 0 reviewed rows ok"]
     with open(folder / "mine.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     rows[3].update(verdict="supported", reason="correct abstention", reviewer="student",
@@ -434,3 +442,121 @@ def test_the_command_writes_a_template_and_checks_every_review(tmp_path, monkeyp
     assert review.main(["check"]) == 1
     assert ("mine.csv, row 4 (line 5), column 'reason': reason 'correct abstention' goes "
             "with the verdict 'not applicable', not 'supported'") in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the sentence baseline
+
+BASELINE_TFIDF = (baseline.BASELINE_READER, baseline.BASELINE_DECODINGS["tfidf"],
+                  (review.QUESTIONS_FILE, review.EXTENDED_QUESTIONS_FILE))
+
+
+@pytest.fixture
+def baseline_dir(tmp_path):
+    """A data folder whose review holds the book's rows for the baseline's tf-idf replies
+    (no sentence encoder needed to compute them again)."""
+    folder = tmp_path / "data"
+    folder.mkdir()
+    for path in DATA_DIR.glob("*.csv"):
+        shutil.copyfile(path, folder / path.name)
+    rows = [r for r in book_rows() if r["reader"] == baseline.BASELINE_READER
+            and r["decoding"] == BASELINE_TFIDF[1]]
+    assert len(rows) == 42
+    write_rows(folder / REVIEW_FILE, rows)
+    update_metadata([REVIEW_FILE], folder)
+    return folder
+
+
+def test_the_baselines_reviewed_replies_are_its_replies_now(baseline_dir):
+    replies = review.recorded_replies(data_dir=baseline_dir, plan=(BASELINE_TFIDF,))
+    assert set(replies["mode"]) == {"computed"}
+    frame = load_review(baseline_dir, replies=replies)
+    assert list(frame["transcript_key"]) == list(replies["key"])
+    q1 = frame.set_index("question_id").loc["Q1"]
+    assert unescape_reply(q1["reviewed_reply"]) == (
+        "Answer: Data Support Certificate students receive a training stipend of $150 per "
+        "week.\nSources: H08")
+
+
+def test_a_changed_baseline_invalidates_its_rows_as_reply_changed_since_review(
+        baseline_dir, monkeypatch):
+    """The baseline as it would be if it copied the whole top passage: the same requests
+    (keys), other text. The loader refuses the first row whose reply changed, naming the
+    file, the row and the column, with carry_verdicts' status."""
+    monkeypatch.setattr(baseline, "split_sentences", lambda text: [text])
+    replies = review.recorded_replies(data_dir=baseline_dir, plan=(BASELINE_TFIDF,))
+    status = carry_verdicts(load_review(baseline_dir), replies)
+    changed = status[status["status"] == REPLY_CHANGED]
+    assert len(changed) > 0 and set(status["status"]) == {SAME_REPLY, REPLY_CHANGED}
+    first = changed.iloc[0]
+    number = list(status["review_id"]).index(first["review_id"]) + 1
+    with pytest.raises(ReviewError) as caught:
+        load_review(baseline_dir, replies=replies)
+    error = caught.value
+    assert (error.row, error.column) == (number, "reviewed_reply")
+    assert f"{first['review_id']} ({first['question_id']}, tf-idf sentence baseline): " \
+           f"{REPLY_CHANGED}" in str(error)
+    assert f"Also {changed.iloc[1]['review_id']} ({REPLY_CHANGED})" in str(error)
+
+
+def test_a_changed_passage_is_a_new_baseline_request_with_no_record(baseline_dir):
+    handbook = baseline_dir / "riverton-handbook.csv"
+    text = handbook.read_text(encoding="utf-8")
+    assert "a training stipend of $150 per week" in text
+    handbook.write_text(text.replace("a training stipend of $150 per week",
+                                     "a training stipend of $160 per week"), encoding="utf-8")
+    update_metadata(["riverton-handbook.csv"], baseline_dir)
+    with pytest.raises(review.BaselineReplayError, match=r"Q1 \(first sentence of the tf-idf "
+                                                         r"top passage\): .* has no baseline "
+                                                         r"reply for this request"):
+        review.recorded_replies(data_dir=baseline_dir, plan=(BASELINE_TFIDF,))
+
+
+def test_a_baseline_row_must_name_the_baseline_and_its_decoding(baseline_dir):
+    rows = book_rows()
+    ours = [r for r in rows if r["reader"] == baseline.BASELINE_READER
+            and r["decoding"] == BASELINE_TFIDF[1]]
+    for changes, column, message in (
+            ({"reader": "qwen_1_5b_instruct"}, "reader",
+             f"was written by {baseline.BASELINE_MODEL}"),
+            ({"decoding": "unconstrained"}, "decoding", "is not one of first sentence of"),
+            ({"decoding": baseline.BASELINE_DECODINGS["hybrid"]}, "decoding",
+             "does not match the transcript reply")):
+        broken_rows = [dict(r) for r in ours]
+        broken_rows[0].update(changes)
+        write_rows(baseline_dir / REVIEW_FILE, broken_rows)
+        with pytest.raises(ReviewError) as caught:
+            load_review(baseline_dir)
+        assert (caught.value.row, caught.value.column) == (1, column), str(caught.value)
+        assert message in str(caught.value)
+
+
+def test_the_record_is_what_the_baseline_computes(tmp_path):
+    """The committed record's tf-idf entries are the baseline's replies, written again."""
+    path = tmp_path / "baseline-replies.jsonl"
+    written = baseline.record_baseline((("tfidf", BASELINE_TFIDF[2]),), path,
+                                       recorded_on="2026-12-03")
+    committed = [e for e in baseline.read_baseline_replies() if e.retriever == "tfidf"]
+    assert [(e.key, e.raw_output) for e in written] == [(e.key, e.raw_output) for e in committed]
+    assert baseline.read_baseline_replies(path) == written
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda r: r.update(raw_output=r["raw_output"]), None),
+    (lambda r: r.update(question="How much is it?"), "field 'key' does not match"),
+    (lambda r: r.update(retriever="bm25"), "field 'retriever' is 'bm25'"),
+    (lambda r: r.pop("recorded_on"), "expected the fields"),
+    (lambda r: r.update(passages=[["H08"]]), "should be [ID, text] pairs"),
+])
+def test_a_bad_record_line_is_refused_with_its_number(tmp_path, edit, message):
+    lines = baseline.BASELINE_REPLIES_PATH.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[1])
+    edit(record)
+    lines[1] = json.dumps(record)
+    path = tmp_path / "record.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    if message is None:
+        assert len(baseline.read_baseline_replies(path)) == len(lines)
+        return
+    with pytest.raises(baseline.BaselineRecordError) as caught:
+        baseline.read_baseline_replies(path)
+    assert str(caught.value).startswith(f"{path}, line 2: ") and message in str(caught.value)

@@ -5,7 +5,9 @@ helpers/exercises/__init__.py). These tests run the filter through Quarto's own 
 pandoc``, a fraction of a second each) on small markdown files: which blocks it takes,
 what it leaves alone, and the error that a malformed solution gives. Under ``quarto
 pandoc`` the filter makes a Div with the callout's classes and attributes; in a render it
-makes Quarto's callout itself, which test_exercise_views.py checks in the browser.
+makes Quarto's callout itself, which test_exercise_views.py checks in the browser. In
+print (Typst) it moves the solutions to an appendix, which Typst (``quarto typst``)
+compiles here; test_pdf.py checks the appendix of a real render.
 """
 from __future__ import annotations
 
@@ -69,3 +71,48 @@ def test_a_malformed_solution_stops_with_an_error_naming_the_file(quarto, tmp_pa
     result = run_filter(quarto, tmp_path, markdown)
     assert result.returncode != 0
     assert f"solutions.lua: {tmp_path / 'lesson.md'}: {message}" in result.stderr
+
+
+# --------------------------------------------------------------------------- in print (Typst)
+
+
+def to_typst(quarto: str, tmp_path, markdown: str) -> subprocess.CompletedProcess:
+    source = tmp_path / "lesson.md"
+    source.write_text(markdown, encoding="utf-8")
+    return subprocess.run([quarto, "pandoc", "--standalone", "--lua-filter", str(FILTER), "-f", "markdown",
+                           "-t", "typst", str(source), "-o", str(tmp_path / "lesson.typ")],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_in_print_solutions_move_to_an_appendix_linked_both_ways(quarto, tmp_path):
+    """Under Typst each solution leaves a line with a link and a page number in its place,
+    and moves to the appendix "Solutions", which links back; Typst compiles the result."""
+    import pdfcheck
+
+    markdown = ("### Exercise 1.1: First\n\nDo it.\n\n" + solution("1.1", "The *answer*.\n\n```python\nx = 1\n```")
+                + "### Exercise 1.2: Second\n\nAgain.\n\n" + solution("1.2", "Another answer.") + "The end.\n")
+    result = to_typst(quarto, tmp_path, markdown)
+    assert result.returncode == 0, result.stderr
+    typst = (tmp_path / "lesson.typ").read_text(encoding="utf-8")
+    body, appendix = typst.split("= Solutions", 1)
+    for key in ("1.1", "1.2"):
+        assert f"#link(<print-solution-{key}>)[#strong[Solution to exercise {key}]]" in body
+        assert f"] <print-exercise-{key}>" in body
+        assert f"[Solution to exercise {key}] <print-solution-{key}>" in appendix
+        assert f"#link(<print-exercise-{key}>)[Back to exercise {key}]" in appendix
+    assert "answer" not in body and "x = 1" not in body  # the solutions left the lesson
+    assert appendix.index("#emph[answer]") < appendix.index("x = 1") < appendix.index("Another answer.")
+    assert "appendices.with" not in typst  # orange-book's appendix part only in a Quarto book
+    pdfcheck.require_poppler()
+    compiled = subprocess.run([quarto, "typst", "compile", str(tmp_path / "lesson.typ"), str(tmp_path / "lesson.pdf")],
+                              capture_output=True, text=True, timeout=120)
+    assert compiled.returncode == 0, compiled.stderr
+    text = pdfcheck.text(tmp_path / "lesson.pdf")
+    assert pdfcheck.contains(text, "Solution to exercise 1.1: in the appendix “Solutions”, page 1.")
+    assert pdfcheck.contains(text, "Back to exercise 1.2 (page 1)")
+
+
+def test_in_print_two_solutions_with_one_number_stop_the_render(quarto, tmp_path):
+    result = to_typst(quarto, tmp_path, solution("2.1", "One.") + solution("2.1", "Two."))
+    assert result.returncode != 0
+    assert f"solutions.lua: {tmp_path / 'lesson.md'}: two solutions are titled \"Solution to exercise 2.1\"" in result.stderr

@@ -4,7 +4,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from .. import parsing, screen
@@ -18,7 +17,7 @@ from .framework import (
     _plural,
     _questions,
     _require_keys,
-    _tfidf,
+    _whole_number,
     correct,
     exercise,
     fixture_cache,
@@ -38,15 +37,21 @@ def _review_rows() -> pd.DataFrame:
     """Lesson 4's review record with the screen's label, rebuilt as the lesson builds it.
 
     One row per review row: the verdict, the question, its retrieved IDs, and whether the
-    screen holds the reply ("The screen against the review").
+    screen holds the reply, each reply screened with the passages its retriever gave it
+    ("The screen against the review").
     """
     review = _review_module()
     replies = review.recorded_replies()
     parsed = parsing.parse_outputs(replies)
-    questions = pd.concat([_questions(), _extended_questions()], ignore_index=True)
-    retrieved = _tfidf().rank(questions, k=3)
-    screened = [screen.screen_table(group, retrieved, _handbook()).assign(key=group["key"].values)
-                for _, group in parsed.groupby(["reader", "decoding"], sort=False)]
+    screened = []
+    for _, group in parsed.groupby(["reader", "decoding"], sort=False):
+        # The passages each reply was given, in rank order, as the screen reads a ranking.
+        given = pd.DataFrame([{"question_id": q, "passage_id": p, "rank": rank}
+                              for q, ids in zip(group["question_id"], group["retrieved_ids"])
+                              for rank, p in enumerate(ids, start=1)],
+                             columns=["question_id", "passage_id", "rank"])
+        screened.append(screen.screen_table(group, given, _handbook())
+                        .assign(key=group["key"].values))
     checks = pd.concat(screened, ignore_index=True)
     rows = review.load_review(replies=replies).merge(
         replies[["key", "retrieved_ids"]], left_on="transcript_key", right_on="key",
@@ -120,7 +125,8 @@ def kappa_by_hand(screen_kappa):
         return hint("kappa = (p_o - p_e) / (1 - p_e).")
     return correct(f"agreement.cohen_kappa gives {kappa.value:.4f}. The screen agrees with the "
                    f"review on {kappa.observed:.0%} of the replies, but chance alone would "
-                   f"give {kappa.expected:.0%}, so little is left for kappa to credit.")
+                   f"give {kappa.expected:.0%}; kappa credits only the agreement beyond that, "
+                   "as a share of the most there could be.")
 
 
 @exercise("4.2", "A screen that holds everything", expects="a dict with keys 'recall', "
@@ -159,30 +165,41 @@ def hold_everything(hold_all):
                         "chance would give, p_e, and divides by 1 - p_e.")
         return hint("Work out p_o (how often the two agree) and p_e (the screen's share of "
                     "each label times the review's), then kappa = (p_o - p_e) / (1 - p_e).")
-    return correct(f"Recall {expected_recall:.2f} and precision {expected_precision:.2f} look "
-                   "good, yet kappa is 0: a screen that holds everything agrees with the "
-                   "review exactly as often as chance would, and its precision is simply "
-                   "the share of unsupported replies.")
+    return correct(f"Recall {expected_recall:.2f} and precision {expected_precision:.2f}, yet "
+                   "kappa is 0: a screen that holds everything agrees with the review exactly "
+                   "as often as chance would, its recall is perfect by construction, and its "
+                   "precision is simply the share of unsupported replies.")
 
 
 def _is_none(value: Any) -> bool:
     return value is None or (isinstance(value, str) and value.strip().lower() == "none")
 
 
+def _models_judged() -> pd.DataFrame:
+    """The replies of the two models (not the sentence baseline's) with a yes-or-no verdict."""
+    from ..baseline import BASELINE_READER
+
+    judged = _judged()
+    return judged[judged["reader"] != BASELINE_READER]
+
+
 @exercise("4.3", "What only reading finds", expects="a dict from review IDs to a passage ID "
           "or None")
 def only_reading_finds(misses):
-    """Lesson 4, exercise 4.3: the unsupported replies the screen lets through, read.
+    """Lesson 4, exercise 4.3: the models' unsupported replies the screen lets through, read.
 
-    The keys must be exactly the review IDs of replies with the verdict *not supported*
-    that the screen does not hold; each value is the retrieved passage that answers the
-    reply's question, or None when none of the retrieved passages does (the gold passage
-    of the question, if it was retrieved) ("The screen against the review").
+    The keys must be exactly the review IDs of the two models' replies (not the sentence
+    baseline's) with the verdict *not supported* that the screen does not hold; each
+    value is the retrieved passage that answers the reply's question, or None when none
+    of the retrieved passages does (the gold passage of the question, if it was
+    retrieved) ("The screen against the review").
     """
+    from ..baseline import BASELINE_READER
+
     if not isinstance(misses, Mapping):
         return hint("misses must be a dict: {review ID: passage ID or None}.")
     rows = _review_rows().set_index("review_id")
-    judged = _judged()
+    judged = _models_judged()
     expected_ids = list(judged.loc[judged["unsupported"] & ~judged["held"], "review_id"])
     unknown = [r for r in misses if r not in rows.index]
     if unknown:
@@ -190,6 +207,9 @@ def only_reading_finds(misses):
     for review_id in misses:
         if review_id in expected_ids:
             continue
+        if rows.at[review_id, "reader"] == BASELINE_READER:
+            return hint(f"{review_id} is one of the sentence baseline's replies; list only the "
+                        "two models' replies.")
         if rows.at[review_id, "held"]:
             return hint(f"The screen holds {review_id}; list only the replies it lets through.")
         return hint(f"The review does not reject {review_id} (its verdict is "
@@ -223,52 +243,140 @@ def only_reading_finds(misses):
                    "the question is something only reading finds.")
 
 
-@exercise("4.4", "Twice the rows", expects="a dict with keys 'kappa' and 'interval' "
-          "(low, high)")
-def twice_the_rows(doubled):
-    """Lesson 4, exercise 4.4: the screen's kappa and its interval on every row taken twice.
+def _baseline_screen() -> tuple[int, int]:
+    """The screen on the sentence baseline's unsupported replies: (held, unsupported)."""
+    from ..baseline import BASELINE_READER
 
-    Recomputed with :func:`helpers.agreement.cohen_kappa` and
-    :func:`helpers.agreement.bootstrap_kappa` (the lesson's seed and resamples,
-    :data:`helpers.agreement.BOOTSTRAP_SEED` and ``BOOTSTRAP_RESAMPLES``) on the
-    yes-or-no replies doubled, either as the list followed by itself or with each row
-    repeated in place; figures within :data:`TOLERANCE` ("The screen against the
+    judged = _judged()
+    bad = judged[(judged["reader"] == BASELINE_READER) & judged["unsupported"]]
+    return int(bad["held"].sum()), len(bad)
+
+
+@exercise("4.4", "None held, but how sure?", expects="a dict with keys 'held', "
+          "'unsupported' and 'interval' (low, high)")
+def none_held(sensitivity):
+    """Lesson 4, exercise 4.4: the screen's sensitivity on the sentence baseline's replies,
+    with its exact interval.
+
+    ``held`` and ``unsupported`` are the counts (the unsupported replies of both the
+    baseline's retrievers, and those of them the screen holds); ``interval`` is the
+    Clopper-Pearson interval at :data:`helpers.agreement.INTERVAL_LEVEL`, each end within
+    :data:`TOLERANCE` of :func:`helpers.agreement.exact_interval` ("The screen against the
     review").
     """
     from .. import agreement
 
-    _require_keys(doubled, "doubled", ("kappa", "interval"))
-    held, unsupported = _screen_lists()
-    kappa = agreement.cohen_kappa(held, unsupported).value
-    settings = {"resamples": agreement.BOOTSTRAP_RESAMPLES, "seed": agreement.BOOTSTRAP_SEED}
-    original = agreement.bootstrap_kappa(held, unsupported, **settings)
-    appended = agreement.bootstrap_kappa(held * 2, unsupported * 2, **settings)
-    repeated = agreement.bootstrap_kappa(list(np.repeat(held, 2)), list(np.repeat(unsupported, 2)),
-                                         **settings)
-    if not _close(doubled["kappa"], kappa, TOLERANCE, "'kappa'"):
-        return hint("Doubling every row changes none of the shares that p_o and p_e are "
-                    "made of.")
-    interval = doubled["interval"]
+    _require_keys(sensitivity, "sensitivity", ("held", "unsupported", "interval"))
+    given_held = _whole_number(sensitivity["held"], "'held'")
+    given_total = _whole_number(sensitivity["unsupported"], "'unsupported'")
+    interval = sensitivity["interval"]
     if not (isinstance(interval, (list, tuple)) and len(interval) == 2):
         return hint("'interval' is a pair: (low, high).")
+    low = _number(interval[0], "the interval's low end")
+    high = _number(interval[1], "the interval's high end")
+    held, unsupported = _baseline_screen()
+    from ..baseline import BASELINE_READER
 
-    def matches(result) -> bool:
-        return (_close(interval[0], result.low, TOLERANCE, "'interval'")
-                and _close(interval[1], result.high, TOLERANCE, "'interval'"))
+    judged = _judged()
+    baseline_rows = judged[judged["reader"] == BASELINE_READER]
+    if given_total != unsupported:
+        if given_total == len(baseline_rows):
+            return hint("Count only the baseline's unsupported replies: sensitivity is a "
+                        "share of the replies a person rejects.")
+        per_retriever = baseline_rows[baseline_rows["unsupported"]]["decoding"].value_counts()
+        if given_total in set(per_retriever):
+            return hint("The baseline replies twice, once with each retriever's passages; "
+                        "count the unsupported replies of both.")
+        return hint("'unsupported' is the number of the baseline's replies with the verdict "
+                    "not supported (rows of judged whose reader is the baseline).")
+    if given_held != held:
+        return hint("'held' counts the baseline's unsupported replies that the screen holds "
+                    "(the column held).")
+    level = agreement.INTERVAL_LEVEL
+    exact = agreement.exact_interval(held, unsupported, level)
+    if _close(low, exact.low, TOLERANCE) and _close(high, exact.high, TOLERANCE):
+        if held:
+            return correct(f"The screen holds {held} of {unsupported}, and the data allow a true "
+                           f"sensitivity anywhere from {exact.low:.3f} to {exact.high:.3f}.")
+        return correct(f"No unsupported reply of the baseline is held, yet the data allow a "
+                       f"true sensitivity up to {exact.high:.3f}. The rule of three, "
+                       f"3/{unsupported} = {3 / unsupported:.3f}, is a quick one-sided "
+                       "approximation of that upper end. A zero is an estimate with an "
+                       "interval, like any share.")
+    if _close(high, low, TOLERANCE) and _close(high, held / unsupported, TOLERANCE):
+        return hint("That is the share itself, not an interval: which true sensitivities "
+                    "could have given the counts you found?")
+    if held == 0 and _close(high, 3 / unsupported, TOLERANCE):
+        return hint("That is the rule of three, an approximation for a one-sided interval; "
+                    "the exact two-sided interval puts half the rest of the level in each tail.")
+    one_sided = 1 - (1 - level) ** (1 / unsupported) if held == 0 else None
+    if one_sided is not None and _close(high, one_sided, TOLERANCE):
+        return hint("That upper end leaves all of the rest of the level above it (one-sided); "
+                    "the two-sided interval leaves half of it above the upper end.")
+    return hint("The exact (Clopper-Pearson) interval: agreement.exact_interval(held, "
+                "unsupported), or, for zero held, solve (1 - p) ** n = (1 - LEVEL) / 2 for "
+                "the upper end.")
 
-    if matches(original):
-        return hint("That is the interval on the original rows; resample the doubled lists.")
-    if not (matches(appended) or matches(repeated)):
-        other = [agreement.bootstrap_kappa(held * 2, unsupported * 2, resamples=r, seed=s)
-                 for r, s in ((agreement.BOOTSTRAP_RESAMPLES, 0), (1000, 0))]
-        if any(matches(result) for result in other):
-            return hint("Use the lesson's seed and number of resamples (SEED, RESAMPLES), so "
-                        "the two intervals differ only in the rows.")
-        return hint("Pass the doubled held and unsupported lists to agreement.bootstrap_kappa "
-                    "with seed=SEED and resamples=RESAMPLES, and give its low and high.")
-    result = appended if matches(appended) else repeated
-    return correct(f"Kappa stays {kappa:.2f}, while the interval narrows from "
-                   f"{original.high - original.low:.2f} wide to {result.high - result.low:.2f}. "
-                   "More rows pin kappa down even when they say nothing new; with "
-                   f"{len(held)} rows the interval is most of what the review can tell.")
 
+#: Exercise 4.5's table: a judge measured against another review (the four counts the
+#: exercise gives). Lesson 4, "Exercises".
+GIVEN_TABLE = (40, 2, 5, 3)
+
+
+@exercise("4.5", "kappa_max and PABAK by hand", expects="the given table and a dict with "
+          "keys 'kappa', 'kappa_max' and 'pabak'")
+def kappa_max_and_pabak(given, by_hand):
+    """Lesson 4, exercise 4.5: kappa, kappa_max and PABAK of a given 2x2 table, by hand.
+
+    ``given`` must be the exercise's table (:data:`GIVEN_TABLE`, as a
+    :class:`helpers.agreement.Confusion`); each figure within :data:`HAND_TOLERANCE` of
+    :func:`helpers.agreement.table_coefficients` ("The screen against the review").
+    """
+    from .. import agreement
+
+    counts = agreement.Confusion(*GIVEN_TABLE)
+    if given != counts:
+        return hint("Keep the table as the starter cell gives it; the check computes the "
+                    "figures of that table.")
+    _require_keys(by_hand, "by_hand", ("kappa", "kappa_max", "pabak"))
+    expected = agreement.table_coefficients(counts)
+    kappa = _number(by_hand["kappa"], "'kappa'")
+    kappa_max = _number(by_hand["kappa_max"], "'kappa_max'")
+    pabak = _number(by_hand["pabak"], "'pabak'")
+    n = counts.rows
+    flagged = (counts.flagged_unsupported + counts.flagged_supported) / n
+    bad = (counts.flagged_unsupported + counts.passed_unsupported) / n
+    p_o, p_e = expected["kappa"].observed, expected["kappa"].expected
+    if not _close(kappa, expected["kappa"].value, HAND_TOLERANCE):
+        if _close(kappa, p_o, HAND_TOLERANCE):
+            return hint("That is the observed agreement p_o; kappa subtracts chance agreement "
+                        "and divides by 1 - p_e.")
+        return hint("kappa = (p_o - p_e) / (1 - p_e), with p_e the judge's share of flags "
+                    "times the review's share of unsupported replies, plus the same for the "
+                    "other label.")
+    if not _close(kappa_max, expected["kappa_max"].value, HAND_TOLERANCE):
+        if _close(kappa_max, 1, HAND_TOLERANCE):
+            return hint("kappa_max is 1 only when the two sides give each label to the same "
+                        "share of replies; here they do not.")
+        largest = min(flagged, bad) + min(1 - flagged, 1 - bad)
+        if _close(kappa_max, largest, HAND_TOLERANCE):
+            return hint("That is the largest agreement the shares allow; kappa_max puts it in "
+                        "place of p_o in kappa's formula.")
+        widest = max(flagged, bad) + max(1 - flagged, 1 - bad)
+        if _close(kappa_max, (widest - p_e) / (1 - p_e), HAND_TOLERANCE):
+            return hint("For each label take the smaller of the two sides' shares: two raters "
+                        "can agree on a label at most as often as the one who uses it less.")
+        return hint("The largest agreement the margins allow is the smaller of the two "
+                    "shares of 'not supported' plus the smaller of the two shares of "
+                    "'supported'; put it in place of p_o.")
+    if not _close(pabak, expected["pabak"].value, HAND_TOLERANCE):
+        if _close(pabak, p_o, HAND_TOLERANCE):
+            return hint("That is p_o itself. PABAK takes chance agreement as one half: "
+                        "2 * p_o - 1.")
+        return hint("PABAK = 2 * p_o - 1: kappa with chance agreement fixed at one half.")
+    return correct(f"Kappa {expected['kappa'].value:.2f} is well below its kappa_max "
+                   f"{expected['kappa_max'].value:.2f}, and PABAK is "
+                   f"{expected['pabak'].value:.2f}: the judge agrees on {p_o:.0%} of the "
+                   f"replies, but chance with these shares would already give {p_e:.0%}, and "
+                   "the shares themselves cap kappa well below 1. Reported alone, the kappa "
+                   "would hide all of that.")

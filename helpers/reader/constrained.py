@@ -360,42 +360,49 @@ def generate_under_grammars(
     size = decoding.batch_size(size)
     settings = _greedy_settings(live, settings, question_ids[0] if question_ids else "?")
     jobs = list(zip(question_ids, messages_list, grammars, ids_list))
-    results: list[ConstrainedGeneration] = []
-    for chunk in decoding.batches(jobs, size):
+    if size == 1:
+        results: list[ConstrainedGeneration] = []
+        for q, m, g, ids in jobs:
+            if bar is not None:
+                bar.working_on(q)
+            results.append(generate_under_grammar(live, m, g, q, settings, ids))
+            if bar is not None:
+                bar.finished()
+        return results
+    prompts = [live.encode(m)["input_ids"][0].tolist() for m in messages_list]
+    width = live.model.get_output_embeddings().weight.shape[0]
+    threads = getattr(getattr(live, "spec", None), "cpu_threads", None)
+
+    def rule(processor, question_id):
+        def allowed(generated):
+            try:
+                return processor.allowed_after(generated, width)
+            except ConstrainedDecodingError as error:
+                raise ConstrainedDecodingError(f"{question_id}: {error}") from error
+        return allowed
+
+    done: dict[int, ConstrainedGeneration] = {}
+    for chunk in decoding.batches_by_length([len(p) for p in prompts], size):
         if bar is not None:
-            bar.working_on_batch([q for q, *_ in chunk])
-        if size == 1:
-            results += [generate_under_grammar(live, m, g, q, settings, ids) for q, m, g, ids in chunk]
-        else:
-            prompts = [live.encode(m)["input_ids"][0].tolist() for _, m, _, _ in chunk]
-            processors = [GrammarLogitsProcessor(live.tokenizer, g, len(p))
-                          for (_, _, g, _), p in zip(chunk, prompts)]
-            width = live.model.get_output_embeddings().weight.shape[0]
-
-            def rule(processor, question_id):
-                def allowed(generated):
-                    try:
-                        return processor.allowed_after(generated, width)
-                    except ConstrainedDecodingError as error:
-                        raise ConstrainedDecodingError(f"{question_id}: {error}") from error
-                return allowed
-
-            threads = getattr(getattr(live, "spec", None), "cpu_threads", None)
-            started = time.perf_counter()
-            with torch.inference_mode(), cpu_threads(threads):
-                replies = decoding.greedy_batch(
-                    live.model, prompts, max_new_tokens=int(settings["max_new_tokens"]),
-                    repetition_penalty=settings["repetition_penalty"], eos_ids=set(live.eos_ids),
-                    pad_id=live.pad_id,
-                    allowed=[rule(proc, q) for proc, (q, *_) in zip(processors, chunk)])
-            seconds = (time.perf_counter() - started) / len(chunk)
-            results += [_finish_under_grammar(live, m, q, len(p), ids, proc, g, settings, rids,
-                                              seconds)
-                        for (q, m, g, rids), p, ids, proc in zip(chunk, prompts, replies,
-                                                                  processors)]
+            bar.working_on_batch([question_ids[i] for i in chunk])
+        processors = {i: GrammarLogitsProcessor(live.tokenizer, grammars[i], len(prompts[i]))
+                      for i in chunk}
+        started = time.perf_counter()
+        with torch.inference_mode(), cpu_threads(threads):
+            replies = decoding.greedy_batch(
+                live.model, [prompts[i] for i in chunk],
+                max_new_tokens=int(settings["max_new_tokens"]),
+                repetition_penalty=settings["repetition_penalty"], eos_ids=set(live.eos_ids),
+                pad_id=live.pad_id,
+                allowed=[rule(processors[i], question_ids[i]) for i in chunk])
+        seconds = (time.perf_counter() - started) / len(chunk)
+        for i, ids in zip(chunk, replies):
+            q, m, g, rids = jobs[i]
+            done[i] = _finish_under_grammar(live, m, q, len(prompts[i]), ids, processors[i], g,
+                                            settings, rids, seconds)
         if bar is not None:
             bar.finished(len(chunk))
-    return results
+    return [done[i] for i in range(len(jobs))]
 
 
 def generate_constrained(

@@ -57,6 +57,15 @@ def batches(items: Sequence, size: int) -> list[list]:
     return [list(items[start:start + size]) for start in range(0, len(items), size)]
 
 
+def batches_by_length(lengths: Sequence[int], size: int) -> list[list[int]]:
+    """The positions of prompts of ``lengths``, cut into batches of at most ``size``,
+    longest prompts first, so that prompts of similar length share a batch and little
+    of it is padding. A prompt's reply does not depend on its batch (see the module
+    docstring), so the caller puts the replies back in the prompts' order."""
+    order = sorted(range(len(lengths)), key=lambda position: (-lengths[position], position))
+    return batches(order, size)
+
+
 #: A row's grammar: given the tokens the row generated so far, the tokens it allows next
 #: (a boolean tensor over the vocabulary), or None when it allows any.
 Allowed = Callable[[list[int]], object]
@@ -89,7 +98,7 @@ def _prefill(model, prompts: Sequence[Sequence[int]], pad_id: int, reuse_prefix:
     cache = None
     if shared:
         prefix = torch.tensor([list(prompts[0][:shared])], dtype=torch.long)
-        cache = model(input_ids=prefix, use_cache=True, logits_to_keep=1).past_key_values
+        cache = model(input_ids=prefix, use_cache=True, logits_to_keep=1).cache
         cache.batch_repeat_interleave(n)
     rests = [list(p[shared:]) for p in prompts]
     width = max(len(p) for p in rests)
@@ -103,8 +112,8 @@ def _prefill(model, prompts: Sequence[Sequence[int]], pad_id: int, reuse_prefix:
     # Each row counts positions from its own first token; padding sits at position 0, hidden.
     positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
     output = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
-                   past_key_values=cache, use_cache=True, logits_to_keep=1)
-    return output.past_key_values, mask, positions[:, -1:], output.logits[:, -1, :]
+                   cache=cache, use_cache=True, logits_to_keep=1)
+    return output.cache, mask, positions[:, -1:], output.logits[:, -1, :]
 
 
 def _merged(parts, order):
@@ -200,6 +209,6 @@ def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int
         mask = torch.cat([mask, torch.ones((len(active), 1), dtype=torch.long)], dim=1)
         positions = positions + 1
         output = model(input_ids=chosen[:, None], attention_mask=mask, position_ids=positions,
-                       past_key_values=cache, use_cache=True, logits_to_keep=1)
-        cache, logits = output.past_key_values, output.logits[:, -1, :]
+                       cache=cache, use_cache=True, logits_to_keep=1)
+        cache, logits = output.cache, output.logits[:, -1, :]
     return replies

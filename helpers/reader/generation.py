@@ -380,24 +380,31 @@ class LiveReader(Reader):
             _question_of(m) or "?" for m in messages_list]
         size = decoding.batch_size(size)
         settings = self.settings
-        results: list[Generation] = []
-        for chunk in decoding.batches(list(zip(question_ids, messages_list)), size):
+        if size == 1:
+            results: list[Generation] = []
+            for q, m in zip(question_ids, messages_list):
+                if bar is not None:
+                    bar.working_on(q)
+                results.append(self.generate(m, q))
+                if bar is not None:
+                    bar.finished()
+            return results
+        prompts = [self.encode(m)["input_ids"][0].tolist() for m in messages_list]
+        replies: dict[int, Generation] = {}
+        for chunk in decoding.batches_by_length([len(p) for p in prompts], size):
             if bar is not None:
-                bar.working_on_batch([q for q, _ in chunk])
-            if size == 1:
-                results += [self.generate(m, q) for q, m in chunk]
-            else:
-                prompts = [self.encode(m)["input_ids"][0].tolist() for _, m in chunk]
-                with torch.inference_mode(), cpu_threads(self.spec.cpu_threads):
-                    replies = decoding.greedy_batch(
-                        self.model, prompts, max_new_tokens=settings["max_new_tokens"],
-                        repetition_penalty=settings["repetition_penalty"],
-                        eos_ids=self.eos_ids, pad_id=self.pad_id)
-                results += [self.reply(m, q, len(p), ids)
-                            for (q, m), p, ids in zip(chunk, prompts, replies)]
+                bar.working_on_batch([question_ids[i] for i in chunk])
+            with torch.inference_mode(), cpu_threads(self.spec.cpu_threads):
+                new_ids = decoding.greedy_batch(
+                    self.model, [prompts[i] for i in chunk],
+                    max_new_tokens=settings["max_new_tokens"],
+                    repetition_penalty=settings["repetition_penalty"],
+                    eos_ids=self.eos_ids, pad_id=self.pad_id)
+            for i, ids in zip(chunk, new_ids):
+                replies[i] = self.reply(messages_list[i], question_ids[i], len(prompts[i]), ids)
             if bar is not None:
                 bar.finished(len(chunk))
-        return results
+        return [replies[i] for i in range(len(prompts))]
 
 
 # ------------------------------------------------------------------------- recorded
