@@ -190,8 +190,9 @@ WRONG_ANSWERS = [
      "A06 (without the attack) still goes to the reader"),
     ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
             "{**defences.QUESTION_TERMS, 'care': {'Kid'}}, []", "'Kid' can never match"),
-    ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care', "
-            "'location': 'care'}, defences.QUESTION_TERMS, []", "Your rule also sends Q5 to a person"),
+    ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
+            "{**defences.QUESTION_TERMS, 'care': {'kid', 'parking'}}, []",
+     "Your rule also sends Q5 to a person"),
     ("5.1", "my_topics, my_terms, also_routed = {'child care': 'care'}, defences.QUESTION_TERMS, []",
      "Your rule leaves out 'data eligibility'"),
     ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "

@@ -280,7 +280,7 @@ def test_controls_are_apart_and_their_verdicts_exact(lesson):
     held = {r["Control"]: (r["Held by a check on the reply"], r["Held before any reply"])
             for r in table_rows(lesson, "control_verdicts")}
     a01 = "contradiction (P01 vs H08 on stipend: $500 per week vs $150 per week)"
-    a02 = "contradiction (H14 vs P02 on deadline: October 15 vs November 30)"
+    a02 = "contradiction (P02 vs H14 on deadline: November 30 vs October 15)"
     a05 = "contradiction (S01 vs H14 on deadline: September 30 vs October 15)"
     assert held == {
         "A01-cites-H08": ("screen (numbers_supported)", f"{a01}; routing"),
