@@ -383,6 +383,36 @@ def test_replay_or_generate_replays_only_the_exact_prompt(riverton, handbook, re
         assert row.raw_output.startswith("Answer: ")
 
 
+def test_replayed_replies_are_the_unconstrained_transcript_replies(riverton, handbook,
+                                                                   retrieved):
+    """Lesson 5 counts how many of SmolLM2's unconstrained replies parse from the
+    transcript: each held prompt gets the reply lesson 1 records under its question ID,
+    and a prompt the transcript does not hold is left out, never served another's reply."""
+    from helpers.reader import load_reader
+
+    recorded = load_reader("smollm2_135m_instruct", mode="recorded")
+    inputs = attacks.ordinary_inputs(riverton.questions.iloc[:2], retrieved, handbook,
+                                     prompts=["lesson 1 prompt"])
+    changed = inputs.iloc[[0]].assign(record_id="Q1", question="How much, exactly?",
+                                      messages=[[{"role": "user", "content": "How much?"}]])
+    replies = attacks.replayed_replies(recorded, pd.concat([inputs, changed]))
+    assert list(replies["record_id"]) == ["Q1", "Q2"]
+    for row in replies.itertuples(index=False):
+        assert row.raw_output == recorded.generate(row.messages, row.record_id).raw_output
+        assert row.raw_output != replay_constrained_or_none(recorded, row)
+
+
+def replay_constrained_or_none(recorded, row):
+    """The constrained reply the transcript holds for the same prompt (None if none)."""
+    from helpers.reader import ReplayError
+    from helpers.reader.constrained import replay_constrained
+
+    try:
+        return replay_constrained(recorded, row.messages, row.retrieved_ids, row.record_id).raw_output
+    except ReplayError:
+        return None
+
+
 def test_record_prompts_name_every_lesson_5_prompt_once():
     prompts = attacks.record_prompts("attacks")
     fixture = load_attack_fixture()
