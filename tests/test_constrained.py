@@ -225,6 +225,27 @@ def _check_reply(generation, retrieved_ids):
     return parsed
 
 
+def test_every_recorded_constrained_reply_parses_and_cites_what_its_grammar_allows():
+    """The transcript's constrained replies were decoded live under the reply grammar, for
+    each of the 42 ordinary questions under each of lesson 5's three prompts: each one
+    parses, cites only the IDs its own grammar lists (the retrieved ones, or none), ended
+    with end of sequence and stayed under the cap. (The live test below decodes one prompt
+    per number of retrieved passages; these are the rest.)"""
+    import re
+
+    replies = [e for e in reader.read_transcript()
+               if '"\\nSources: "' in e.settings.get("grammar", "")]
+    assert len({(e.question_id, tuple(m["content"] for m in e.messages)) for e in replies}) >= 42 * 3
+    for entry in replies:
+        allowed = set(re.findall(r'"([^"]+)"', entry.settings["grammar"].split("sources:", 1)[1]))
+        parsed = parsing.parse_reader_output(entry.raw_output)
+        problem = f"{entry.question_id}: {entry.raw_output!r}"
+        assert parsed.parse_ok, problem
+        assert set(parsed.sources) <= allowed - {"none"}, (problem, sorted(allowed))
+        assert entry.ended_by_eos and not entry.hit_token_cap, problem
+        assert entry.output_tokens <= reader.MAX_NEW_TOKENS, problem
+
+
 #: Prompts that retrieve none, one, two and three passages, from both question sets.
 LIVE_PROMPTS = {None: ["Q1", "Q3", "Q6"], EXTENDED: ["X16"]}
 

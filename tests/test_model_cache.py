@@ -212,6 +212,20 @@ def test_a_damaged_cache_is_rebuilt_with_a_warning(gguf_and_cached, tmp_path, mo
     assert "from the dequantised cache" in said
 
 
+def test_damage_seen_before_loading_is_warned_about_and_rebuilt(gguf_and_cached, tmp_path,
+                                                                monkeypatch, capsys):
+    """Truncated weights: the sizes show the damage before any load is tried, the warning
+    names it, and the folder is rebuilt complete (the rebuilt weights generate as the GGUF
+    load does: test_a_damaged_cache_is_rebuilt_with_a_warning)."""
+    hurt, expected = DAMAGES["truncated weights"]
+    folder = _damaged_copy(gguf_and_cached["cache"], tmp_path / "cache", hurt)
+    with pytest.warns(ModelCacheWarning, match=f"is damaged: {expected}"):
+        _, said = fresh_load(monkeypatch, tmp_path / "cache", capsys)
+    assert "from its GGUF file" in said and "dequantising" in said
+    assert "loading it failed" not in said
+    assert problem_with(folder, file_sha256(package_gguf_path(SMOL))) is None
+
+
 def test_the_remembered_gguf_hash_follows_the_file(tmp_path, monkeypatch):
     import hashlib
 
