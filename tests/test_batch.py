@@ -83,15 +83,15 @@ def _mixed_batch(reader) -> pd.DataFrame:
     under = runs[runs["condition"] == attacks.UNDER_ATTACK]
     attack_rows = pd.DataFrame(
         [{"question_id": f"{row.attack_id} lesson 1 prompt", "messages": row.messages,
-          "retrieved_ids": row.retrieved_ids} for row in under.iloc[:2].itertuples(index=False)]
+          "retrieved_ids": row.retrieved_ids} for row in under.iloc[:4].itertuples(index=False)]
         + [{"question_id": f"{row.attack_id} quoting prompt", "messages": row.quoted_messages,
-            "retrieved_ids": row.retrieved_ids} for row in under.iloc[2:3].itertuples(index=False)]
+            "retrieved_ids": row.retrieved_ids} for row in under.iloc[4:6].itertuples(index=False)]
         + [{"question_id": f"{row.attack_id} datamarking prompt",
             "messages": row.datamarked_messages, "retrieved_ids": row.retrieved_ids}
-           for row in under.iloc[3:4].itertuples(index=False)])
+           for row in under.iloc[6:8].itertuples(index=False)])
     columns = ["question_id", "messages", "retrieved_ids"]
-    batch = pd.concat([lesson_reader_inputs()[columns].iloc[[1, 2]],
-                       lesson_reader_inputs(retriever="hybrid")[columns].iloc[[3, 5]],
+    batch = pd.concat([lesson_reader_inputs()[columns].iloc[[0, 1, 2, 3]],
+                       lesson_reader_inputs(retriever="hybrid")[columns].iloc[[2, 3, 4, 5]],
                        attack_rows], ignore_index=True)
     lengths = [len(reader.encode(m)["input_ids"][0]) for m in batch["messages"]]
     assert len(batch) == decoding.DEFAULT_BATCH_SIZE
@@ -112,7 +112,7 @@ def test_batched_replies_are_the_replies_one_prompt_at_a_time(smol):
     free = smol.generate_many(messages, ids)
     forced = generate_constrained_batches(smol, messages, list(batch["retrieved_ids"]), ids)
     lengths = list(batch["prompt_tokens"])
-    chosen = {lengths.index(min(lengths)), lengths.index(max(lengths)), 0, 2, 5}
+    chosen = {lengths.index(min(lengths)), lengths.index(max(lengths)), 0, 4, 8}
     for number in sorted(chosen):
         row = batch.iloc[number]
         alone = smol.generate(row["messages"], row["question_id"])

@@ -23,7 +23,7 @@ import os
 from collections.abc import Callable, Sequence
 
 #: Prompts decoded together by default, chosen by measurement (benchmarks/bench_batch.py).
-DEFAULT_BATCH_SIZE = 8
+DEFAULT_BATCH_SIZE = 16
 
 #: Environment variable that overrides the batch size (1: one prompt at a time).
 BATCH_ENV = "RIVERTON_BATCH_SIZE"
