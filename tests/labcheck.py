@@ -487,7 +487,10 @@ const frame = () => new Promise(resolve => requestAnimationFrame(() => requestAn
     // In view, so that the browser lays the cell out (cells out of view may be skipped).
     await panel.content.scrollToItem(index, 'center');
     await frame();
-    for (let tries = 0; tries < 50 && !(cell.node.innerText || '').trim(); tries++) await frame();
+    // A cell brought into view renders its markdown asynchronously; on a busy machine that
+    // takes more than a few frames, so wait up to 15 s for its text.
+    const until = performance.now() + 15000;
+    while (!(cell.node.innerText || '').trim() && performance.now() < until) await frame();
     const details = cell.node.querySelector('.jp-RenderedMarkdown details');
     found.push({
       index, title: cell.model.sharedModel.getSource().match(/Solution to exercise \\d+\\.\\d+/)[0],
