@@ -54,7 +54,7 @@ from bookkit.cellopts import (
     split_front_matter,
 )
 from bookkit.offline import find_remote_assets
-from helpers.progress import build_environment
+from runtime.progress import build_environment
 
 EXIT_OK = 0
 EXIT_CHAPTER_FAILED = 1
@@ -919,7 +919,7 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from helpers.paths import PROJECT_ROOT
+    from runtime.paths import PROJECT_ROOT
 
     parser = argparse.ArgumentParser(prog="python -m bookkit", description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", help="output folder (default: project.output-dir of _quarto.yml, i.e. _book)")
@@ -936,7 +936,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retry-quarto-install", action="store_true",
                         help="forget an earlier failed quarto-cli install and try again")
     parser.add_argument("--preview", action="store_true",
-                        help="run `quarto preview --render html` (needs Quarto), restarted when helpers/ or data/ change")
+                        help="run `quarto preview --render html` (needs Quarto), restarted when helpers/, runtime/ or data/ change")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds allowed per cell")
     parser.add_argument("quarto_args", nargs="*", metavar="-- QUARTO-ARGUMENT",
                         help="after --: more arguments for quarto render or preview (e.g. -- --no-browser --port 4200)")

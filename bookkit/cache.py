@@ -5,7 +5,8 @@ successful execution. What it depends on is hashed into its *key*:
 
 - the lesson's code cells (source, `#|` options included, and cell tags), in order; its
   front matter; and any markdown cell holding inline `{python}` code;
-- every file of the `helpers` package (`__pycache__` and compiled files aside);
+- every file of the packages the lessons import, `helpers` (what they teach) and `runtime`
+  (what serves them), `__pycache__` and compiled files aside;
 - every file under `data/`, read from disk (an untracked file counts too), and every file
   of a folder that a ``RIVERTON_*`` variable points a lesson at outside `data/`
   (:data:`INPUT_FOLDER_VARIABLES`: lesson 4's ``RIVERTON_REVIEWS_DIR``);
@@ -51,8 +52,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from helpers.files import write_json_atomic, write_text_atomic
-from helpers.progress import BUILD_ENV, SWITCH_ENV
+from runtime.files import write_json_atomic, write_text_atomic
+from runtime.progress import BUILD_ENV, SWITCH_ENV
 
 #: Bump when what the key covers, or how entries are stored, changes.
 KEY_VERSION = 1
@@ -99,26 +100,34 @@ def file_digests(root: Path, folder: Path, label: str) -> dict[str, str]:
             for path in files_under(folder)}
 
 
-def helpers_folder(root: Path) -> Path:
-    """The `helpers` package a lesson of ``root`` imports: the project's own, else the installed one."""
-    own = root / "helpers"
+#: The packages a lesson imports, whose files are in every lesson's key.
+LESSON_PACKAGES = ("helpers", "runtime")
+
+
+def package_folder(root: Path, name: str = "helpers") -> Path:
+    """The package ``name`` a lesson of ``root`` imports: the project's own, else the
+    installed one."""
+    own = root / name
     if own.is_dir():
         return own
-    import helpers
+    return Path(importlib.import_module(name).__file__).resolve().parent
 
-    return Path(helpers.__file__).resolve().parent
+
+def helpers_folder(root: Path) -> Path:
+    """The `helpers` package a lesson of ``root`` imports."""
+    return package_folder(root, "helpers")
 
 
 #: ``RIVERTON_*`` variables that change only what a person sees while cells run, never an
 #: output a page keeps: the build marker (it turns progress bars off, and every build sets
 #: it) and the progress switch (bars are off in a build whatever it says). Leaving them
 #: out of the key keeps `make book` and a plain `quarto render` from executing each
-#: other's lessons again. See :mod:`helpers.progress`.
+#: other's lessons again. See :mod:`runtime.progress`.
 DISPLAY_ONLY_VARIABLES = frozenset({BUILD_ENV, SWITCH_ENV})
 
 
 #: ``RIVERTON_*`` variables that name a folder whose files a lesson reads: lesson 4 reads
-#: students' reviews from ``$RIVERTON_REVIEWS_DIR`` (``helpers.review.reviews_dir``, taught
+#: students' reviews from ``$RIVERTON_REVIEWS_DIR`` (``runtime.reviews.reviews_dir``, explained
 #: in lesson 4, "Your own review"). The variable's value is in the key like any other; when
 #: the folder lies outside `data/` (which is hashed anyway) its files are hashed too, so an
 #: edit there executes the lesson again. A relative value is read from the project folder,
@@ -144,8 +153,8 @@ def input_folders(root: Path, environ=None) -> dict[str, Path]:
 
 
 #: What a lesson's replies come from when a reader server is configured (see
-#: :func:`server_reason`); the names match :mod:`helpers.reader.server` and
-#: :mod:`helpers.reader.generation`.
+#: :func:`server_reason`); the names match :mod:`runtime.server` and
+#: :mod:`runtime.readers`.
 SERVER_URL_VARIABLE = "RIVERTON_READER_URL"
 READER_MODE_VARIABLE = "RIVERTON_READER_MODE"
 
@@ -216,28 +225,11 @@ def installed_distributions() -> dict[str, str]:
 
 
 def _reader_registry():
-    """The module `helpers.reader.registry`, or None in a project without readers.
-
-    Loaded from its file when the package is not imported yet: `helpers.reader` itself
-    imports pandas and the generation code, which the key does not need.
-    """
-    if "helpers.reader.registry" in sys.modules:
-        return sys.modules["helpers.reader.registry"]
-    import helpers
-
-    path = Path(helpers.__file__).resolve().parent / "reader" / "registry.py"
-    if not path.is_file():
-        return None
-    name = "_book_key_reader_registry"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is made
+    """The module `runtime.registry`, or None in a project without readers."""
     try:
-        spec.loader.exec_module(module)
-    except ImportError:  # it grew package-relative imports: import it the ordinary way
-        del sys.modules[name]
-        from helpers.reader import registry as module
-    return module
+        return importlib.import_module("runtime.registry")
+    except ImportError:
+        return None
 
 
 def reader_weights_present() -> dict[str, bool]:
@@ -344,7 +336,8 @@ class ProjectInputs:
 
     @staticmethod
     def collect_files(root: Path, environ=None) -> dict[str, str]:
-        """Digests of the helpers, the data and `_quarto.yml` (the files an author edits).
+        """Digests of the lessons' packages, the data and `_quarto.yml` (the files an
+        author edits).
 
         Files of a folder named by an :data:`INPUT_FOLDER_VARIABLES` variable outside
         `data/` are included as ``$NAME/relative/path`` (``environ``: the kernel's
@@ -352,7 +345,9 @@ class ProjectInputs:
         """
         root = Path(root)
         files = {}
-        files.update(file_digests(root, helpers_folder(root), "helpers"))
+        for name in LESSON_PACKAGES:
+            if (root / name).is_dir() or importlib.util.find_spec(name) is not None:
+                files.update(file_digests(root, package_folder(root, name), name))
         files.update(file_digests(root, root / "data", "data"))
         for name, folder in input_folders(root, environ).items():
             files.update(file_digests(root, folder, f"${name}"))

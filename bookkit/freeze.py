@@ -76,14 +76,15 @@ from bookkit.cache import (  # noqa: E402
     explain,
     files_under,
     has_code,
-    helpers_folder,
+    LESSON_PACKAGES,
+    package_folder,
     input_folders,
     now_text,
     read_json,
     server_reason,
 )
 from bookkit.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
-from helpers.files import write_json_atomic, write_text_atomic  # noqa: E402
+from runtime.files import write_json_atomic, write_text_atomic  # noqa: E402
 
 PREFIX = "[freeze]"
 
@@ -127,7 +128,8 @@ def _untouched_since(root: Path, moment: float) -> bool:
     key describes only if none of them changed in between (an edit undone meanwhile would
     give the same key for different output).
     """
-    paths = [root / "_quarto.yml", *files_under(helpers_folder(root)), *files_under(root / "data")]
+    paths = [root / "_quarto.yml", *files_under(root / "data"),
+             *(path for name in LESSON_PACKAGES for path in files_under(package_folder(root, name)))]
     for folder in input_folders(root).values():
         paths += files_under(folder)
     return all(p.stat().st_mtime < moment for p in paths if p.is_file())

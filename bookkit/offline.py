@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from helpers.files import write_text_atomic
+from runtime.files import write_text_atomic
 
 _REMOTE_ASSET_PATTERNS = [
     re.compile(r"<script\b[^>]*\bsrc\s*=\s*[\"']?\s*((?:https?:)?//[^\"'\s>]+)", re.I),

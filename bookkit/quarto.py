@@ -123,13 +123,13 @@ def quarto_environment() -> dict:
 
 
 def _input_stamps(root: Path) -> dict[str, tuple[int, int]]:
-    """(size, mtime) of every file under helpers/ and data/: cheap enough to poll.
+    """(size, mtime) of every file under helpers/, runtime/ and data/: cheap enough to poll.
 
     A folder of inputs named outside data/ by a variable such as ``RIVERTON_REVIEWS_DIR``
     (:func:`bookkit.cache.input_folders`) is watched too, its files named
     ``$NAME/relative/path``.
     """
-    folders = {folder: root / folder for folder in ("helpers", "data")}
+    folders = {folder: root / folder for folder in ("helpers", "runtime", "data")}
     folders.update({f"${name}": folder for name, folder in input_folders(root).items()})
     stamps = {}
     for label, folder in folders.items():
@@ -156,7 +156,7 @@ def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: floa
     lessons whose key changed; the others are thawed), then re-renders a chapter when its
     notebook is saved, using the outputs saved in it: by design it never executes a
     notebook on those re-renders, and it does not watch the files the lessons read. So
-    this polls helpers/ and data/, and when one changes it stops Quarto and starts it
+    this polls helpers/, runtime/ and data/, and when one changes it stops Quarto and starts it
     again, on the same port: the new first render executes exactly the lessons the change
     affects, and no page shows results of the old files.
     """
@@ -172,7 +172,7 @@ def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: floa
         extra += ["--port", str(_free_port())]  # the same address after a restart
     command = [found.path, "preview", "--render", "html", *extra]
     say(f"[preview] running: {' '.join(command)}")
-    say("[preview] watching helpers/ and data/ too (a change restarts the preview); stop with Ctrl-C")
+    say("[preview] watching helpers/, runtime/ and data/ too (a change restarts the preview); stop with Ctrl-C")
     process = None
     try:
         while True:

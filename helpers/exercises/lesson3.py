@@ -23,9 +23,9 @@ from .framework import (
 
 
 def _small_reader():
-    from .. import reader
+    from runtime import load_reader
 
-    return reader.load_reader(SMOLLM2, mode="live")
+    return load_reader(SMOLLM2, mode="live")
 
 
 def _tokenizer():
@@ -34,16 +34,19 @@ def _tokenizer():
 
 @fixture_cache
 def _lesson3_inputs() -> pd.DataFrame:
-    from ..reader.lesson import lesson_reader_inputs
+    from runtime import load_riverton
 
-    return lesson_reader_inputs().set_index("question_id")
+    from .. import prompts, retrieval
+
+    fixture = load_riverton()
+    retrieved = retrieval.TfidfRetriever.fit(fixture.handbook).rank(fixture.questions, k=3)
+    return prompts.reader_inputs(fixture.questions, retrieved, fixture.handbook).set_index("question_id")
 
 
 def _constrained():
-    # Imported on first use: it loads transformers, which lessons 1 and 2 do not need.
-    from ..reader import constrained
+    from .. import grammar
 
-    return constrained
+    return grammar
 
 
 def _accepts(ids: Iterable[str], reply: str, pattern: str | None = None) -> bool:
@@ -80,7 +83,7 @@ def parser_not_grammar(reply):
 def _largest_limits() -> dict[str, int]:
     """Per question, the largest answer limit whose longest reply fits in the token cap."""
     constrained = _constrained()
-    from ..reader import MAX_NEW_TOKENS
+    from ..decoding import MAX_NEW_TOKENS
 
     tokenizer = _tokenizer()
     limits = {}
@@ -98,12 +101,12 @@ def _largest_limits() -> dict[str, int]:
 def answer_limit(limit):
     """Lesson 3, exercise 3.2: the largest answer limit that keeps all six replies in the cap.
 
-    Recomputed with :func:`helpers.reader.constrained.reply_token_bound` for each question's
+    Recomputed with :func:`helpers.grammar.reply_token_bound` for each question's
     retrieved IDs; ``deciding`` lists the questions whose longest reply then reaches the
     cap ("Force the format with a grammar").
     """
     constrained = _constrained()
-    from ..reader import MAX_NEW_TOKENS
+    from ..decoding import MAX_NEW_TOKENS
 
     _require_keys(limit, "limit", ("answer_max_tokens", "deciding"))
     value = _whole_number(limit["answer_max_tokens"], "'answer_max_tokens'")

@@ -40,8 +40,10 @@ def _review_rows() -> pd.DataFrame:
     screen holds the reply, each reply screened with the passages its retriever gave it
     ("The screen against the review").
     """
+    from runtime import load_review, recorded_replies
+
     review = _review_module()
-    replies = review.recorded_replies()
+    replies = recorded_replies()
     parsed = parsing.parse_outputs(replies)
     screened = []
     for _, group in parsed.groupby(["reader", "decoding"], sort=False):
@@ -53,7 +55,7 @@ def _review_rows() -> pd.DataFrame:
         screened.append(screen.screen_table(group, given, _handbook())
                         .assign(key=group["key"].values))
     checks = pd.concat(screened, ignore_index=True)
-    rows = review.load_review(replies=replies).merge(
+    rows = load_review(replies=replies).merge(
         replies[["key", "retrieved_ids"]], left_on="transcript_key", right_on="key",
         validate="one_to_one",
     ).merge(checks[["key", "failed_checks", "screen_label"]], on="key", validate="one_to_one")

@@ -26,7 +26,7 @@ from .framework import (
 
 @fixture_cache
 def _attack_fixture():
-    from ..fixture import load_attack_fixture
+    from runtime import load_attack_fixture
 
     riverton = _riverton()
     return load_attack_fixture(handbook=riverton.handbook, metadata=riverton.metadata)

@@ -1,26 +1,23 @@
-"""Greedy decoding of several prompts at once, each stopped at its own end.
+"""The one greedy decoder: several prompts decoded together, each stopped at its own end.
 
-Introduced in lesson 3, "A reader small enough for any laptop". A live reader that
-answers one prompt at a time pays the whole cost of a forward pass for a single token at
-every step. :func:`greedy_batch` runs a batch of prompts together instead: the prompts
-are padded on the left to one length, the attention mask hides the padding, and each
-row's positions count its own tokens only, so every row sees exactly its own prompt. At
-each step every unfinished row takes its single most likely next token (after the
-repetition penalty and, for constrained decoding, after the row's own grammar has masked
-the tokens it forbids); a row is finished at its first end-of-sequence token or at the
-cap, and the batch stops when every row is.
-
-The repetition penalty is the one transformers applies (divide a positive logit by the
-penalty, multiply a negative one), over each row's own prompt and reply tokens, never
-over the padding. The diagnostics of each reply (tokens, ended by EOS, hit the cap) are
-its own. The batch size a lesson uses is :func:`batch_size`: ``RIVERTON_BATCH_SIZE``
-when set, else :data:`DEFAULT_BATCH_SIZE`; 1 runs transformers' own ``generate`` one
-prompt at a time.
+Machinery behind every live reply of the book; the step it repeats is taught in
+:mod:`helpers.decoding` (:func:`helpers.decoding.next_tokens`: repetition penalty, the
+grammar's mask, the greedy choice). Answering one prompt at a time, the model would run
+a whole forward pass for a single token at every step; here a batch of prompts shares
+each pass. The prompts are padded on the left to one length, the attention mask hides the
+padding, and each row's positions count its own tokens only, so every row sees exactly its
+own prompt and gets the reply the model gives it alone (the tests compare both with
+transformers' own ``generate``, token for token). The beginning every prompt of a batch
+shares (the system prompt) is read once. A row leaves the batch at its first
+end-of-sequence token or at the cap. :func:`batch_size` is ``RIVERTON_BATCH_SIZE`` when
+set, else :data:`DEFAULT_BATCH_SIZE`.
 """
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+
+from helpers.decoding import next_tokens
 
 #: Prompts decoded together by default, chosen by measurement (benchmarks/bench_batch.py).
 DEFAULT_BATCH_SIZE = 16
@@ -181,17 +178,8 @@ def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int
     replies: list[list[int]] = [[] for _ in range(n)]
     active = list(range(n))  # the rows still decoding, in the order of the tensors
     for step in range(max_new_tokens):
-        scores = logits.to(dtype=torch.float32)
-        if repetition_penalty != 1.0:
-            penalised = torch.where(scores < 0, scores * repetition_penalty,
-                                    scores / repetition_penalty)
-            scores = torch.where(seen[active][:, :scores.shape[-1]], penalised, scores)
-        for place, row in enumerate(active):
-            if allowed[row] is not None:
-                permitted = allowed[row](replies[row])
-                if permitted is not None:
-                    scores[place] = scores[place].masked_fill(~permitted, float("-inf"))
-        chosen = scores.argmax(dim=-1)
+        masks = [None if allowed[row] is None else allowed[row](replies[row]) for row in active]
+        chosen = next_tokens(logits, seen[active], repetition_penalty, masks)
         keep = []
         for place, row in enumerate(active):
             token = int(chosen[place])

@@ -8,7 +8,7 @@ The functions that read a CSV file strictly (:func:`read_rows`, :func:`require`,
 :func:`require_unique`, :func:`check_against_metadata`) are shared with the review
 loader (:mod:`helpers.review`). Validating the whole folder and rewriting the metadata
 after a deliberate edit is the book's own tooling, not a lesson's:
-``python -m bookkit.data_check check`` and ``... update-metadata FILE...``.
+``python -m runtime data check`` and ``... data update-metadata FILE...``.
 
 Lesson 5's attack fixture (planted passages and attack questions) is loaded by
 :func:`load_attack_fixture`, from files of its own that no earlier lesson reads.
@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import regex
 
-from .attack_rules import ATTACK_KINDS, EVASION_STYLES, RuleError, parse_rule, without_payload
+from helpers.attack_rules import ATTACK_KINDS, EVASION_STYLES, RuleError, parse_rule, without_payload
 from .paths import DATA_DIR, PROJECT_ROOT
 
 HANDBOOK_FILE = "riverton-handbook.csv"
@@ -286,7 +286,7 @@ def check_against_metadata(path: Path, n_rows: int, metadata: pd.DataFrame) -> N
             meta_path,
             f"fingerprint of {path.name} does not match: recorded {recorded[:12]}..., "
             f"file has {actual[:12]}... The file changed since the metadata was written; "
-            f"if the edit was deliberate, run `python -m bookkit.data_check update-metadata "
+            f"if the edit was deliberate, run `python -m runtime data update-metadata "
             f"{path.name}`",
             row_number, line, "fingerprint",
         )

@@ -32,8 +32,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from ..files import write_json_atomic
-from ..paths import shown
+from .files import write_json_atomic
+from .paths import shown
 from .registry import ReaderSpec, file_sha256, remember_sha256
 
 CACHE_ENV = "RIVERTON_MODEL_CACHE"

@@ -1,7 +1,7 @@
-"""The reader registry: which model reads the passages, at which revision, with which settings.
+"""The reader registry: which model reads the passages, at which revision, from which weights.
 
-Introduced in lesson 1, "Set up" (the pinned reader's table) and "Ask the reader for two
-lines" (the generation settings).
+Lesson 1's model table ("Load the reader and the handbook") shows the pinned reader's
+entry; the settings every reader decodes with are taught in :mod:`helpers.decoding`.
 """
 from __future__ import annotations
 
@@ -11,16 +11,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MAX_INPUT_TOKENS = 768
-MAX_NEW_TOKENS = 48
-REPETITION_PENALTY = 1.05
-
-#: Generation settings shared by every reader; they are part of each transcript key.
-DEFAULT_SETTINGS: dict = {
-    "do_sample": False,
-    "max_new_tokens": MAX_NEW_TOKENS,
-    "repetition_penalty": REPETITION_PENALTY,
-}
+from helpers.decoding import DEFAULT_SETTINGS
 
 HF_CACHE = "huggingface cache"
 GGUF_PACKAGE = "gguf file in a python package"
@@ -210,7 +201,7 @@ def how_to_get_weights(spec: ReaderSpec) -> str:
             f"{spec.model_id} at revision {spec.revision} is not in the Hugging Face cache "
             f"({cache}). On a machine with internet, download it with "
             f"`hf download {spec.model_id} --revision {spec.revision}` or "
-            f"`python -m helpers.reader record --reader {spec.key} --allow-download`."
+            f"`python -m runtime record reader --reader {spec.key} --allow-download`."
         )
     if spec.weights_source == GGUF_PACKAGE:
         return (

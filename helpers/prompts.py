@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from .registry import MAX_INPUT_TOKENS
+from .decoding import MAX_INPUT_TOKENS
 
 SYSTEM_PROMPT_PARTS = (
     "You are a strict formatter for handbook question answering.",

@@ -1,7 +1,7 @@
-"""Check the fixture files and keep their metadata true: `python -m bookkit.data_check`.
+"""Check the fixture files and keep their metadata true: ``python -m runtime data ...``.
 
 ``check`` validates every file that ``data/riverton/riverton-handbook-metadata.csv``
-lists, with the lessons' own loaders (:mod:`helpers.fixture`, :mod:`helpers.review`), and
+lists, with the lessons' own loaders (:mod:`runtime.fixture`, :mod:`runtime.reviews`), and
 prints one line per file. ``update-metadata FILE...`` is for after a deliberate edit: it
 validates the named files, recounts their rows, rewrites their SHA-256 fingerprints in
 the metadata (nothing else in it changes; the file is replaced atomically) and then
@@ -17,8 +17,8 @@ import os
 import sys
 from pathlib import Path
 
-from helpers.files import write_text_atomic
-from helpers.fixture import (
+from .files import write_text_atomic
+from .fixture import (
     ATTACK_HEADERS,
     HANDBOOK_FILE,
     METADATA_COLUMNS,
@@ -37,9 +37,9 @@ from helpers.fixture import (
     read_metadata,
     read_rows,
 )
-from helpers.paths import DATA_DIR
-from helpers.reader.transcript import TRANSCRIPT_PATH
-from helpers.review import load_review, review_rows
+from .paths import DATA_DIR
+from .records import TRANSCRIPT_PATH
+from .reviews import load_review, review_rows
 
 
 def artifact_rows(path: Path) -> int:
@@ -47,8 +47,7 @@ def artifact_rows(path: Path) -> int:
     if path.name == HANDBOOK_FILE:
         return len(handbook_rows(path))
     if path.name == REVIEW_FILE:
-        return len(review_rows(path, TRANSCRIPT_PATH, allow_blank=False,
-                               data_dir=path.parent)[0])
+        return len(review_rows(path, TRANSCRIPT_PATH)[0])
     if path.suffix == ".csv" and path.name != METADATA_FILE:
         with path.open(encoding="utf-8", newline="") as handle:
             header = next(csv.reader(handle), [])
@@ -111,26 +110,3 @@ def check_all(data_dir: str | os.PathLike = DATA_DIR) -> list[str]:
         check_against_metadata(path, artifact_rows(path), metadata)
         report.append(f"{name}: ok")
     return report
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bookkit.data_check", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--data-dir", default=str(DATA_DIR))
-    commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("check", help="validate every artifact listed in the metadata")
-    update = commands.add_parser("update-metadata", help="rewrite rows and fingerprints")
-    update.add_argument("artifacts", nargs="+")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "update-metadata":
-            update_metadata(args.artifacts, args.data_dir)
-        for line in check_all(args.data_dir):
-            print(line)
-    except FixtureError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

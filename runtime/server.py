@@ -1,6 +1,6 @@
 """Server mode: the reader's prompts answered by an OpenAI-compatible serving engine.
 
-Introduced in lesson 1, "Ask the reader for two lines", where the reader-mode sentence
+Machinery behind lesson 1, "Ask the reader for two lines", where the reader-mode sentence
 says which server, engine and model produced the replies. One server on a GPU (vLLM) or a
 CPU (llama.cpp's server) can answer a whole class; each notebook sends its prompts there
 through the ``openai`` client package, a few at a time, and gets them back in question
@@ -33,9 +33,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import queue
 import re
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,7 +229,8 @@ def _root_url(base: str) -> str:
     return base[: -len("/v1")] if base.endswith("/v1") else base
 
 
-def _setting(value, env: str, default, kind, low, high):
+def setting(value, env: str, default, kind, low, high):
+    """A number from an argument or an environment variable, checked to lie in range."""
     source = "argument" if value is not None else f"environment variable {env}"
     raw = value if value is not None else os.environ.get(env)
     if raw is None or raw == "":
@@ -573,49 +572,64 @@ def send(client, model: str, messages: list[dict], settings: dict, engine: Engin
 
 
 def run_bounded(jobs: Sequence, work, concurrency: int) -> list:
-    """``[work(job) for job in jobs]`` with at most ``concurrency`` running at once.
+    """``[work(job) for job in jobs]`` with at most ``concurrency`` running at once, in the
+    order of ``jobs``. When a job fails, no job that has not started yet starts, and the
+    failure of the earliest failing job is raised."""
+    from concurrent.futures import ThreadPoolExecutor
 
-    Results keep the order of ``jobs``. When a job fails, no further job starts and the
-    failure of the earliest failing job is raised. The workers are daemon threads and the
-    caller waits in short steps, so Ctrl-C stops a run at once instead of waiting for the
-    requests in flight to time out.
-    """
     jobs = list(jobs)
-    if not jobs:
-        return []
-    if concurrency <= 1 or len(jobs) == 1:
+    if concurrency <= 1 or len(jobs) <= 1:
         return [work(job) for job in jobs]
-    pending: queue.SimpleQueue = queue.SimpleQueue()
-    for index in range(len(jobs)):
-        pending.put(index)
-    results: list = [None] * len(jobs)
-    errors: dict[int, BaseException] = {}
-    finished = threading.Semaphore(0)
-    failed = threading.Event()
-
-    def worker() -> None:
-        while not failed.is_set():
-            try:
-                index = pending.get_nowait()
-            except queue.Empty:
-                return
-            try:
-                results[index] = work(jobs[index])
-            except BaseException as error:  # noqa: BLE001 - handed to the caller
-                errors[index] = error
-                failed.set()
-            finally:
-                finished.release()
-
-    for number in range(min(concurrency, len(jobs))):
-        threading.Thread(target=worker, name=f"reader-server-{number}", daemon=True).start()
-    done = 0
-    while done < len(jobs) and not failed.is_set():
-        if finished.acquire(timeout=0.1):
-            done += 1
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(jobs)),
+                            thread_name_prefix="reader-server") as pool:
+        futures = [pool.submit(work, job) for job in jobs]
+        errors = []
+        for future in futures:
+            if future.exception() is not None:
+                errors.append(future.exception())
+                for later in futures:
+                    later.cancel()
+                break
     if errors:
-        raise errors[min(errors)]
-    return results
+        raise errors[0]
+    return [future.result() for future in futures]
+
+
+def identify(client, url: str, spec: ReaderSpec, revision: str, timeout: float) -> ServerInfo:
+    """What the server at ``url`` is and serves: the engine, its version and the listed
+    model that is ``spec``'s (:func:`match_served_model`), or a ServerError saying why not."""
+    import httpx
+
+    try:
+        listed = [(m.id, getattr(m, "root", None)) for m in client.models.list().data]
+    except Exception as error:  # noqa: BLE001 - every failure becomes one clear error
+        raise ServerError(url, None, "listing the served models failed: "
+                          f"{describe_api_error(error, timeout)}") from error
+    with httpx.Client(timeout=min(timeout, 10.0), headers=client.auth_headers) as http:
+        engine, version, props = identify_engine(_root_url(url), http)
+    if props.get("model_path") and len(listed) == 1:
+        listed = [(listed[0][0], str(props["model_path"]))]
+    match = match_served_model(spec, revision, url, listed, engine)
+    return ServerInfo(url=url, engine=engine, engine_version=version,
+                      served_model=match.served_model, listed_models=tuple(m for m, _ in listed),
+                      revision_checked=match.revision_checked, revision_note=match.revision_note,
+                      served_label=match.served_label)
+
+
+def ask(client, info: ServerInfo, messages: list[dict], settings: dict, extra: dict,
+        question_id: str, timeout: float) -> Reply:
+    """Send one greedy request and check its reply; any failure is a ServerError naming
+    the URL and the question."""
+    try:
+        data = send(client, info.served_model, messages, settings, info.engine, extra)
+        return check_reply(data, int(settings["max_new_tokens"]), info.engine)
+    except ValueError as error:
+        raise ServerError(info.url, question_id, str(error)) from None
+    except ServerError:
+        raise
+    except Exception as error:  # noqa: BLE001 - the openai client's errors
+        raise ServerError(info.url, question_id, describe_api_error(error, timeout)) from error
+
 
 def grammar_request(info: ServerInfo, retrieved_ids: Sequence[str],
                     question_id: str | None, settings: dict) -> tuple[dict, dict]:
@@ -624,15 +638,15 @@ def grammar_request(info: ServerInfo, retrieved_ids: Sequence[str],
 
     vLLM takes the Lark grammar in ``structured_outputs`` when it runs the guidance
     backend (llguidance, as live mode does), so its reply is keyed exactly as a live
-    constrained reply (:func:`helpers.reader.grammar.constrained_settings`). llama.cpp (and
+    constrained reply (:func:`helpers.grammar.constrained_settings`). llama.cpp (and
     llama-cpp-python) take GBNF in ``grammar``, whose answer is bounded in characters;
     that reply is keyed by the GBNF grammar under its own decoding name
-    (:data:`~helpers.reader.transcript.CONSTRAINED_GBNF`), so it never shares a key with a
+    (:data:`helpers.decoding.CONSTRAINED_GBNF`), so it never shares a key with a
     live reply. Any other engine is refused with an error saying so: a grammar it ignored
     would look enforced and not be.
     """
-    from .grammar import build_gbnf, build_grammar, constrained_settings
-    from .transcript import CONSTRAINED_GBNF, DECODING_FIELD
+    from helpers.decoding import CONSTRAINED_GBNF, DECODING_FIELD
+    from helpers.grammar import build_gbnf, build_grammar, constrained_settings
 
     if info.engine.grammar == "gbnf":
         gbnf = build_gbnf(retrieved_ids)

@@ -28,7 +28,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from ..paths import PROJECT_ROOT
+from .paths import PROJECT_ROOT
 
 #: Seconds to wait for ``/v1/models`` to answer after starting the server.
 START_TIMEOUT = 180.0
@@ -192,7 +192,7 @@ def smoke_test(python: str | os.PathLike | None = None) -> None:
 
 if __name__ == "__main__":
     if not (sys.argv[1:2] == ["--smoke"] and len(sys.argv) <= 3):
-        sys.exit("usage: python -m helpers.reader.llama_server --smoke [SERVER_PYTHON]")
+        sys.exit("usage: python -m runtime.llama_server --smoke [SERVER_PYTHON]")
     try:
         smoke_test(sys.argv[2] if len(sys.argv) == 3 else None)
     except LlamaServerError as error:

@@ -1,0 +1,251 @@
+"""The book's command line: ``python -m runtime COMMAND ...``.
+
+``record reader``   a reader's replies to a question file's prompts (live, or from an
+                    OpenAI-compatible server with ``--server URL``); ``--constrained``
+                    decodes under lesson 3's reply grammar
+``record baseline`` the sentence baseline's replies that lesson 4 reviews
+``record judge``    the live judge's yes-or-no replies to the reviewed replies (lesson 4)
+``record attacks``  a reader's replies to lesson 5's prompts
+``show``            the entries of a transcript, one line each
+``review check``    validate the book's review and every review in ``data/reviews/``
+``review template`` write a blank review of the book's replies to fill in
+``data check``      validate every fixture file the metadata lists
+``data update-metadata FILE...``  after a deliberate edit: recount and re-fingerprint
+
+Every recording merges its replies into the transcript, replacing the replies of the same
+collection, model and decoding, and rewrites it atomically: a failed or interrupted run
+leaves the transcript as it was. Errors name what went wrong (the question, the reply,
+the URL, the file, row and column) in one line, with exit status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from helpers.grammar import ConstrainedDecodingError
+from helpers.prompts import InputBudgetError
+
+from .fixture import QUESTIONS_FILE, FixtureError
+from .lessons import RETRIEVERS, baseline_entries, collection_name, lesson_reader_inputs
+from .paths import DATA_DIR
+from .readers import generate_all, load_reader
+from .records import GENERATED_LIVE, TRANSCRIPT_PATH, TranscriptEntry, read_transcript, \
+    record_into
+from .registry import REGISTRY, ReaderError
+
+
+def recorder_label(command: str, constrained: bool, grammar: str = "the reply grammar") -> str:
+    """Who recorded: the command and the library versions, nothing about the host."""
+    versions = []
+    for package in ("transformers", "torch") + (("llguidance",) if constrained else ()):
+        try:
+            versions.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    decoding = f"greedy under {grammar}" if constrained else "greedy"
+    return f"{command} ({', '.join(versions)}, CPU, {decoding})"
+
+
+def entries_of(reader, inputs: pd.DataFrame, replies: pd.DataFrame, collection,
+               recorded_by: str | None, command: str, constrained: bool = False,
+               grammar_name: str = "the reply grammar") -> list[TranscriptEntry]:
+    """Transcript entries for ``replies`` (:func:`runtime.readers.generate_all`) to the
+    prompts of ``inputs``; ``collection`` is a name, or a column of ``inputs``. A reply
+    under a grammar that did not complete it is refused: nothing is recorded."""
+    if reader.mode not in ("live", "server"):
+        raise ReaderError(f"recording needs a live or server reader, not a {reader.mode} one")
+    if reader.mode == "server":
+        recorded_by = recorded_by or reader.recorder_label(constrained)
+    else:
+        recorded_by = recorded_by or recorder_label(command, constrained, grammar_name)
+    provenance = reader.provenance if reader.mode == "server" else GENERATED_LIVE
+    today = datetime.date.today().isoformat()
+    entries = []
+    for row, reply in zip(inputs.to_dict("records"), replies.attrs["generations"]):
+        if reply.grammar_complete is False or (constrained and not reply.ended_by_eos):
+            raise ConstrainedDecodingError(
+                f"{reply.question_id}: the constrained reply {reply.raw_output!r} did not "
+                "complete the grammar; nothing was recorded")
+        entries.append(TranscriptEntry(
+            key=reply.key, question_id=str(row["question_id"]),
+            collection=row[collection] if collection in row else collection,
+            passage_ids=list(row.get("retrieved_ids", ())), model_id=reply.model_id,
+            revision=reply.revision, settings=reply.settings, messages=list(row["messages"]),
+            raw_output=reply.raw_output, output_tokens=int(reply.output_tokens),
+            ended_by_eos=bool(reply.ended_by_eos), hit_token_cap=bool(reply.hit_token_cap),
+            prompt_tokens=int(reply.prompt_tokens), recorded_by=recorded_by,
+            recorded_on=today, provenance=provenance))
+    return entries
+
+
+def _reader(args):
+    if args.server:
+        reader = load_reader(args.reader, mode="server", url=args.server,
+                             concurrency=args.concurrency, timeout=args.timeout)
+        print(f"server {reader.url}: {reader.server.engine_label} serving "
+              f"{reader.server.label}; {reader.server.revision_note}")
+        return reader
+    return load_reader(args.reader, mode="live", allow_download=args.allow_download)
+
+
+def _refuse_gbnf(reader, constrained: bool) -> None:
+    """A constrained reply is keyed by lesson 3's llguidance grammar, so it is recorded
+    live or from a server that runs that grammar (vLLM), never from llama.cpp's GBNF."""
+    if constrained and reader.mode == "server" and reader.server.engine.grammar != "lark":
+        from .server import ServerError
+
+        raise ServerError(reader.url, None, (
+            f"a constrained reply is keyed by lesson 3's llguidance grammar, so that it "
+            f"replays where a live constrained reply would; {reader.server.engine_label} "
+            "enforces another form of it (or none), so its replies would be keyed by a "
+            "grammar they were not decoded under. Record constrained replies live or "
+            "from vLLM with the guidance backend; unconstrained replies record from any "
+            "server."))
+
+
+def record_reader(args) -> list[TranscriptEntry]:
+    questions = Path(args.questions)
+    data_dir = questions.parent if questions.parent != Path(".") else DATA_DIR
+    reader = _reader(args)
+    _refuse_gbnf(reader, args.constrained)
+    inputs = lesson_reader_inputs(questions.name, data_dir, retriever=args.retriever)
+    replies = generate_all(reader, inputs, constrained=args.constrained)
+    command = "python -m runtime record reader" + (" --constrained" if args.constrained else "")
+    return record_into(entries_of(reader, inputs, replies,
+                                  collection_name(questions.name, args.retriever),
+                                  args.recorded_by, command, args.constrained),
+                       args.transcript)
+
+
+def record_judge(args) -> list[TranscriptEntry]:
+    from helpers.judge import JUDGE_READER
+
+    from .reviews import judge_replies, review_requests
+
+    judge = load_reader(JUDGE_READER, mode="live")
+    requests = review_requests().drop_duplicates("request_id")
+    requests = requests.assign(question_id=requests["request_id"])
+    if args.only_missing:
+        held = {entry.key for entry in read_transcript(args.transcript)}
+        from helpers.judge import judge_settings
+
+        requests = requests[[judge.key(m, judge_settings()) not in held
+                             for m in requests["messages"]]]
+        if requests.empty:
+            return []
+    replies = judge_replies(judge, requests)
+    from helpers.judge import assert_judge_parsed
+
+    assert_judge_parsed(replies)
+    table = pd.DataFrame(index=range(len(replies)))
+    table.attrs["generations"] = list(replies["judge_generation"])
+    return record_into(entries_of(judge, requests, table, "judge", None,
+                                  "python -m runtime record judge", True,
+                                  "the yes-or-no grammar"), args.transcript)
+
+
+def record_attacks(args) -> list[TranscriptEntry]:
+    from .attack_runs import record_prompts
+
+    inputs = record_prompts(args.prompts, attack_ids=args.attack)
+    reader = _reader(args)
+    _refuse_gbnf(reader, args.constrained)
+    replies = generate_all(reader, inputs, constrained=args.constrained)
+    return record_into(entries_of(reader, inputs, replies, "collection", None,
+                                  f"python -m runtime record attacks --prompts {args.prompts}",
+                                  args.constrained), args.transcript)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m runtime", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    record = commands.add_parser("record", help="record replies into the transcript")
+    kinds = record.add_subparsers(dest="kind", required=True)
+    for kind in ("reader", "baseline", "judge", "attacks"):
+        sub = kinds.add_parser(kind)
+        sub.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
+        if kind in ("reader", "attacks"):
+            sub.add_argument("--reader", required=True, choices=sorted(REGISTRY))
+            sub.add_argument("--server", metavar="URL", help="record from an OpenAI-compatible "
+                             "server instead of running the model here; an API key comes "
+                             "from RIVERTON_READER_API_KEY")
+            sub.add_argument("--concurrency", type=int, help="server requests in flight (4)")
+            sub.add_argument("--timeout", type=float, help="seconds per server request (60)")
+            sub.add_argument("--constrained", action="store_true",
+                             help="decode under lesson 3's reply grammar (live, or vLLM with "
+                                  "the guidance backend)")
+            sub.add_argument("--allow-download", action="store_true",
+                             help="let transformers download missing pinned weights")
+    kinds.choices["reader"].add_argument("--questions", default=QUESTIONS_FILE)
+    kinds.choices["reader"].add_argument("--retriever", default="tfidf", choices=RETRIEVERS)
+    kinds.choices["reader"].add_argument("--recorded-by", default=None)
+    kinds.choices["judge"].add_argument("--only-missing", action="store_true")
+    kinds.choices["attacks"].add_argument("--prompts", default="attacks",
+                                          choices=("attacks", "ordinary"))
+    kinds.choices["attacks"].add_argument("--attack", action="append", metavar="ID")
+    show = commands.add_parser("show", help="list the entries of a transcript")
+    show.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
+    review = commands.add_parser("review", help="check reviews or start one")
+    review_commands = review.add_subparsers(dest="action", required=True)
+    review_commands.add_parser("check")
+    review_commands.add_parser("template").add_argument("path")
+    data = commands.add_parser("data", help="check the fixture or update its metadata")
+    data.add_argument("--data-dir", default=str(DATA_DIR))
+    data_commands = data.add_subparsers(dest="action", required=True)
+    data_commands.add_parser("check")
+    data_commands.add_parser("update-metadata").add_argument("artifacts", nargs="+")
+    return parser
+
+
+def run(args) -> int:
+    if args.command == "show":
+        for entry in read_transcript(args.transcript):
+            print(f"{entry.question_id}\t{entry.model_id}\t{entry.output_tokens}\t"
+                  f"{entry.provenance}\t{entry.raw_output.replace(chr(10), ' ⏎ ')}")
+    elif args.command == "review":
+        from .reviews import check_reviews, load_review, write_template
+
+        if args.action == "template":
+            book = load_review()
+            print(f"wrote {write_template(args.path, book)} with {len(book)} replies to "
+                  "review; fill in verdict, reason, note, reviewer and reviewed_on (leave a "
+                  "row blank to skip it), then run `python -m runtime review check`")
+        else:
+            print("\n".join(check_reviews()))
+    elif args.command == "data":
+        from .data_check import check_all, update_metadata
+
+        if args.action == "update-metadata":
+            update_metadata(args.artifacts, args.data_dir)
+        print("\n".join(check_all(args.data_dir)))
+    else:
+        if args.kind == "baseline":
+            entries = record_into(baseline_entries(), args.transcript)
+        else:
+            entries = {"reader": record_reader, "judge": record_judge,
+                       "attacks": record_attacks}[args.kind](args)
+        for entry in entries:
+            print(f"{entry.question_id}: {entry.raw_output!r} ({entry.output_tokens} tokens)")
+        print(f"wrote {len(entries)} {args.kind} replies to {args.transcript}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return run(args)
+    except (ReaderError, InputBudgetError, ConstrainedDecodingError, FixtureError,
+            FileExistsError, LookupError, ValueError) as error:
+        # The message names what went wrong; the transcript has not been touched.
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

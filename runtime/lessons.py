@@ -1,0 +1,132 @@
+"""The lessons' standard requests: fixture, retrieval (top 3), prompts, and the baseline's.
+
+What the record command, the review loader and the tests rebuild: the same table each
+lesson builds step by step on its page. Lesson 1 retrieves with tf-idf; lesson 2,
+"Handing the hybrid's passages to a reader", with the hybrid of tf-idf and the sentence
+encoder. The sentence baseline (lesson 1) reads the same question and passages as the
+reader; its replies are recorded in the transcript in the same format as a model's
+(:func:`baseline_entries`), keyed by lesson 1's prompt for that question and passages,
+so that lesson 4's review can name the exact text it judged.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from helpers.baseline import BASELINE_DECODINGS, BASELINE_MODEL, baseline_reply, \
+    sentence_baseline
+from helpers.decoding import DECODING_FIELD
+from helpers.prompts import reader_inputs
+from helpers.retrieval import TfidfRetriever
+
+from .fixture import EXTENDED_QUESTIONS_FILE, QUESTIONS_FILE, load_riverton
+from .paths import DATA_DIR
+from .records import COMPUTED, TranscriptEntry, transcript_key
+
+RETRIEVAL_K = 3
+
+#: The retrievers whose top passages can make the reader's prompts: lesson 1's tf-idf,
+#: and lesson 2's dense encoder and hybrid (equal weights, no score floor).
+RETRIEVERS = ("tfidf", "dense", "hybrid")
+
+
+def fit_retriever(name: str, handbook: pd.DataFrame):
+    """The retriever ``name`` (one of :data:`RETRIEVERS`) fitted on the handbook."""
+    if name == "tfidf":
+        return TfidfRetriever.fit(handbook)
+    if name in ("dense", "hybrid"):
+        from helpers import dense
+
+        encoder = dense.DenseRetriever.fit(handbook)
+        return encoder if name == "dense" else dense.HybridRetriever(
+            TfidfRetriever.fit(handbook), encoder)
+    raise ValueError(f"unknown retriever {name!r}; expected one of {', '.join(RETRIEVERS)}")
+
+
+def lesson_retrieval(questions: str = QUESTIONS_FILE, data_dir: str | os.PathLike = DATA_DIR,
+                     k: int = RETRIEVAL_K, retriever: str = "tfidf"):
+    """The validated fixture and its top-``k`` retrieval (tf-idf: scores above zero)."""
+    fixture = load_riverton(Path(data_dir), questions)
+    return fixture, fit_retriever(retriever, fixture.handbook).rank(fixture.questions, k=k)
+
+
+def lesson_reader_inputs(questions: str = QUESTIONS_FILE,
+                         data_dir: str | os.PathLike = DATA_DIR,
+                         k: int = RETRIEVAL_K, retriever: str = "tfidf") -> pd.DataFrame:
+    """:func:`helpers.prompts.reader_inputs` for a question file and one retriever."""
+    fixture, retrieved = lesson_retrieval(questions, data_dir, k, retriever)
+    return reader_inputs(fixture.questions, retrieved, fixture.handbook)
+
+
+def collection_name(questions: str, retriever: str = "tfidf", k: int = RETRIEVAL_K) -> str:
+    """The transcript collection of a question file's prompts over one retriever's top k."""
+    return f"{questions}, {retriever} top {k}"
+
+
+# ------------------------------------------------------------------ the sentence baseline
+
+#: The baseline's revision in the transcript: the code that computes it.
+BASELINE_REVISION = "helpers/baseline.py"
+
+
+def baseline_settings(retriever: str) -> dict:
+    """What a baseline reply is keyed by besides its request: how it was made."""
+    if retriever not in BASELINE_DECODINGS:
+        raise ValueError(f"unknown retriever {retriever!r}; expected one of "
+                         f"{sorted(BASELINE_DECODINGS)}")
+    return {DECODING_FIELD: BASELINE_DECODINGS[retriever]}
+
+
+def baseline_replies(questions: pd.DataFrame, retrieved: pd.DataFrame, handbook: pd.DataFrame,
+                     retriever: str) -> pd.DataFrame:
+    """The baseline's reply to every question, computed now, with its transcript key.
+
+    One row per question: lesson 1's reader inputs (``question_id``, ``question``,
+    ``retrieved_ids``, ``messages``), ``settings``, ``key`` and ``raw_output``, the first
+    sentence of the top passage as a two-line reply (:func:`helpers.baseline.baseline_reply`).
+    """
+    settings = baseline_settings(retriever)
+    inputs = reader_inputs(questions, retrieved, handbook)
+    sentences = sentence_baseline(questions, retrieved, handbook).set_index("question_id")
+    replies = []
+    for row in inputs.itertuples(index=False):
+        top = sentences.at[row.question_id, "top_passage_id"]
+        top = None if pd.isna(top) else top
+        replies.append(baseline_reply(
+            sentences.at[row.question_id, "baseline_sentence"] if top else None, top))
+    return inputs.assign(
+        settings=[settings] * len(inputs),
+        key=[transcript_key(BASELINE_MODEL, BASELINE_REVISION, m, settings)
+             for m in inputs["messages"]],
+        raw_output=replies)
+
+
+#: What the record holds of the baseline: lesson 1's and lesson 2's extended questions,
+#: under each retriever.
+BASELINE_PLAN = (("tfidf", (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
+                 ("hybrid", (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)))
+
+
+def baseline_entries(plan=BASELINE_PLAN, data_dir: str | os.PathLike = DATA_DIR,
+                     recorded_on: str | None = None) -> list[TranscriptEntry]:
+    """The baseline's replies for ``plan`` ((retriever, question files) pairs), computed
+    now, as transcript entries."""
+    recorded_on = recorded_on or datetime.date.today().isoformat()
+    entries = []
+    for retriever, files in plan:
+        for name in files:
+            fixture, retrieved = lesson_retrieval(name, data_dir, retriever=retriever)
+            computed = baseline_replies(fixture.questions, retrieved, fixture.handbook,
+                                        retriever)
+            entries += [TranscriptEntry(
+                key=row.key, collection=collection_name(name, retriever),
+                question_id=row.question_id, passage_ids=list(row.retrieved_ids),
+                model_id=BASELINE_MODEL, revision=BASELINE_REVISION, settings=row.settings,
+                messages=row.messages, raw_output=row.raw_output, output_tokens=None,
+                ended_by_eos=None, hit_token_cap=None, prompt_tokens=None,
+                recorded_by="python -m runtime record baseline", recorded_on=recorded_on,
+                provenance=COMPUTED) for row in computed.itertuples(index=False)]
+    return entries

@@ -1,0 +1,652 @@
+"""Readers: one interface, three ways to produce a reply (live, recorded, server).
+
+Machinery behind lesson 1, "Ask the reader for two lines", and every later lesson that
+asks a model. :func:`load_reader` gives a reader; :func:`generate_all` asks it every
+prompt of a table (one row per question: ``question_id``, ``messages`` and, for replies
+under lesson 3's grammar, ``retrieved_ids``) and returns one reply per row:
+
+- **live** runs the model on this machine through transformers, greedily, in batches
+  (:mod:`runtime.batch`, whose step is :func:`helpers.decoding.next_tokens`);
+- **recorded** replays the transcript entry whose key matches the exact model,
+  revision, messages and settings (:mod:`runtime.records`), and refuses any other;
+- **server** sends the prompts to an OpenAI-compatible server (:mod:`runtime.server`).
+
+A reply under a grammar is asked for with ``constrained=True`` (lesson 3's reply grammar
+for each row's retrieved passages) or ``grammar=`` (one grammar for every row, lesson 4's
+judge); its key hashes the grammar too. :func:`mode_sentence` is the one sentence of the
+page that the machinery writes: which mode ran and where the replies came from.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pandas as pd
+
+from helpers.decoding import MAX_INPUT_TOKENS, decoding_of, stopping_diagnostics
+from helpers.grammar import (
+    ANSWER_MAX_TOKENS,
+    ConstrainedDecodingError,
+    GrammarMask,
+    build_grammar,
+    check_ids,
+    constrained_settings,
+    reply_grammar,
+)
+from helpers.prompts import check_input_budget
+
+from . import batch, server
+from .paths import shown
+from .progress import QuestionProgress
+from .records import TRANSCRIBED, TRANSCRIPT_PATH, describe_difference, read_transcript, \
+    transcript_key
+from .registry import (
+    GGUF_PACKAGE,
+    HF_CACHE,
+    ReaderError,
+    ReaderSpec,
+    WeightsUnavailableError,
+    get_reader_spec,
+    hf_snapshot_path,
+    how_to_get_weights,
+    package_gguf_path,
+    resolve_revision,
+    weights_available,
+)
+
+MODE_ENV = "RIVERTON_READER_MODE"
+MODES = ("auto", "live", "recorded", "server")
+
+#: The columns of :func:`generate_all`'s table, in order.
+GENERATION_COLUMNS = [
+    "question_id", "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap",
+    "prompt_tokens", "grammar_complete", "seconds", "mode", "model_id", "revision",
+    "provenance", "key",
+]
+
+
+class ReplayError(ReaderError, LookupError):
+    """Recorded mode has no transcript entry for a request."""
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One reply with its stopping diagnostics and how it was produced."""
+
+    question_id: str
+    raw_output: str
+    # Generated tokens, end of sequence included; a server's count is its own
+    # usage.completion_tokens (llama-cpp-python leaves the end of sequence out).
+    output_tokens: int | None
+    ended_by_eos: bool | None
+    hit_token_cap: bool | None
+    prompt_tokens: int | None
+    mode: str  # "live", "recorded" or "server"
+    model_id: str
+    revision: str
+    key: str
+    settings: dict
+    provenance: str | None = None  # None for a live reply
+    token_ids: tuple[int, ...] | None = None  # live only: the generated ids
+    #: Under a grammar: whether the reply completed it (None: replayed, nothing checked).
+    grammar_complete: bool | None = None
+    seconds: float = 0.0  # wall time of its batch divided by the replies in it
+
+
+def resolve_mode(mode: str | None = None) -> str:
+    """``mode``, else the environment variable ``RIVERTON_READER_MODE``, else ``auto``."""
+    chosen = (mode if mode is not None else os.environ.get(MODE_ENV, "auto")).strip().lower()
+    if chosen not in MODES:
+        source = "argument mode" if mode is not None else f"environment variable {MODE_ENV}"
+        raise ValueError(f"{source} is {chosen!r}; expected one of {', '.join(MODES)}")
+    return chosen
+
+
+class Reader:
+    """A reader in one mode. Use :func:`load_reader` to get one."""
+
+    mode: str
+
+    def __init__(self, spec: ReaderSpec, revision: str):
+        self.spec = spec
+        self.revision = revision
+
+    @property
+    def model_id(self) -> str:
+        return self.spec.model_id
+
+    @property
+    def settings(self) -> dict:
+        return dict(self.spec.settings)
+
+    def key(self, messages: list[dict], settings: dict | None = None) -> str:
+        """The transcript key of ``messages`` under ``settings`` (default: the reader's)."""
+        return transcript_key(self.model_id, self.revision, messages,
+                              self.settings if settings is None else settings)
+
+    def prompt_tokens(self, messages: list[dict], question_id: str = "?") -> int:
+        raise NotImplementedError
+
+    def prompt_token_counts(self, messages_list, question_ids) -> list[int]:
+        """The prompt tokens of each of ``messages_list`` (a server counts them concurrently)."""
+        return [self.prompt_tokens(m, q) for m, q in zip(messages_list, question_ids)]
+
+    def generate_many(self, question_ids, messages_list, settings_list, grammars,
+                      bar=None) -> list[Generation]:
+        """One reply per prompt; ``grammars`` holds each row's grammar (or None) and
+        ``settings_list`` the settings each reply is keyed by."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.spec.key} mode={self.mode} revision={self.revision}>"
+
+
+# ----------------------------------------------------------------------------- live
+
+_LOADED: dict[tuple, tuple] = {}
+
+
+def load_model_and_tokenizer(spec: ReaderSpec, allow_download: bool = False):
+    """Load (once per process) the model and tokenizer of ``spec`` on the CPU, in eval mode.
+
+    Nothing is downloaded unless ``allow_download`` is true.
+    """
+    cache_key = (spec.key, spec.weights_source, spec.local_path)
+    if cache_key in _LOADED:
+        return _LOADED[cache_key]
+    try:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+    except ImportError as error:
+        raise ReaderError("live mode needs torch and transformers: `pip install "
+                          "torch==2.13.0` then `pip install -e '.[reader]'`") from error
+    from .weights import load_gguf
+
+    with _quiet_progress(hf_logging):
+        if spec.weights_source == GGUF_PACKAGE:
+            # Dequantised once, then read from a per-user cache (see runtime.weights).
+            model, tokenizer = load_gguf(spec, package_gguf_path(spec), say=_say)
+        else:
+            if spec.weights_source == HF_CACHE and allow_download:
+                source, kwargs = spec.model_id, {"revision": spec.revision}
+                where = f"at revision {spec.revision} from the Hugging Face Hub"
+            else:
+                folder = hf_snapshot_path(spec) if spec.weights_source == HF_CACHE else (
+                    spec.local_path if weights_available(spec) else None)
+                if folder is None:
+                    raise WeightsUnavailableError(how_to_get_weights(spec))
+                source, kwargs = str(folder), {"local_files_only": True}
+                where = f"from the folder {shown(folder)}"
+            _say(f"Loading {spec.model_id} {where}")
+            tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(source, device_map="cpu", **kwargs)
+    model.eval()
+    _LOADED[cache_key] = (model, tokenizer)
+    return model, tokenizer
+
+
+def _say(line: str) -> None:
+    """Print a loading message where a student running the notebook sees it."""
+    print(line, flush=True)
+
+
+@contextlib.contextmanager
+def _quiet_progress(hf_logging):
+    """Hide loading progress bars (they would land in rendered pages), then restore them."""
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        gguf_utils = None
+    original = getattr(gguf_utils, "tqdm", None)
+    if original is not None:  # the GGUF de-quantizer calls tqdm outside transformers' switch
+        gguf_utils.tqdm = functools.partial(original, disable=True)
+    try:
+        yield
+    finally:
+        if original is not None:
+            gguf_utils.tqdm = original
+        if enabled:
+            hf_logging.enable_progress_bar()
+
+
+@contextlib.contextmanager
+def cpu_threads(count: int | None):
+    """Run with ``count`` torch CPU threads, then restore the previous number."""
+    if count is None:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+class LiveReader(Reader):
+    """Runs the model on this machine through transformers, greedily, in batches."""
+
+    mode = "live"
+
+    def __init__(self, spec: ReaderSpec, allow_download: bool = False):
+        self.model, self.tokenizer = load_model_and_tokenizer(spec, allow_download)
+        super().__init__(spec, resolve_revision(spec))
+        ids = self.model.generation_config.eos_token_id
+        ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
+        self.eos_ids = {int(i) for i in ids} | (
+            {int(self.tokenizer.eos_token_id)} if self.tokenizer.eos_token_id is not None else set())
+        pad = self.tokenizer.pad_token_id
+        self.pad_id = min(self.eos_ids) if pad is None else int(pad)
+
+    def encode(self, messages: list[dict]) -> list[int]:
+        """The chat template applied with the generation prompt, as token ids."""
+        return list(self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_dict=True)["input_ids"])
+
+    def prompt_text(self, messages: list[dict]) -> str:
+        """The chat-formatted prompt as text (for display)."""
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                  tokenize=False)
+
+    def prompt_tokens(self, messages: list[dict], question_id: str = "?") -> int:
+        return len(self.encode(messages))
+
+    def generate_many(self, question_ids, messages_list, settings_list, grammars,
+                      bar=None) -> list[Generation]:
+        """Decode the prompts in batches of :func:`runtime.batch.batch_size`, longest
+        first, so that prompts of about one length share a batch."""
+        import torch
+
+        prompts = [self.encode(m) for m in messages_list]
+        width = self.model.get_output_embeddings().weight.shape[0]
+        replies: dict[int, Generation] = {}
+        for chunk in batch.batches_by_length([len(p) for p in prompts], batch.batch_size()):
+            if bar is not None:
+                bar.working_on_batch([question_ids[i] for i in chunk])
+            masks = {i: GrammarMask(self.tokenizer, grammars[i]) for i in chunk
+                     if grammars[i] is not None}
+            settings = settings_list[chunk[0]]
+            started = time.perf_counter()
+            with torch.inference_mode(), cpu_threads(self.spec.cpu_threads):
+                new_ids = batch.greedy_batch(
+                    self.model, [prompts[i] for i in chunk],
+                    max_new_tokens=int(settings["max_new_tokens"]),
+                    repetition_penalty=settings["repetition_penalty"],
+                    eos_ids=self.eos_ids, pad_id=self.pad_id,
+                    allowed=[_rule(masks[i], question_ids[i], width) if i in masks else None
+                             for i in chunk])
+            seconds = (time.perf_counter() - started) / len(chunk)
+            for i, ids in zip(chunk, new_ids):
+                replies[i] = self._reply(question_ids[i], messages_list[i], settings_list[i],
+                                         len(prompts[i]), ids, masks.get(i), seconds)
+            if bar is not None:
+                bar.finished(len(chunk))
+        return [replies[i] for i in range(len(prompts))]
+
+    def _reply(self, question_id, messages, settings, n_prompt, new_ids, mask, seconds):
+        count, ended_by_eos, hit_cap = stopping_diagnostics(
+            new_ids, self.eos_ids, int(settings["max_new_tokens"]))
+        new_ids = new_ids[:count]
+        complete = None
+        if mask is not None:
+            try:
+                complete = mask.complete(new_ids, ended_by_eos)
+            except ConstrainedDecodingError as error:
+                raise ConstrainedDecodingError(f"{question_id}: {error}") from error
+        return Generation(
+            question_id=question_id, raw_output=self.tokenizer.decode(
+                new_ids, skip_special_tokens=True),
+            output_tokens=count, ended_by_eos=ended_by_eos, hit_token_cap=hit_cap,
+            prompt_tokens=n_prompt, mode=self.mode, model_id=self.model_id,
+            revision=self.revision, key=self.key(messages, settings), settings=settings,
+            token_ids=tuple(new_ids), grammar_complete=complete, seconds=seconds)
+
+
+def _rule(mask: GrammarMask, question_id: str, width: int):
+    def allowed(generated):
+        try:
+            return mask.allowed_after(generated, width)
+        except ConstrainedDecodingError as error:
+            raise ConstrainedDecodingError(f"{question_id}: {error}") from error
+    return allowed
+
+
+# ------------------------------------------------------------------------- recorded
+
+
+class RecordedReader(Reader):
+    """Replays replies from a transcript; refuses any request it does not hold."""
+
+    mode = "recorded"
+
+    def __init__(self, spec: ReaderSpec, transcript: str | os.PathLike = TRANSCRIPT_PATH):
+        super().__init__(spec, resolve_revision(spec))
+        self.transcript_path = Path(transcript)
+        self.entries = read_transcript(self.transcript_path)
+        self._by_key = {entry.key: entry for entry in self.entries}
+
+    def entry(self, messages: list[dict], question_id: str, settings: dict | None = None):
+        """The transcript entry for ``messages`` under ``settings`` (default: the reader's),
+        or a :class:`ReplayError` saying what differs from the closest entry."""
+        settings = self.settings if settings is None else settings
+        key = self.key(messages, settings)
+        if key in self._by_key:
+            return self._by_key[key]
+        decoding = decoding_of(settings)
+        same = [e for e in self.entries if e.question_id == question_id
+                and e.model_id == self.model_id]
+        closest = ([e for e in same if e.decoding == decoding] or same or [None])[-1]
+        found = (f"Its recorded entry was made for another request: "
+                 f"{describe_difference(closest, self.model_id, self.revision, messages, settings)}."
+                 if closest else
+                 f"The transcript holds no entry for {question_id} with this model.")
+        constrained = " --constrained" if decoding != decoding_of({}) else ""
+        raise ReplayError(
+            f"question {question_id}: no recorded reply of reader {self.spec.key!r} "
+            f"({self.model_id}) matches its prompt (key {key[:12]}...) in "
+            f"{shown(self.transcript_path)}. {found} To run the model live instead, set "
+            f"{MODE_ENV}=live (its weights must be on this machine), or record the replies "
+            f"again with `python -m runtime record reader --reader {self.spec.key}{constrained}`.")
+
+    def holds(self, messages: list[dict], settings: dict | None = None) -> bool:
+        """Whether the transcript holds a reply to ``messages`` under ``settings``."""
+        return self.key(messages, settings) in self._by_key
+
+    def prompt_tokens(self, messages: list[dict], question_id: str = "?") -> int:
+        return self.entry(messages, question_id).prompt_tokens
+
+    def generate_many(self, question_ids, messages_list, settings_list, grammars,
+                      bar=None) -> list[Generation]:
+        out = []
+        for question_id, messages, settings in zip(question_ids, messages_list, settings_list):
+            entry = self.entry(messages, question_id, settings)
+            out.append(Generation(
+                question_id=question_id, raw_output=entry.raw_output,
+                output_tokens=entry.output_tokens, ended_by_eos=entry.ended_by_eos,
+                hit_token_cap=entry.hit_token_cap, prompt_tokens=entry.prompt_tokens,
+                mode=self.mode, model_id=entry.model_id, revision=entry.revision,
+                key=entry.key, settings=settings, provenance=entry.provenance))
+        return out
+
+
+# --------------------------------------------------------------------------- server
+
+
+class ServerReader(Reader):
+    """Sends each prompt to an OpenAI-compatible server, greedily, a few at a time.
+
+    The server must serve the registered model (:func:`runtime.server.match_served_model`).
+    Replies are cached per key for the life of the reader, so counting the prompt tokens
+    first and generating afterwards asks the server once per prompt.
+    """
+
+    mode = "server"
+
+    def __init__(self, spec: ReaderSpec, url: str, api_key: str | None = None,
+                 concurrency: int | None = None, timeout: float | None = None):
+        super().__init__(spec, resolve_revision(spec))
+        self.url = server.normalise_url(url)
+        self.concurrency = server.setting(concurrency, server.CONCURRENCY_ENV,
+                                          server.DEFAULT_CONCURRENCY, int, 1,
+                                          server.MAX_CONCURRENCY)
+        self.timeout = server.setting(timeout, server.TIMEOUT_ENV, server.DEFAULT_TIMEOUT,
+                                      float, 0.1, 3600.0)
+        api_key = api_key if api_key is not None else os.environ.get(server.API_KEY_ENV)
+        self.client = server.open_client(self.url, api_key, self.timeout)
+        self.server = server.identify(self.client, self.url, self.spec, self.revision,
+                                      self.timeout)
+        self._cache: dict[tuple, Generation] = {}
+
+    @property
+    def provenance(self) -> str:
+        return self.server.provenance
+
+    def recorder_label(self, constrained: bool = False) -> str:
+        """``recorded_by`` for entries recorded from this server."""
+        grammar = ", greedy under the reply grammar" if constrained else ""
+        return f"server {self.server.engine_label}{grammar}"
+
+    def grammar_settings(self, retrieved_ids, question_id: str = "?") -> dict:
+        """The settings a reply under the reply grammar for ``retrieved_ids`` is keyed by:
+        a live constrained reply's on vLLM, the GBNF grammar's on llama.cpp."""
+        return server.grammar_request(self.server, tuple(retrieved_ids), question_id,
+                                      self.settings)[1]
+
+    def _one(self, job) -> Generation:
+        question_id, messages, grammar_ids = job
+        settings, extra, keyed = self.settings, {}, self.settings
+        if grammar_ids is not None:
+            extra, keyed = server.grammar_request(self.server, grammar_ids, question_id,
+                                                  settings)
+        reply = server.ask(self.client, self.server, messages, settings, extra, question_id,
+                           self.timeout)
+        return Generation(
+            question_id=question_id, raw_output=reply.text,
+            output_tokens=reply.completion_tokens, ended_by_eos=reply.finish_reason == "stop",
+            hit_token_cap=reply.finish_reason == "length", prompt_tokens=reply.prompt_tokens,
+            mode=self.mode, model_id=self.model_id, revision=self.revision,
+            key=self.key(messages, keyed), settings=keyed, provenance=self.provenance)
+
+    def ask(self, question_ids, messages_list, grammar_ids=None) -> list[Generation]:
+        """One reply per prompt, at most ``concurrency`` requests in flight, in input order.
+
+        ``grammar_ids`` gives, per prompt, the retrieved IDs whose reply grammar the server
+        must enforce (lesson 3), or None. Any failure raises a ``ServerError`` naming the
+        URL and the question; nothing is returned half-done.
+        """
+        grammar_ids = grammar_ids or [None] * len(messages_list)
+        jobs = [(q, list(m), None if g is None else tuple(g))
+                for q, m, g in zip(question_ids, messages_list, grammar_ids)]
+        keys = [(self.key(m), g) for _, m, g in jobs]
+        todo = [job for job, k in zip(jobs, keys) if k not in self._cache]
+        for job, reply in zip(todo, server.run_bounded(todo, self._one, self.concurrency)):
+            self._cache[(self.key(job[1]), job[2])] = reply
+        return [replace(self._cache[k], question_id=q) for k, q in zip(keys, question_ids)]
+
+    def prompt_tokens(self, messages: list[dict], question_id: str = "?") -> int:
+        return self.ask([question_id], [messages])[0].prompt_tokens
+
+    def prompt_token_counts(self, messages_list, question_ids) -> list[int]:
+        return [g.prompt_tokens for g in self.ask(list(question_ids), list(messages_list))]
+
+    def generate_many(self, question_ids, messages_list, settings_list, grammars,
+                      bar=None) -> list[Generation]:
+        if any(g is not None and not isinstance(g, tuple) for g in grammars):
+            raise ReaderError("a server enforces lesson 3's reply grammar only "
+                              "(constrained=True), not a grammar of its own")
+        return self.ask(question_ids, messages_list, grammars)
+
+
+# ---------------------------------------------------------------------------- entry
+
+
+def load_reader(key: str, mode: str | None = None,
+                transcript: str | os.PathLike = TRANSCRIPT_PATH,
+                allow_download: bool = False, url: str | None = None,
+                api_key: str | None = None, concurrency: int | None = None,
+                timeout: float | None = None) -> Reader:
+    """The reader ``key`` in ``mode`` (auto, live, recorded or server; None reads
+    ``RIVERTON_READER_MODE``).
+
+    ``auto`` asks the server when a server URL is set (``url`` or ``RIVERTON_READER_URL``),
+    runs live when the weights are on this machine, and replays the transcript
+    otherwise. A set URL is never skipped silently: a server that is down or serves
+    another model fails the load with an error saying so. ``live`` without the weights is
+    an error saying how to get them.
+    """
+    spec = get_reader_spec(key)
+    chosen = resolve_mode(mode)
+    server_url = server.configured_url(url)
+    if chosen == "auto":
+        chosen = "server" if server_url else "live" if weights_available(spec) else "recorded"
+    if chosen == "server":
+        if not server_url:
+            raise ReaderError(f"server mode for reader {key!r} needs the server's URL: set "
+                              f"{server.URL_ENV}=http://HOST:PORT/v1 or pass url= to load_reader")
+        return ServerReader(spec, server_url, api_key, concurrency, timeout)
+    if chosen == "live":
+        if not allow_download and not weights_available(spec):
+            raise WeightsUnavailableError(
+                f"live mode for reader {key!r}: {how_to_get_weights(spec)} "
+                f"Or replay the recorded outputs with {MODE_ENV}=recorded.")
+        return LiveReader(spec, allow_download=allow_download)
+    return RecordedReader(spec, transcript)
+
+
+def _grammars(reader: Reader, inputs: pd.DataFrame, constrained: bool, grammar: str | None,
+              answer_max_tokens: int, settings: dict) -> tuple[list, list]:
+    """Each row's grammar (what the reader enforces) and the settings it is keyed by."""
+    n = len(inputs)
+    if grammar is not None:
+        return [grammar] * n, [constrained_settings(settings, grammar)] * n
+    if not constrained:
+        return [None] * n, [settings] * n
+    ids = [check_ids(r) for r in inputs["retrieved_ids"]]
+    if isinstance(reader, ServerReader):
+        return ids, [reader.grammar_settings(r, q) for r, q in zip(ids, inputs["question_id"])]
+    grammars = []
+    for question_id, retrieved in zip(inputs["question_id"], ids):
+        try:
+            grammars.append(
+                reply_grammar(reader.tokenizer, retrieved, int(settings["max_new_tokens"]),
+                              answer_max_tokens=answer_max_tokens)
+                if isinstance(reader, LiveReader) else
+                build_grammar(retrieved, answer_max_tokens=answer_max_tokens))
+        except ConstrainedDecodingError as error:
+            raise ConstrainedDecodingError(f"{question_id}: {error}") from error
+    return grammars, [constrained_settings(settings, g) for g in grammars]
+
+
+def generate_all(reader: Reader, inputs: pd.DataFrame, *, constrained: bool = False,
+                 grammar: str | None = None, settings: dict | None = None,
+                 answer_max_tokens: int = ANSWER_MAX_TOKENS,
+                 max_input_tokens: int | None = MAX_INPUT_TOKENS) -> pd.DataFrame:
+    """Check every prompt of ``inputs`` against the input budget, then ask ``reader``.
+
+    ``inputs`` has one row per prompt: ``question_id``, ``messages`` and, with
+    ``constrained``, ``retrieved_ids`` (each reply is then decoded under lesson 3's
+    reply grammar for those passages). ``grammar`` decodes every reply under one grammar
+    instead, with ``settings`` in place of the reader's (lesson 4's judge). A live reader
+    counts every prompt's tokens before it decodes any; a server's or a transcript's
+    counts are checked on the replies, before any is returned. While a person waits for a model, a progress bar names the
+    questions of the batch in progress; a book build shows none. Returns
+    :data:`GENERATION_COLUMNS` (and ``retrieved_ids``, when ``inputs`` has them).
+    """
+    settings = reader.settings if settings is None else dict(settings)
+    if settings.get("do_sample"):
+        raise ReaderError("the book's readers decode greedily only (do_sample=False)")
+    question_ids = [str(q) for q in inputs["question_id"]]
+    messages_list = [list(m) for m in inputs["messages"]]
+    grammars, keyed = _grammars(reader, inputs, constrained, grammar, answer_max_tokens,
+                                settings)
+    live = isinstance(reader, LiveReader)
+    if max_input_tokens is not None and live:
+        check_input_budget({q: reader.prompt_tokens(m, q)
+                            for q, m in zip(question_ids, messages_list)}, max_input_tokens)
+    name = reader.model_id.rsplit("/", 1)[-1]
+    label = f"{name} ({reader.mode}{', under a grammar' if grammar or constrained else ''})"
+    with QuestionProgress(len(question_ids), label, show=reader.mode != "recorded") as bar:
+        replies = reader.generate_many(question_ids, messages_list, keyed, grammars, bar)
+    if max_input_tokens is not None and not live:
+        # A server counts the prompt as it reads it, a transcript recorded its count: both
+        # are checked before any reply is returned.
+        check_input_budget({g.question_id: g.prompt_tokens for g in replies}, max_input_tokens)
+    table = pd.DataFrame([{c: getattr(g, c) for c in GENERATION_COLUMNS} for g in replies],
+                         columns=GENERATION_COLUMNS)
+    if "retrieved_ids" in inputs:
+        table.insert(1, "retrieved_ids", list(inputs["retrieved_ids"]))
+    table.attrs["generations"] = replies
+    return table
+
+
+def mode_sentence(reader: Reader, results: pd.DataFrame) -> str:
+    """The reader-mode sentence: which mode ran, where the replies came from, the model
+    and its revision. The one sentence of a page that the machinery writes."""
+    modes = sorted(set(results["mode"]))
+    if len(modes) != 1:
+        raise ValueError(f"the replies were produced in more than one mode: {modes}")
+    mode, revision = modes[0], results["revision"].iloc[0]
+    where = {"recorded": "replayed from the recorded transcript "
+                         "`data/riverton/reader-transcript.jsonl`",
+             "live": "generated live on this machine with transformers"}
+    made = sorted(set(results["provenance"].dropna()))
+    sentence = (f"**Reader mode for this render:** {mode}. The outputs below were "
+                f"{where.get(mode) or reader.server.sentence()}, for "
+                f"`{reader.spec.model_id}` at revision `{revision}`.")
+    if mode == "recorded" and made == [TRANSCRIBED]:
+        sentence += (" The recorded entries were transcribed from a reference render of "
+                     "this lesson made with the pinned model; running the model live "
+                     "needs its weights in the local Hugging Face cache (see the README).")
+    elif mode == "recorded":
+        sentence += " The recorded entries say how they were made: " + "; ".join(made) + "."
+    elif mode == "server":
+        sentence += (f" About that revision: {reader.server.revision_note}. The prompt "
+                     "and output token counts are the server's own (`usage`).")
+    return sentence
+
+
+# ------------------------------------------- where the pinned reader's replies come from
+
+#: The registry key of lesson 1's pinned reader.
+PINNED_READER = "qwen_1_5b_instruct"
+
+
+@dataclass(frozen=True)
+class PinnedSource:
+    """Where the pinned reader's replies to a set of prompts come from: ``how`` is
+    "server", "live", "recorded" or "none"; ``lookup`` says which prompts the
+    transcript holds (``recorded``) and their keys."""
+
+    how: str
+    reader: Reader | None
+    lookup: pd.DataFrame
+
+    @property
+    def n_recorded(self) -> int:
+        return int(self.lookup["recorded"].sum())
+
+
+def pinned_source(prompts: pd.DataFrame, label_columns=("question_id",),
+                  key: str = PINNED_READER, transcript=TRANSCRIPT_PATH) -> PinnedSource:
+    """Ask the transcript about every prompt, then choose the first way that answers all:
+    a configured server (never skipped), the live model when its weights are here, the
+    transcript when it holds every prompt, else none. Lesson 2, "Handing the hybrid's
+    passages to a reader"."""
+    recorded = load_reader(key, mode="recorded", transcript=transcript)
+    lookup = pd.DataFrame(
+        [{**{c: row[c] for c in label_columns},
+          "key": recorded.key(row["messages"])[:12] + "…",
+          "recorded": recorded.holds(row["messages"])} for row in prompts.to_dict("records")],
+        columns=[*label_columns, "key", "recorded"])
+    if server.configured_url():
+        return PinnedSource("server", load_reader(key, mode="server"), lookup)
+    if weights_available(get_reader_spec(key)):
+        return PinnedSource("live", load_reader(key, mode="live"), lookup)
+    if len(lookup) and bool(lookup["recorded"].all()):
+        return PinnedSource("recorded", recorded, lookup)
+    return PinnedSource("none", None, lookup)
+
+
+def pinned_replies(source: PinnedSource, prompts: pd.DataFrame, key: str = PINNED_READER,
+                   transcript=TRANSCRIPT_PATH) -> pd.DataFrame | None:
+    """The pinned reader's replies to ``prompts``, as many as can be had: every reply when
+    ``source`` answers all, the recorded ones when it is "none" but the transcript holds
+    some, else None."""
+    if source.how != "none":
+        reader, asked = source.reader, prompts
+    elif source.n_recorded:
+        reader = load_reader(key, mode="recorded", transcript=transcript)
+        asked = prompts[source.lookup["recorded"].to_numpy()]
+    else:
+        return None
+    replies = generate_all(reader, asked)
+    return asked.assign(raw_output=replies["raw_output"].to_numpy())
+

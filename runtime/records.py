@@ -1,0 +1,219 @@
+"""Recorded replies: one JSONL transcript, one format for every system that replies.
+
+A line holds one reply and the exact request that produced it: the reader's (lessons 1-3
+and 5), the sentence baseline's (computed, recorded so that lesson 4's review can name the
+text it judged) and the judge's (lesson 4). Its key is the SHA-256 of the canonical JSON
+of the model, revision, messages and settings, so a changed prompt, model or setting never
+replays an old reply. What the request was about travels beside it, never parsed back
+out of the prompt: ``question_id``, ``passage_ids`` (the passages the prompt shows, in
+order) and ``collection`` (the set of requests it was recorded with; recording a set
+again replaces that set's replies of the same model and decoding, and nothing else).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from helpers.decoding import decoding_of
+
+from .files import write_text_atomic
+from .paths import DATA_DIR
+
+TRANSCRIPT_PATH = DATA_DIR / "reader-transcript.jsonl"
+
+#: Every field of a line, with the JSON types it may take (None: the field may be null,
+#: as a computed reply's token counts are).
+FIELDS: dict[str, tuple] = {
+    "key": (str,), "collection": (str,), "question_id": (str,), "passage_ids": (list,),
+    "model_id": (str,), "revision": (str,), "settings": (dict,), "messages": (list,),
+    "raw_output": (str,), "output_tokens": (int, None), "ended_by_eos": (bool, None),
+    "hit_token_cap": (bool, None), "prompt_tokens": (int, None),
+    "recorded_by": (str,), "recorded_on": (str,), "provenance": (str,),
+}
+
+TRANSCRIBED = "transcribed from a reference render of lesson 1 made with the pinned model"
+GENERATED_LIVE = "generated live"
+COMPUTED = "computed by the book's code"
+
+
+class TranscriptError(ValueError):
+    """A transcript line is not valid JSON, lacks a field or contradicts its key."""
+
+
+def canonical_json(value) -> str:
+    """JSON with sorted keys, no spaces and unescaped Unicode: the text that is hashed."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def transcript_key(model_id: str, revision: str, messages: list[dict], settings: dict) -> str:
+    """SHA-256 (hex) of the canonical JSON of model id, revision, messages and settings."""
+    payload = {"model_id": model_id, "revision": revision, "messages": messages,
+               "settings": settings}
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class TranscriptEntry:
+    """One recorded reply (one line of the transcript)."""
+
+    key: str
+    collection: str
+    question_id: str
+    passage_ids: list
+    model_id: str
+    revision: str
+    settings: dict
+    messages: list
+    raw_output: str
+    output_tokens: int | None
+    ended_by_eos: bool | None
+    hit_token_cap: bool | None
+    prompt_tokens: int | None
+    recorded_by: str
+    recorded_on: str
+    provenance: str
+
+    @property
+    def decoding(self) -> str:
+        """How the reply was made (see :func:`helpers.decoding.decoding_of`)."""
+        return decoding_of(self.settings)
+
+    @property
+    def slot(self) -> tuple[str, str, str]:
+        """What a new recording replaces: the same collection, model and decoding."""
+        return (self.collection, self.model_id, self.decoding)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False)
+
+
+def _entry_from_line(path: Path, number: int, line: str) -> TranscriptEntry:
+    where = f"{path}, line {number}"
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise TranscriptError(f"{where}: not valid JSON ({error.msg} at column {error.colno})"
+                              ) from None
+    if not isinstance(record, dict):
+        raise TranscriptError(f"{where}: expected a JSON object, found {type(record).__name__}")
+    missing = [name for name in FIELDS if name not in record]
+    if missing:
+        raise TranscriptError(f"{where}: missing field(s) {', '.join(missing)}")
+    unknown = sorted(set(record) - set(FIELDS))
+    if unknown:
+        raise TranscriptError(f"{where}: unknown field(s) {', '.join(unknown)}")
+    for name, kinds in FIELDS.items():
+        value = record[name]
+        if value is None and None in kinds:
+            continue
+        # bool is a subclass of int; a count written as true/false is still wrong.
+        if not isinstance(value, kinds[0]) or (isinstance(value, bool) and kinds[0] is not bool):
+            raise TranscriptError(f"{where}: field {name!r} should be {kinds[0].__name__}, "
+                                  f"found {json.dumps(value)[:40]}")
+    entry = TranscriptEntry(**record)
+    expected = transcript_key(entry.model_id, entry.revision, entry.messages, entry.settings)
+    if entry.key != expected:
+        raise TranscriptError(
+            f"{where}: field 'key' does not match the entry's model_id, revision, messages "
+            f"and settings (expected {expected[:12]}..., found {entry.key[:12]}...)")
+    return entry
+
+
+def read_transcript(path: str | os.PathLike = TRANSCRIPT_PATH) -> list[TranscriptEntry]:
+    """Every entry of a transcript, validated; a bad line is refused with its line number.
+
+    A missing file reads as an empty transcript. Blank lines are skipped.
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    entries: list[TranscriptEntry] = []
+    seen: dict[str, int] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        entry = _entry_from_line(path, number, line)
+        if entry.key in seen:
+            raise TranscriptError(f"{path}, line {number}: key {entry.key[:12]}... repeats "
+                                  f"line {seen[entry.key]}")
+        seen[entry.key] = number
+        entries.append(entry)
+    return entries
+
+
+def merge_entries(existing: Iterable[TranscriptEntry],
+                  new: Iterable[TranscriptEntry]) -> list[TranscriptEntry]:
+    """``existing`` with every entry in the slot of a ``new`` one (same collection, model
+    and decoding) replaced by the new ones, so a re-recorded set leaves no stale reply
+    behind. The new entries take the place of the first entry they replace (or go at the
+    end); two new entries with one key are an error."""
+    new = list(new)
+    keys = [entry.key for entry in new]
+    if len(set(keys)) != len(keys):
+        raise TranscriptError("two new entries have the same key (the same request twice)")
+    slots = {entry.slot for entry in new}
+    merged: list[TranscriptEntry] = []
+    placed = False
+    for entry in existing:
+        if entry.slot in slots:
+            if not placed:
+                merged += new
+                placed = True
+            continue
+        merged.append(entry)
+    return merged if placed else merged + new
+
+
+def write_transcript(path: str | os.PathLike, entries: Iterable[TranscriptEntry]) -> None:
+    """Write ``entries`` as JSONL, atomically: a reader never sees a half-written file."""
+    write_text_atomic(path, "".join(entry.to_json() + "\n" for entry in entries))
+
+
+def record_into(new: Iterable[TranscriptEntry],
+                transcript: str | os.PathLike = TRANSCRIPT_PATH) -> list[TranscriptEntry]:
+    """Merge ``new`` into ``transcript`` (validated first) and rewrite it atomically."""
+    new = list(new)
+    write_transcript(transcript, merge_entries(read_transcript(transcript), new))
+    return new
+
+
+def describe_difference(recorded: TranscriptEntry, model_id: str, revision: str,
+                        messages: list[dict], settings: dict) -> str:
+    """Say what differs between a recorded entry and a request for the same question."""
+    changes = []
+    if recorded.model_id != model_id:
+        changes.append(f"the model changed ({recorded.model_id} recorded, {model_id} now)")
+    if recorded.revision != revision:
+        changes.append(f"the revision changed ({recorded.revision} recorded, {revision} now)")
+    if recorded.settings != settings:
+        def shown(values: dict, name: str) -> str:
+            text = canonical_json(values[name]) if name in values else "absent"
+            return text if len(text) <= 60 else f"{len(text)} characters, sha256 " + \
+                hashlib.sha256(text.encode("utf-8")).hexdigest()[:12] + "..."
+        names = sorted(n for n in set(recorded.settings) | set(settings)
+                       if recorded.settings.get(n, ...) != settings.get(n, ...))
+        changes.append("the generation settings changed (" + "; ".join(
+            f"{n}: {shown(recorded.settings, n)} recorded, {shown(settings, n)} now"
+            for n in names) + ")")
+    if recorded.messages != messages:
+        changes.append(_message_difference(recorded.messages, messages))
+    return "; ".join(changes) or "the entry differs only in its key"
+
+
+def _message_difference(recorded: list, current: list) -> str:
+    if len(recorded) != len(current):
+        return f"the number of messages changed ({len(recorded)} recorded, {len(current)} now)"
+    for old, new in zip(recorded, current):
+        if old == new:
+            continue
+        old_text, new_text = str(old.get("content", "")), str(new.get("content", ""))
+        at = next((i for i, (a, b) in enumerate(zip(old_text, new_text)) if a != b),
+                  min(len(old_text), len(new_text)))
+        start = max(0, at - 20)
+        return (f"the {new.get('role', '?')} prompt changed at character {at}: recorded "
+                f"{old_text[start:at + 30]!r}, now {new_text[start:at + 30]!r}")
+    return "the messages changed"

@@ -1,0 +1,429 @@
+"""Reading and checking review files, and the replies they judge.
+
+Machinery behind lesson 4, "The replies under review" and "The review record". The
+vocabulary of a review (verdicts, reasons) and the rule for changed replies are taught in
+:mod:`helpers.review`; this module reads ``data/riverton/support-review.csv`` and the
+students' reviews in ``data/reviews/``, and checks every row against the transcript
+entry it names: same key, same reply, same parsed answer and sources, a verdict and a
+reason from the vocabulary. ``python -m runtime review check`` validates them all;
+``python -m runtime review template data/reviews/NAME.csv`` starts a review of your own.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+import pandas as pd
+import regex
+
+from helpers.baseline import BASELINE_DECODINGS, BASELINE_MODEL, BASELINE_READER
+from helpers.decoding import CONSTRAINED, UNCONSTRAINED
+from helpers.parsing import parse_reader_output
+from helpers.review import (
+    PARSE_FAILURE_REASON,
+    REASONS,
+    SAME_REPLY,
+    VERDICTS,
+    carry_verdicts,
+    escape_reply,
+    sources_text,
+)
+
+from .files import write_text_atomic
+from .fixture import (
+    EXTENDED_QUESTIONS_FILE,
+    QUESTIONS_FILE,
+    REVIEW_FILE,
+    FixtureError,
+    Row,
+    check_against_metadata,
+    load_riverton,
+    read_metadata,
+    read_rows,
+    require,
+    require_unique,
+)
+from .lessons import baseline_replies, collection_name, fit_retriever, RETRIEVAL_K
+from .paths import DATA_DIR, PROJECT_ROOT
+from .records import TRANSCRIPT_PATH, TranscriptEntry, read_transcript
+from .registry import REGISTRY
+
+REVIEW_COLUMNS = ("review_id", "reader", "decoding", "question_id", "transcript_key",
+                  "reviewed_reply", "reviewed_answer", "reviewed_sources", "verdict",
+                  "reason", "note", "reviewer", "reviewed_on")
+#: The columns that identify the reply a row judges (a template copies these).
+REPLY_COLUMNS = REVIEW_COLUMNS[:8]
+#: The columns a reviewer fills in.
+JUDGMENT_COLUMNS = REVIEW_COLUMNS[8:]
+
+#: Where a student's own reviews live: inside ``data/`` so a new file re-renders the page.
+REVIEWS_DIR = PROJECT_ROOT / "data" / "reviews"
+#: Set this to read students' reviews from another folder (the tests do).
+REVIEWS_ENV = "RIVERTON_REVIEWS_DIR"
+
+_DATE = regex.compile(r"\d{4}-\d{2}-\d{2}")
+_KEY = regex.compile(r"[0-9a-f]{64}")
+
+#: Every name the ``reader`` column may hold: the registered readers and the baseline.
+READERS = (*sorted(REGISTRY), BASELINE_READER)
+
+#: The replies the book's review covers, in review order: (reader, decoding, question
+#: files). Qwen's are lesson 1's six; SmolLM2's come unconstrained and under lesson 3's
+#: grammar, for the six lesson prompts and the 36 extended questions; the sentence
+#: baseline's, for the same questions, copy from tf-idf's top passage and the hybrid's.
+REVIEWED_REPLIES = (
+    ("qwen_1_5b_instruct", UNCONSTRAINED, (QUESTIONS_FILE,)),
+    ("smollm2_135m_instruct", UNCONSTRAINED, (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
+    ("smollm2_135m_instruct", CONSTRAINED, (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
+    (BASELINE_READER, BASELINE_DECODINGS["tfidf"], (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
+    (BASELINE_READER, BASELINE_DECODINGS["hybrid"], (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
+)
+
+
+def model_of(reader: str) -> str:
+    """The model ID a reply of ``reader`` is recorded under."""
+    return BASELINE_MODEL if reader == BASELINE_READER else REGISTRY[reader].model_id
+
+
+def retriever_of(reader: str, decoding: str) -> str:
+    """The retriever whose top passages a reply was given: the baseline's own, or lesson
+    1's tf-idf for every reader reply the review covers."""
+    if reader == BASELINE_READER:
+        return {d: r for r, d in BASELINE_DECODINGS.items()}[decoding]
+    return "tfidf"
+
+
+def system_label(reader: str, decoding: str) -> str:
+    """A short name for the system that wrote a reply: the model's name, with "under the
+    grammar" for a constrained reply, or the baseline and its retriever."""
+    if reader == BASELINE_READER:
+        retriever = retriever_of(reader, decoding)
+        return f"{'tf-idf' if retriever == 'tfidf' else retriever} sentence baseline"
+    name = REGISTRY[reader].model_id.split("/")[-1]
+    return name if decoding == UNCONSTRAINED else f"{name} under the grammar"
+
+
+def reviews_dir() -> Path:
+    """The folder of students' reviews: ``$RIVERTON_REVIEWS_DIR`` or ``data/reviews``."""
+    chosen = os.environ.get(REVIEWS_ENV)
+    return Path(chosen) if chosen else REVIEWS_DIR
+
+
+class ReviewError(FixtureError):
+    """A review file is malformed or does not match the replies it claims to judge."""
+
+
+def _fail(path: Path, row: Row | None, column: str, problem: str) -> ReviewError:
+    return ReviewError(path, problem, row.number if row else None, row.line if row else None,
+                       column)
+
+
+def _require(path: Path, row: Row, column: str, pattern=None, choices=None) -> str:
+    try:
+        return require(path, row, column, pattern, choices)
+    except FixtureError as error:
+        raise ReviewError(error.path, error.problem, error.row, error.line,
+                          error.column) from None
+
+
+# ------------------------------------------------------------------ the reviewed replies
+
+def _covered(plan) -> dict[tuple[str, str, str], tuple[str, str]]:
+    """The transcript slots (collection, model, decoding) a plan covers, with the reader
+    and question file each stands for."""
+    slots = {}
+    for reader, decoding, files in plan:
+        for name in files:
+            collection = collection_name(name, retriever_of(reader, decoding))
+            slots[(collection, model_of(reader), decoding)] = (reader, name)
+    return slots
+
+
+def reply_columns(entry: TranscriptEntry, reader: str) -> dict[str, str]:
+    """The reply-identifying columns of a review row for one transcript entry."""
+    parsed = parse_reader_output(entry.raw_output)
+    return {"reader": reader, "decoding": entry.decoding, "question_id": entry.question_id,
+            "transcript_key": entry.key, "reviewed_reply": escape_reply(entry.raw_output),
+            "reviewed_answer": parsed.answer if parsed.parse_ok else "",
+            "reviewed_sources": sources_text(parsed.sources) if parsed.parse_ok else ""}
+
+
+def reviewable_entries(transcript: str | os.PathLike = TRANSCRIPT_PATH,
+                       plan=REVIEWED_REPLIES) -> dict[str, tuple[str, TranscriptEntry]]:
+    """The transcript entries a review may judge, by key, with the reader each is from:
+    those of the plan's readers, decodings and question files (not the judge's)."""
+    slots = _covered(plan)
+    return {entry.key: (slots[entry.slot][0], entry) for entry in read_transcript(transcript)
+            if entry.slot in slots}
+
+
+def recorded_replies(transcript: str | os.PathLike = TRANSCRIPT_PATH,
+                     data_dir: str | os.PathLike = DATA_DIR,
+                     plan=REVIEWED_REPLIES) -> pd.DataFrame:
+    """Every reply the review covers, in plan and question order, with what the reader was
+    given. The readers' replies are the transcript's (mode "recorded"); the sentence
+    baseline's are computed now from each retriever's top three (mode "computed"), so
+    that :func:`load_review` refuses a review row whose baseline reply has changed. One
+    row per reply: reader, decoding, question file and ID, question, expected action,
+    retrieved IDs, messages, key and raw output."""
+    slots = _covered(plan)
+    by_slot: dict[tuple, dict[str, TranscriptEntry]] = {}
+    for entry in read_transcript(transcript):
+        by_slot.setdefault(entry.slot, {})[entry.question_id] = entry
+    rows, fixtures, fitted = [], {}, {}
+    for (collection, model, decoding), (reader, name) in slots.items():
+        if name not in fixtures:
+            fixtures[name] = load_riverton(Path(data_dir), name)
+        questions, handbook = fixtures[name].questions, fixtures[name].handbook
+        if reader == BASELINE_READER:
+            retriever = retriever_of(reader, decoding)
+            if retriever not in fitted:
+                fitted[retriever] = fit_retriever(retriever, handbook)
+            computed = baseline_replies(questions, fitted[retriever].rank(
+                questions, k=RETRIEVAL_K), handbook, retriever)
+            made = {r.question_id: (r.key, r.raw_output, r.messages, r.retrieved_ids, None)
+                    for r in computed.itertuples(index=False)}
+        else:
+            entries = by_slot.get((collection, model, decoding), {})
+            made = {q: (e.key, e.raw_output, e.messages, tuple(e.passage_ids), e)
+                    for q, e in entries.items()}
+        for question in questions.itertuples(index=False):
+            if question.question_id not in made:
+                raise LookupError(f"{question.question_id} ({system_label(reader, decoding)}): "
+                                  f"the transcript holds no reply in {collection}; record it "
+                                  "with `python -m runtime record`")
+            key, raw, messages, ids, entry = made[question.question_id]
+            rows.append({
+                "reader": reader, "decoding": decoding, "question_file": name,
+                "question_id": question.question_id, "question": question.question,
+                "expected_action": question.expected_action, "retrieved_ids": ids,
+                "messages": messages, "key": key, "raw_output": raw,
+                "output_tokens": entry.output_tokens if entry else None,
+                "ended_by_eos": entry.ended_by_eos if entry else None,
+                "hit_token_cap": entry.hit_token_cap if entry else None,
+                "mode": "recorded" if entry else "computed", "model_id": model,
+                "revision": entry.revision if entry else None})
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ checking a review
+
+def _check_reply(path: Path, row: Row, by_key: Mapping[str, tuple[str, TranscriptEntry]],
+                 review_ids: Mapping[str, str | None] | None) -> None:
+    """The row's reply columns must describe, exactly, a reply the review may judge."""
+    values = row.values
+    key = _require(path, row, "transcript_key", _KEY)
+    if key not in by_key:
+        raise _fail(path, row, "transcript_key",
+                    f"no reply with key {key[:12]}... among the replies a review may judge "
+                    "(lesson 1's Qwen replies; SmolLM2's to the lesson and extended "
+                    "questions, unconstrained and under the grammar; the sentence "
+                    "baseline's): the row reviews a reply that was never recorded, one "
+                    "whose prompt has changed since, or one of another kind")
+    if review_ids is not None:
+        if key not in review_ids:
+            raise _fail(path, row, "transcript_key",
+                        f"the reply {key[:12]}... is not one the book's review judges; start "
+                        "from `python -m runtime review template` and keep its reply columns")
+        if values["review_id"] != review_ids[key]:
+            raise _fail(path, row, "review_id",
+                        f"{values['review_id']!r} is not the ID of this reply, which the "
+                        f"book's review calls {review_ids[key]!r}")
+    reader, entry = by_key[key]
+    if _require(path, row, "reader", choices=READERS) != reader:
+        raise _fail(path, row, "reader", f"the transcript reply {key[:12]}... was written by "
+                    f"{entry.model_id}, not by reader {values['reader']!r}")
+    expected = reply_columns(entry, reader)
+    for column in ("decoding", "question_id", "reviewed_reply", "reviewed_answer",
+                   "reviewed_sources"):
+        if values[column] != expected[column]:
+            shown = expected[column] or "(empty: the reply did not parse)"
+            raise _fail(path, row, column, f"{values[column]!r} does not match the transcript "
+                        f"reply {key[:12]}..., which gives {shown!r}")
+
+
+def _check_judgment(path: Path, row: Row, allow_blank: bool) -> bool:
+    """Verdict, reason, reviewer and date; returns False for a row left blank."""
+    values = row.values
+    if allow_blank and not any(values[c] for c in JUDGMENT_COLUMNS):
+        return False
+    verdict = _require(path, row, "verdict", choices=VERDICTS)
+    reason = _require(path, row, "reason", choices=tuple(REASONS))
+    if REASONS[reason].verdict != verdict:
+        raise _fail(path, row, "reason", f"reason {reason!r} goes with the verdict "
+                    f"{REASONS[reason].verdict!r}, not {verdict!r}")
+    unparsed = values["reviewed_answer"] == ""
+    if unparsed != (reason == PARSE_FAILURE_REASON):
+        raise _fail(path, row, "reason",
+                    f"the reply did not parse, so the reason must be {PARSE_FAILURE_REASON!r}"
+                    if unparsed else
+                    f"the reply parsed, so {PARSE_FAILURE_REASON!r} does not apply")
+    _require(path, row, "reviewer")
+    day = _require(path, row, "reviewed_on", _DATE)
+    try:
+        dt.date.fromisoformat(day)
+    except ValueError:
+        raise _fail(path, row, "reviewed_on", f"{day!r} is not a calendar date") from None
+    return True
+
+
+def review_rows(path: Path, transcript: str | os.PathLike = TRANSCRIPT_PATH,
+                allow_blank: bool = False, review_ids: Mapping[str, str | None] | None = None
+                ) -> tuple[list[Row], list[Row]]:
+    """All rows of a review file, validated, and the subset that carries a judgment.
+    ``review_ids`` (key to review ID) restricts the file to the book's rows."""
+    try:
+        rows = read_rows(path, REVIEW_COLUMNS)
+    except FixtureError as error:
+        raise ReviewError(error.path, error.problem, error.row, error.line,
+                          error.column) from None
+    by_key = reviewable_entries(transcript)
+    judged = []
+    for row in rows:
+        _require(path, row, "review_id", regex.compile(r"[A-Za-z][A-Za-z0-9_-]*"))
+        _check_reply(path, row, by_key, review_ids)
+        if _check_judgment(path, row, allow_blank):
+            judged.append(row)
+    try:
+        require_unique(path, rows, "review_id")
+        require_unique(path, rows, "transcript_key")
+    except FixtureError as error:
+        raise ReviewError(error.path, error.problem, error.row, error.line,
+                          error.column) from None
+    return rows, judged
+
+
+def _frame(rows: list[Row], path: Path) -> pd.DataFrame:
+    frame = pd.DataFrame([row.values for row in rows], columns=list(REVIEW_COLUMNS))
+    frame["reviewed_on"] = pd.to_datetime(frame["reviewed_on"], format="%Y-%m-%d").dt.date
+    frame["parse_ok"] = frame["reviewed_answer"] != ""
+    frame.attrs["path"] = str(path)
+    return frame
+
+
+def load_review(data_dir: str | os.PathLike = DATA_DIR,
+                transcript: str | os.PathLike = TRANSCRIPT_PATH,
+                metadata: pd.DataFrame | None = None,
+                replies: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The book's review record, validated row by row and against the metadata file.
+
+    With ``replies`` (the frame of :func:`recorded_replies`), each row's reply must also
+    be, character for character, the reply of that frame: the baseline's replies are
+    computed afresh there, so a changed baseline is refused here, naming the row, as
+    "reply changed since review" (:func:`helpers.review.carry_verdicts`).
+    """
+    path = Path(data_dir) / REVIEW_FILE
+    rows, _ = review_rows(path, transcript)
+    check_against_metadata(path, len(rows), read_metadata(data_dir) if metadata is None
+                           else metadata)
+    frame = _frame(rows, path)
+    if replies is not None:
+        status = carry_verdicts(frame, replies[["reader", "decoding", "question_id", "key",
+                                                "raw_output"]])
+        bad = status[status["status"] != SAME_REPLY]
+        if not bad.empty:
+            first = bad.iloc[0]
+            row = rows[int(frame.index[frame["review_id"] == first["review_id"]][0])]
+            others = ", ".join(f"{r.review_id} ({r.status})" for r in bad.iloc[1:].itertuples())
+            raise _fail(path, row, "reviewed_reply",
+                        f"{first['review_id']} ({first['question_id']}, "
+                        f"{system_label(first['reader'], first['decoding'])}): "
+                        f"{first['status']}: reviewed {first['reviewed_reply']!r}, now "
+                        f"{first['reply_now']!r}; its verdict no longer applies until "
+                        "someone reads the new reply" + (f". Also {others}" if others else ""))
+    return frame
+
+
+def load_student_reviews(folder: str | os.PathLike | None = None,
+                         transcript: str | os.PathLike = TRANSCRIPT_PATH,
+                         book: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
+    """Every ``*.csv`` review in ``folder`` (default :func:`reviews_dir`), by file name,
+    with only its judged rows. Every row, blank or not, must be a row of the book's review
+    (``book``, by default :func:`load_review`): the same reply under the same review ID,
+    so that each verdict can be set beside the book's. Lesson 4, "Your own review"."""
+    folder = reviews_dir() if folder is None else Path(folder)
+    paths = sorted(folder.glob("*.csv")) if folder.is_dir() else []
+    if paths and book is None:
+        book = load_review(transcript=transcript)
+    found = {}
+    for path in paths:
+        ids = dict(zip(book["transcript_key"], book["review_id"]))
+        _, judged = review_rows(path, transcript, allow_blank=True, review_ids=ids)
+        found[path.name] = _frame(judged, path)
+    return found
+
+
+def write_template(path: str | os.PathLike, review: pd.DataFrame) -> Path:
+    """A blank review of the same replies as ``review``: reply columns copied, judgment
+    columns empty. Refuses to overwrite a file. Lesson 4, "Your own review"."""
+    path = Path(path)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(REVIEW_COLUMNS)
+    for values in review.to_dict("records"):
+        writer.writerow([values[c] for c in REPLY_COLUMNS] + [""] * len(JUDGMENT_COLUMNS))
+    try:
+        return write_text_atomic(path, buffer.getvalue(), overwrite=False)
+    except FileExistsError:
+        raise FileExistsError(f"{path} exists; choose another name or delete it first") from None
+
+
+def check_reviews(data_dir: str | os.PathLike = DATA_DIR, folder=None,
+                  transcript: str | os.PathLike = TRANSCRIPT_PATH) -> list[str]:
+    """Validate the book's review and every student review; one line per file."""
+    review = load_review(data_dir, transcript)
+    lines = [f"{REVIEW_FILE}: {len(review)} rows ok"]
+    for name, frame in load_student_reviews(folder, transcript, review).items():
+        lines.append(f"{name}: {len(frame)} reviewed rows ok")
+    return lines
+
+
+# ---------------------------------------------------------------------- the judge's replies
+
+def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
+    """Ask ``judge`` (a live or recorded SmolLM2 reader) about every distinct request of
+    :func:`helpers.judge.judge_requests`, under the yes-or-no grammar, then parse each
+    reply strictly. Recorded: replayed by the same key, so a changed review row or prompt
+    is refused naming the request. Adds ``judge_generation``, ``judge_raw``,
+    ``judge_key``, ``judge_mode``, ``judge_parse_ok``, ``judge_supported`` and
+    ``judge_problem``."""
+    from helpers.judge import JUDGE_GRAMMAR, JUDGE_SETTINGS, parse_judge_reply
+
+    from .readers import generate_all
+
+    distinct = requests.drop_duplicates("request_id")
+    asked = generate_all(judge, distinct.assign(question_id=distinct["request_id"]),
+                         grammar=JUDGE_GRAMMAR, settings=JUDGE_SETTINGS,
+                         max_input_tokens=None)
+    answers = dict(zip(distinct["request_id"], asked.attrs["generations"]))
+    frame = requests.copy()
+    frame["judge_generation"] = pd.Series([answers[r] for r in frame["request_id"]],
+                                          index=frame.index, dtype=object)
+    frame["judge_raw"] = [answers[r].raw_output for r in frame["request_id"]]
+    frame["judge_key"] = [answers[r].key for r in frame["request_id"]]
+    frame["judge_mode"] = [answers[r].mode for r in frame["request_id"]]
+    parsed = [parse_judge_reply(text) for text in frame["judge_raw"]]
+    frame["judge_parse_ok"] = [p.parse_ok for p in parsed]
+    frame["judge_supported"] = pd.Series([p.supported for p in parsed], index=frame.index,
+                                         dtype=object)
+    frame["judge_problem"] = [p.problem for p in parsed]
+    return frame
+
+
+def review_requests(review: pd.DataFrame | None = None,
+                    data_dir: str | os.PathLike = DATA_DIR) -> pd.DataFrame:
+    """:func:`helpers.judge.judge_requests` for the book's review, with the fixture's
+    questions and passages."""
+    from helpers.judge import judge_requests
+
+    review = load_review(data_dir) if review is None else review
+    questions, handbook = {}, None
+    for name in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE):
+        fixture = load_riverton(Path(data_dir), name)
+        handbook = fixture.handbook
+        questions.update(zip(fixture.questions["question_id"], fixture.questions["question"]))
+    return judge_requests(review, questions, dict(zip(handbook["passage_id"], handbook["text"])))

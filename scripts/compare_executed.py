@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Compare two executions of the lessons, cell by cell: did a change alter what a page shows?
+
+usage: compare_executed.py BEFORE AFTER [--ignore-cell-source]
+
+BEFORE and AFTER are executed notebooks, or folders of them (matched by file name; the
+nbclient build keeps its executions in ``.book-cache/executed/``, Quarto's in
+``.book-cache/quarto/executed/``). Cells are matched by their ``id``; a cell present on one
+side only is reported. Outputs are compared after removing what differs from run to run
+without meaning anything: timings ("3.2 seconds", "0.41 s"), absolute paths, the random
+ids of interactive tables, execution counts and output metadata. Every difference is
+printed with the cell, its first line and a few characters either side. Exit status 0
+when the outputs are the same, 1 otherwise.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import sys
+from pathlib import Path
+
+_NOISE = [
+    (re.compile(r"\b\d+(?:\.\d+)?(?:\s| )?(?:seconds?|s|ms|minutes?)\b"), "<time>"),
+    (re.compile(r"(?:/[\w.@+-]+){2,}/?"), "<path>"),
+    (re.compile(r"\bitables_[0-9a-f]{8}(?:_[0-9a-f]{4}){3}_[0-9a-f]{12}"), "<table-id>"),
+    (re.compile(r"<(?:helpers|runtime)\.[\w.]+ object(?: at 0x[0-9a-f]+)?>"), "<object>"),
+    (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
+]
+
+
+def normalised(text: str) -> str:
+    for pattern, replacement in _NOISE:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def outputs_text(cell: dict) -> str:
+    parts = []
+    for output in cell.get("outputs", []):
+        kind = output.get("output_type")
+        if kind == "stream":
+            parts.append(f"[{output.get('name')}] " + "".join(output.get("text", "")))
+        elif kind == "error":
+            parts.append(f"[error] {output.get('ename')}: {output.get('evalue')}")
+        else:
+            for mime, value in sorted(output.get("data", {}).items()):
+                value = "".join(value) if isinstance(value, list) else value
+                if not isinstance(value, str):
+                    value = json.dumps(value, sort_keys=True)
+                parts.append(f"[{mime}] {value}")
+    return normalised("\n".join(parts))
+
+
+def compare(before: Path, after: Path, ignore_source: bool) -> list[str]:
+    old = {c.get("id"): c for c in json.loads(before.read_text())["cells"]}
+    new_cells = json.loads(after.read_text())["cells"]
+    new = {c.get("id"): c for c in new_cells}
+    problems = []
+    for cell_id, cell in old.items():
+        if cell.get("cell_type") != "code":
+            continue
+        head = "".join(cell.get("source", "")).split("\n", 1)[0][:70]
+        if cell_id not in new:
+            if cell.get("outputs"):
+                problems.append(f"cell {cell_id} ({head!r}) with outputs is gone")
+            continue
+        a, b = outputs_text(cell), outputs_text(new[cell_id])
+        if a != b:
+            diff = difflib.unified_diff(a.splitlines(), b.splitlines(), "before", "after",
+                                        lineterm="", n=1)
+            shown = "\n".join(line[:200] for line in list(diff)[2:14])
+            problems.append(f"cell {cell_id} ({head!r}): outputs differ\n{shown}")
+        elif not ignore_source and cell.get("source") != new[cell_id].get("source"):
+            pass  # a changed cell with the same outputs is what a refactoring should give
+    for cell_id, cell in new.items():
+        if cell_id not in old and cell.get("cell_type") == "code" and cell.get("outputs"):
+            head = "".join(cell.get("source", "")).split("\n", 1)[0][:70]
+            problems.append(f"cell {cell_id} ({head!r}) is new, with outputs")
+    return problems
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv[1:] if not a.startswith("--")]
+    if len(args) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    before, after = Path(args[0]), Path(args[1])
+    pairs = ([(before / p.name, p) for p in sorted(after.glob("*.ipynb"))]
+             if after.is_dir() else [(before, after)])
+    failed = False
+    for old, new in pairs:
+        if not old.exists():
+            print(f"{new.name}: no execution to compare with in {before}")
+            failed = True
+            continue
+        problems = compare(old, new, "--ignore-cell-source" in argv)
+        print(f"{new.name}: {'same outputs' if not problems else f'{len(problems)} difference(s)'}")
+        for problem in problems:
+            print("  " + problem.replace("\n", "\n    "))
+        failed |= bool(problems)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
