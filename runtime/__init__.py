@@ -22,7 +22,8 @@ ENTRY_POINTS = {
     "pinned_source": "readers", "pinned_replies": "readers", "ReplayError": "readers",
     "load_encoder": "encoder", "ENGINES": "server", "UNKNOWN_ENGINE": "server",
     # the page
-    "show_table": "display", "Markdown": "display", "interactive_tables": "display",
+    "show_table": "display", "show_source": "display", "Markdown": "display",
+    "interactive_tables": "display", "check_claim": "claims",
     "QuestionProgress": "progress",
     # lesson 4's review
     "recorded_replies": "reviews", "load_review": "reviews", "load_student_reviews": "reviews",

@@ -36,9 +36,14 @@ saying how many rows the website shows.
 """
 from __future__ import annotations
 
+import csv
+import functools
+import inspect
 import json
 import re
+import textwrap
 from collections.abc import Mapping
+from pathlib import Path
 
 import pandas as pd
 from IPython.display import Markdown as _IPythonMarkdown
@@ -116,16 +121,45 @@ def _cell(value: object) -> object:
     return value
 
 
-def prepare(frame: pd.DataFrame, labels: Mapping[str, str]) -> pd.DataFrame:
-    """Keep the columns named in ``labels`` (in that order) under their display names.
+#: The book's vocabulary of column labels (and number formats): one file, so that a column
+#: reads the same in every table of every lesson.
+LABELS_FILE = Path(__file__).with_name("labels.csv")
 
-    Missing values show as "NA" and tuples as comma-joined text.
-    """
+
+@functools.cache
+def vocabulary() -> dict[str, tuple[str, str]]:
+    """Each column name's display label and number format (``""``: as pandas shows it)."""
+    with LABELS_FILE.open(encoding="utf-8", newline="") as handle:
+        return {row["column"]: (row["label"], row["format"]) for row in csv.DictReader(handle)}
+
+
+def labels_of(frame: pd.DataFrame) -> dict[str, str]:
+    """Every column of ``frame`` with its display label: the table's own (``attrs["labels"]``,
+    set by the helper that makes it), else the book's vocabulary (``runtime/labels.csv``).
+    A column with neither is an error that says where to add it."""
+    own = frame.attrs.get("labels", {})
+    missing = [c for c in frame.columns if c not in own and c not in vocabulary()]
+    if missing:
+        raise KeyError(f"column(s) {missing} have no display label: add them to "
+                       f"{LABELS_FILE.name} (or choose the table's columns first)")
+    return {c: own.get(c) or vocabulary()[c][0] for c in frame.columns}
+
+
+def prepare(frame: pd.DataFrame, labels: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Keep the columns named in ``labels`` (in that order; default: every column with its
+    label from :func:`labels_of`) under their display names, numbers in the vocabulary's
+    format. Missing values show as "NA" and tuples as comma-joined text."""
+    labels = labels_of(frame) if labels is None else labels
     missing = [column for column in labels if column not in frame.columns]
     if missing:
         raise KeyError(f"table has no column(s) {missing}; it has {list(frame.columns)}")
-    shown = frame[list(labels)].rename(columns=dict(labels))
-    return shown.astype(object).map(_cell)
+    shown = frame[list(labels)].astype(object).map(_cell)
+    for column in labels:
+        style = vocabulary().get(column, ("", ""))[1]
+        if style:
+            shown[column] = [value if value == "NA" or isinstance(value, str) else
+                             format(value, style) for value in shown[column]]
+    return shown.rename(columns=dict(labels))
 
 
 def long_text_columns(shown: pd.DataFrame, threshold: int = LONG_TEXT) -> list[int]:
@@ -151,7 +185,7 @@ def _mark_columns(html: str, positions: list[int], css_class: str) -> str:
     return re.sub(r"<tr\b[^>]*>.*?</tr>", row, html, flags=re.DOTALL)
 
 
-def bundle(frame: pd.DataFrame, labels: Mapping[str, str], name: str,
+def bundle(frame: pd.DataFrame, labels: Mapping[str, str] | None, name: str,
            interactive: bool = False, key_columns: int = 1, **itables_options) -> dict:
     """The MIME bundle for one table; ``name`` identifies it for tests.
 
@@ -289,12 +323,62 @@ def markdown_table(shown: pd.DataFrame, max_rows: int = PRINT_MAX_ROWS, rows_kep
     return table
 
 
-def show_table(frame: pd.DataFrame, labels: Mapping[str, str], name: str,
-               interactive: bool = False, key_columns: int = 1, **itables_options) -> None:
-    """Display a table in the notebook (see :func:`bundle`)."""
+def show_table(frame: pd.DataFrame, labels: Mapping[str, str] | str | None = None,
+               name: str | None = None, interactive: bool = False, key_columns: int = 1,
+               **itables_options) -> None:
+    """Display a table in the notebook (see :func:`bundle`): ``show_table(frame, "name")``
+    shows every column of ``frame`` under its label (:func:`labels_of`)."""
     from IPython.display import display
 
+    if isinstance(labels, str):
+        labels, name = None, labels
     display(bundle(frame, labels, name, interactive, key_columns, **itables_options), raw=True)
+
+
+# --------------------------------------------------------------------------- taught code
+
+def source_of(*objects) -> tuple[str, str]:
+    """The source of functions, classes or methods of one module, in the order given, and
+    where they live ("helpers/retrieval.py, lines 120-160 and 170-190"). A docstring is
+    cut to its first paragraph: the page around the code says the rest."""
+    files, parts, spans = set(), [], []
+    for obj in objects:
+        obj = inspect.unwrap(getattr(obj, "__func__", obj))
+        lines, start = inspect.getsourcelines(obj)
+        files.add(Path(inspect.getsourcefile(obj)).resolve())
+        text = textwrap.dedent("".join(lines))
+        doc = inspect.getdoc(obj) or ""
+        if doc:
+            quoted = re.search(r'(?s)([ \t]*)[rR]?("""|\'\'\')(.*?)\2\n', text)
+            first = doc.split("\n\n")[0].replace("\n", "\n" + quoted.group(1))
+            text = text[:quoted.start()] + f'{quoted.group(1)}"""{first}"""\n' + text[quoted.end():]
+        parts.append(text.rstrip())
+        spans.append(f"{start}-{start + len(lines) - 1}")
+    if len(files) != 1:
+        raise ValueError("show_source shows code of one module at a time")
+    path = files.pop()
+    root = Path(__file__).resolve().parent.parent
+    where = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+    return "\n\n\n".join(parts), f"{where}, lines {' and '.join(spans)}"
+
+
+def show_source(*objects) -> None:
+    """Show the code of helper functions where the lesson teaches them, from the helper
+    itself (one source of truth): highlighted HTML for the website and the notebook, a
+    Python code block for the printed book, and the file and lines it comes from."""
+    from IPython.display import display
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    code, where = source_of(*objects)
+    html = highlight(code, PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True))
+    display({
+        "text/html": f'<div class="riverton-source {NO_MATH_CLASSES}">'
+                     f'<p class="riverton-source-file">From <code>{where}</code></p>{html}</div>',
+        "text/markdown": f"From `{where}`:\n\n```python\n{code}\n```\n",
+        "text/plain": f"# {where}\n{code}",
+    }, raw=True)
 
 
 def interactive_tables() -> None:

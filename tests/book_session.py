@@ -31,7 +31,7 @@ from pathlib import Path
 
 from bookkit.build import load_book_config, read_chapter
 from bookkit.cache import ExecutionCache, ProjectInputs, has_code
-from helpers.review import REVIEWS_ENV
+from runtime.reviews import REVIEWS_ENV
 from lesson_outputs import LessonRun, chapter_source
 from projects import copy_project
 

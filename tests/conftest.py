@@ -16,7 +16,7 @@ skip_unused_schema_grammars()  # nbformat, which many tests import, would compil
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers.fixture import load_riverton  # noqa: E402
+from runtime.fixture import load_riverton  # noqa: E402
 from helpers.parsing import parse_outputs  # noqa: E402
 from helpers.retrieval import TfidfRetriever, gold_ranks  # noqa: E402
 
@@ -49,7 +49,7 @@ def data_copy(tmp_path):
     """A fresh copy of data/riverton that a test may damage (see fixture_edits.py)."""
     import shutil
 
-    from helpers.paths import DATA_DIR
+    from runtime.paths import DATA_DIR
 
     target = tmp_path / "riverton"
     shutil.copytree(DATA_DIR, target)
@@ -218,7 +218,7 @@ def smol_tokenizer():
     """SmolLM2's tokenizer alone, read from its GGUF file once per session (no weights)."""
     from transformers import AutoTokenizer
 
-    from helpers.reader.registry import get_reader_spec, package_gguf_path
+    from runtime.registry import get_reader_spec, package_gguf_path
 
     path = package_gguf_path(get_reader_spec("smollm2_135m_instruct"))
     return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
@@ -228,7 +228,7 @@ def smol_tokenizer():
 @pytest.fixture(scope="module")
 def inputs():
     """The six lesson prompts as the record command builds them (tf-idf top 3)."""
-    from helpers.reader.lesson import lesson_reader_inputs
+    from runtime.lessons import lesson_reader_inputs
 
     return lesson_reader_inputs()
 

@@ -10,7 +10,7 @@ import csv
 import io
 from pathlib import Path
 
-from helpers.fixture import FixtureError
+from runtime.fixture import FixtureError
 
 
 def replace_bytes(path: Path, old: bytes, new: bytes) -> None:

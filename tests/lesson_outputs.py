@@ -3,7 +3,7 @@
 Lessons are executed with the build's own code (:func:`bookkit.build.execute_chapter`:
 a clean kernel, the project folder as working folder, marked as a book build so that no
 progress bar lands in the outputs). Tables are read from the machine-readable copy that
-helpers.display attaches to every table output, so the tests see exactly the rows a reader
+runtime.display attaches to every table output, so the tests see exactly the rows a reader
 sees. A :class:`LessonRun` keeps its kernel up, so that a test can run more code after the
 lesson's cells, as a student would (the exercise tests do).
 """
@@ -23,8 +23,8 @@ from bookkit.build import (
     read_chapter,
 )
 from bookkit.cache import LessonKey, ProjectInputs
-from helpers.display import TABLE_MIME
-from helpers.paths import PROJECT_ROOT
+from runtime.display import TABLE_MIME
+from runtime.paths import PROJECT_ROOT
 
 
 def chapter_source(notebook: Path | str, project: Path = PROJECT_ROOT) -> str:

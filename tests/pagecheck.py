@@ -185,7 +185,7 @@ return Array.from(found).map(o => (o.innerText || '').trim().replace(/\\s+/g, ' 
 
 def loose_tables(driver) -> list[str]:
     """The start of the text of each cell output of the open page that holds a table
-    outside the helpers' container (``div.riverton-table``, see helpers.display)."""
+    outside the helpers' container (``div.riverton-table``, see runtime.display)."""
     return driver.execute_script(_LOOSE_TABLES_JS)
 
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import nbformat
 
-from bookkit.data_check import update_metadata
-from helpers.fixture import HANDBOOK_FILE, METADATA_FILE
-from helpers.paths import DATA_DIR, PROJECT_ROOT
+from runtime.data_check import update_metadata
+from runtime.fixture import HANDBOOK_FILE, METADATA_FILE
+from runtime.paths import DATA_DIR, PROJECT_ROOT
 
 #: The command that builds the book (what `make book` runs).
 BUILD_COMMAND = [sys.executable, "-m", "bookkit"]
@@ -26,12 +26,12 @@ BUILD_COMMAND = [sys.executable, "-m", "bookkit"]
 #: The sample lesson of :func:`write_project`.
 SAMPLE_LESSON = "lessons/01-sample.ipynb"
 
-COPIED = ["helpers", "bookkit", "data", "lessons", "_quarto.yml", "solutions.lua", "print",
+COPIED = ["helpers", "runtime", "bookkit", "data", "lessons", "_quarto.yml", "solutions.lua", "print",
           "index.qmd", "guide.qmd", "book.scss", ".gitignore"]
 
 
 def copy_project(target: Path) -> Path:
-    """Copy what a build reads to ``target``: helpers, bookkit, data, lessons, `_quarto.yml`
+    """Copy what a build reads to ``target``: helpers, runtime, bookkit, data, lessons, `_quarto.yml`
     and its filters, the PDF's template (print/), the front page and the guide, the theme and
     `.gitignore` (a render must leave the last unchanged)."""
     for name in COPIED:

@@ -1,15 +1,21 @@
-"""The helper package stays readable: imports run one way, and lesson markers name real headings.
+"""The project's shape: what is taught stays small and apart from what serves it.
 
-`helpers/` is what the lessons teach and call. Its modules sit in three layers, from the
-bottom: plain tools (paths, files, text, progress bars, tables), the stages of the
-pipeline (retrieval, reading, parsing, scoring, screening, agreement, the fixture), and
-the lessons' own content above them (the review, the judge, attacks and defences,
-exercises). A module imports only modules of its own layer or below, never one above,
-and no chain of imports comes back to where it started. The book's machinery
-(`bookkit/`) may use the helpers; no helper imports it.
+Three packages, imports running one way:
 
-Every helper names the lesson section that introduces it (``Lesson 3, "Force the format
-with a grammar"``); each such marker must name a heading that the lesson has.
+- ``helpers/`` holds what the lessons teach, in three layers from the bottom: tools
+  (text, the decoding step, intervals, values, the attack rule language), the stages of
+  the pipeline (retrieval, prompts, grammar, parsing, scoring, screen, baseline,
+  agreement), and the lessons' own content (review, judge, attacks, defences,
+  exercises). A module imports only its own layer or below, never in a circle, and it
+  imports the runtime only by a declared entry point (``from runtime import NAME``, NAME
+  in ``runtime.ENTRY_POINTS``), never a runtime module.
+- ``runtime/`` serves the lessons (readers, records, fixture, display, one command line);
+  it may import helpers, never the build.
+- ``bookkit/`` builds the book; nothing else imports it.
+
+Each taught module fits a budget of code lines (non-blank lines that are neither comments
+nor docstrings), as do the packages and the tests; and every helper names the lesson
+section that introduces it, a heading the lesson has.
 """
 from __future__ import annotations
 
@@ -22,163 +28,231 @@ from pathlib import Path
 
 import pytest
 
-from helpers.paths import LESSONS_DIR, PROJECT_ROOT
+from runtime import ENTRY_POINTS
+from runtime.paths import LESSONS_DIR, PROJECT_ROOT
 
-HELPERS = PROJECT_ROOT / "helpers"
+PACKAGES = ("helpers", "runtime", "bookkit")
 
-#: Each top-level module or subpackage of helpers/, by layer (0 is the bottom).
+#: Each module of helpers/ (top-level name) by layer, 0 the bottom.
 LAYERS = {
-    0: {"__init__", "paths", "files", "text", "progress", "display", "attack_rules",
-        "intervals", "values"},
-    1: {"retrieval", "dense", "baseline", "parsing", "scoring", "screen", "agreement",
-        "fixture", "reader"},
-    2: {"review", "judge", "attacks", "defences", "pinned_reader", "exercises"},
+    0: {"__init__", "text", "decoding", "intervals", "values", "attack_rules"},
+    1: {"retrieval", "dense", "prompts", "grammar", "parsing", "scoring", "screen",
+        "baseline", "agreement"},
+    2: {"review", "judge", "attacks", "defences", "exercises"},
 }
 LAYER_NAMES = {0: "tools", 1: "stages", 2: "lesson content"}
 
+#: Code lines a taught module may have (a few teach more and may have more).
+MODULE_BUDGET = 250
+LARGER_BUDGETS = {"agreement": 400, "defences": 400}
+#: Code lines of whole parts of the project.
+TOTAL_BUDGETS = {"helpers without exercises": 3200, "helpers/exercises": 1300,
+                 "runtime and bookkit": 4500, "tests": 10500}
+
+
+def code_lines(path: Path) -> int:
+    """Non-blank lines that are neither comments nor docstrings."""
+    source = path.read_text(encoding="utf-8")
+    docstrings = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(
+                    getattr(body[0], "value", None), ast.Constant) and isinstance(
+                    body[0].value.value, str):
+                docstrings.update(range(body[0].lineno, body[0].end_lineno + 1))
+    lines = set()
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
+            tokenize.ENDMARKER}
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type not in skip:
+            lines.update(range(token.start[0], token.end[0] + 1))
+    return len(lines - docstrings)
+
+
+def python_files(root: Path, package: str) -> list[Path]:
+    return [p for p in sorted((root / package).rglob("*.py")) if "__pycache__" not in p.parts]
+
 
 def module_name(path: Path, root: Path) -> str:
-    """``helpers.reader.generation`` for helpers/reader/generation.py (a package's
-    ``__init__.py`` is the package itself)."""
-    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def modules(root: Path) -> dict[str, Path]:
-    return {module_name(path, root): path for path in sorted(root.rglob("*.py"))
-            if "__pycache__" not in path.parts}
-
-
-def imports(path: Path, name: str, known: set[str]) -> list[tuple[str, int]]:
-    """The modules of ``known`` that the file imports, anywhere in it (inside functions
-    too), with the line of each import."""
-    is_package = path.name == "__init__.py"
-    package = name if is_package else name.rpartition(".")[0]
+def imports(path: Path, name: str) -> list[tuple[str, tuple[str, ...], int]]:
+    """Every import of the file, anywhere in it: (module, names imported from it, line),
+    with relative imports resolved."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
+            found += [(alias.name, (), node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
             if node.level:
-                base_parts = package.split(".")
-                base_parts = base_parts[:len(base_parts) - (node.level - 1)]
-                base = ".".join(base_parts + ([node.module] if node.module else []))
-            else:
-                base = node.module or ""
-            # `from .reader import constrained` imports the submodule, not only the package.
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
-                       for alias in node.names]
-        else:
-            continue
-        for target in targets:
-            while target and target not in known:  # import a.b.c of a module a.b
-                target = target.rpartition(".")[0]
-            if target and target != name:
-                found.append((target, node.lineno))
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1] + ([base] if base else []))
+            found.append((base, tuple(a.name for a in node.names), node.lineno))
     return found
+
+
+def project_graph(root: Path = PROJECT_ROOT) -> dict[str, list[tuple[str, tuple, int]]]:
+    """The imports of every module of the three packages, by module name."""
+    return {module_name(path, root): imports(path, module_name(path, root))
+            for package in PACKAGES for path in python_files(root, package)}
+
+
+def resolve(target: str, names: tuple, known: set[str]) -> list[str]:
+    """The project modules an import reaches: ``from helpers import text`` reaches
+    helpers.text; ``from runtime.readers import x`` reaches runtime.readers."""
+    reached = [f"{target}.{n}" for n in names if f"{target}.{n}" in known]
+    while target and target not in known:
+        target = target.rpartition(".")[0]
+    return reached or ([target] if target else [])
 
 
 def layer_of(name: str) -> int:
     top = name.split(".")[1] if "." in name else "__init__"
-    for layer, members in LAYERS.items():
-        if top in members:
-            return layer
-    raise KeyError(name)
+    return next(layer for layer, members in LAYERS.items() if top in members)
 
 
-def import_graph(root: Path = HELPERS) -> dict[str, list[tuple[str, int]]]:
-    found = modules(root)
-    return {name: imports(path, name, set(found)) for name, path in found.items()}
+def structure_problems(root: Path = PROJECT_ROOT) -> list[str]:
+    """Every import that breaks the project's shape (see the module docstring)."""
+    graph = project_graph(root)
+    known = set(graph)
+    problems = []
+    for source, found in graph.items():
+        package = source.split(".")[0]
+        for target, names, line in found:
+            for reached in resolve(target, names, known):
+                if reached == source:
+                    continue
+                where = f"{source} line {line}"
+                kind = reached.split(".")[0]
+                if kind == "bookkit" and package != "bookkit":
+                    problems.append(f"{where} imports the build ({reached})")
+                elif package == "helpers" and kind == "runtime":
+                    declared = reached == "runtime" and all(n in ENTRY_POINTS for n in names)
+                    if not declared:
+                        shown = ", ".join(names) or reached
+                        problems.append(f"{where} imports the runtime other than by a "
+                                        f"declared entry point: {reached} ({shown})")
+                elif package == "helpers" and kind == "helpers" and \
+                        layer_of(reached) > layer_of(source):
+                    problems.append(
+                        f"{where} (layer {LAYER_NAMES[layer_of(source)]}) imports {reached} "
+                        f"(layer {LAYER_NAMES[layer_of(reached)]})")
+    return problems
 
 
-def upward_imports(graph) -> list[str]:
-    return [f"{source} (layer {LAYER_NAMES[layer_of(source)]}) imports {target} "
-            f"(layer {LAYER_NAMES[layer_of(target)]}) at line {line}"
-            for source, targets in graph.items() for target, line in sorted(set(targets))
-            if layer_of(target) > layer_of(source)]
+def circles(root: Path = PROJECT_ROOT) -> list[list[str]]:
+    """Every import circle between modules, each as the modules in order."""
+    graph = project_graph(root)
+    edges = {s: sorted({r for t, n, _ in found for r in resolve(t, n, set(graph)) if r != s})
+             for s, found in graph.items()}
+    cycles, seen, done = [], set(), set()
 
-
-def circles(graph) -> list[list[str]]:
-    """Every import circle, each as the modules in order (found by depth-first search)."""
-    edges = {source: sorted({t for t, _ in targets}) for source, targets in graph.items()}
-    found, seen = [], set()
-
-    def visit(node, path, on_path):
+    def visit(node, path):
         for nxt in edges.get(node, []):
-            if nxt in on_path:
+            if nxt in path:
                 cycle = path[path.index(nxt):]
-                key = frozenset(cycle)
-                if key not in seen:
-                    seen.add(key)
-                    found.append(cycle + [nxt])
+                if frozenset(cycle) not in seen:
+                    seen.add(frozenset(cycle))
+                    cycles.append(cycle + [nxt])
             elif nxt not in done:
-                visit(nxt, path + [nxt], on_path | {nxt})
+                visit(nxt, path + [nxt])
         done.add(node)
 
-    done: set[str] = set()
     for start in sorted(edges):
         if start not in done:
-            visit(start, [start], {start})
-    return found
+            visit(start, [start])
+    return cycles
 
 
-def test_every_helper_module_has_a_layer():
-    unplaced = [name for name in modules(HELPERS) if _unplaced(name)]
+def budget_problems(root: Path = PROJECT_ROOT) -> list[str]:
+    """Every taught module over its budget, and every part of the project over its total."""
+    problems = []
+    taught = [p for p in python_files(root, "helpers") if "exercises" not in p.parts]
+    for path in taught:
+        budget = LARGER_BUDGETS.get(path.stem, MODULE_BUDGET)
+        if code_lines(path) > budget:
+            problems.append(f"{path.relative_to(root)} has {code_lines(path)} code lines, "
+                            f"over its budget of {budget}")
+    totals = {
+        "helpers without exercises": sum(map(code_lines, taught)),
+        "helpers/exercises": sum(map(code_lines, python_files(root, "helpers/exercises"))),
+        "runtime and bookkit": sum(code_lines(p) for k in ("runtime", "bookkit")
+                                   for p in python_files(root, k)),
+        "tests": sum(map(code_lines, python_files(root, "tests"))),
+    }
+    problems += [f"{part} has {totals[part]} code lines, over its budget of {budget}"
+                 for part, budget in TOTAL_BUDGETS.items() if totals[part] > budget]
+    return problems
+
+
+def test_every_taught_module_has_a_layer():
+    unplaced = [name for name in project_graph() if name.startswith("helpers")
+                and not any(name.split(".")[1:2] == [m] or name == "helpers"
+                            for members in LAYERS.values() for m in members)]
     assert unplaced == [], f"place these modules in a layer of LAYERS: {unplaced}"
 
 
-def _unplaced(name: str) -> bool:
-    try:
-        layer_of(name)
-    except KeyError:
-        return True
-    return False
+def test_imports_run_one_way_and_never_in_a_circle():
+    graph = project_graph()
+    assert sum(len(found) for found in graph.values()) > 200, "the import scan found too little"
+    assert structure_problems() == []
+    assert circles() == []
 
 
-def test_the_helpers_have_no_import_circle_and_no_upward_import():
-    graph = import_graph()
-    assert sum(len(targets) for targets in graph.values()) > 50, "the import scan found too little"
-    assert upward_imports(graph) == []
-    assert circles(graph) == []
+def test_every_budget_holds():
+    assert budget_problems() == []
 
 
-def test_no_helper_imports_the_books_machinery():
-    found = []
-    for path in sorted(HELPERS.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
-                     else [])
-            found += [f"{path.relative_to(PROJECT_ROOT)}:{node.lineno} imports {n}"
-                      for n in names if n == "bookkit" or n.startswith("bookkit.")]
-    assert found == []
+def test_every_entry_point_exists():
+    import runtime
+
+    missing = [name for name in ENTRY_POINTS if not hasattr(runtime, name)]
+    assert missing == []
 
 
-def _write_package(root: Path, files: dict[str, str]) -> Path:
+def _write(root: Path, files: dict[str, str]) -> Path:
     for relative, text in files.items():
-        path = root / "helpers" / relative
+        path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-    return root / "helpers"
+    return root
 
 
-def test_the_scan_finds_a_circle_and_an_upward_import(tmp_path):
-    """The checks above can fail: a circle through a function-level import, and a stage
-    that imports lesson content."""
-    root = _write_package(tmp_path, {
-        "__init__.py": "",
-        "fixture.py": "from .attacks import ATTACK_KINDS\n",
-        "attacks.py": "def f():\n    from .fixture import load\n",
-        "reader/__init__.py": "from .generation import x\n",
-        "reader/generation.py": "from ..text import tokenize\n",
-        "text.py": "",
+def test_the_checks_fail_on_a_runtime_import_an_upward_import_a_circle_and_a_large_module(
+        tmp_path):
+    """The checks above can fail: a taught module that reaches into a runtime module, one
+    that imports an undeclared name, a tool that imports lesson content, a circle through
+    a function-level import, and a taught module over its budget."""
+    oversized = "".join(f"value_{n} = {n}\n" for n in range(MODULE_BUDGET + 1))
+    root = _write(tmp_path, {
+        "helpers/__init__.py": "", "runtime/__init__.py": "", "bookkit/__init__.py": "",
+        "runtime/readers.py": "import helpers.text\n",
+        "helpers/text.py": "from .review import REASONS\n",
+        "helpers/review.py": "def f():\n    from .text import tokenize\n",
+        "helpers/screen.py": "from runtime.readers import load_reader\n",
+        "helpers/scoring.py": "from runtime import load_reader, secret_internal\n",
+        "helpers/parsing.py": "from runtime import load_reader\n",
+        "helpers/values.py": oversized,
+        "tests/test_x.py": "",
     })
-    graph = import_graph(root)
-    assert upward_imports(graph) == [
-        "helpers.fixture (layer stages) imports helpers.attacks (layer lesson content) at line 1"]
-    assert circles(graph) == [["helpers.attacks", "helpers.fixture", "helpers.attacks"]]
+    assert structure_problems(root) == [
+        "helpers.scoring line 1 imports the runtime other than by a declared entry point: "
+        "runtime (load_reader, secret_internal)",
+        "helpers.screen line 1 imports the runtime other than by a declared entry point: "
+        "runtime.readers (load_reader)",
+        "helpers.text line 1 (layer tools) imports helpers.review (layer lesson content)",
+    ]
+    assert circles(root) == [["helpers.review", "helpers.text", "helpers.review"]]
+    assert budget_problems(root) == [
+        f"helpers/values.py has {MODULE_BUDGET + 1} code lines, over its budget of "
+        f"{MODULE_BUDGET}"]
 
 
 # --------------------------------------------------------------------------- markers
@@ -190,8 +264,8 @@ HEADING = re.compile(r"^#{1,4}\s+(.+?)\s*(?:\{[^}]*\})?\s*$", re.M)
 def lesson_headings() -> dict[int, set[str]]:
     found = {}
     for path in sorted(LESSONS_DIR.glob("[0-9][0-9]-*.ipynb")):
-        notebook = json.loads(path.read_text(encoding="utf-8"))
-        text = "\n".join("".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "markdown")
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
         found[int(path.name[:2])] = {m.group(1) for m in HEADING.finditer(text)}
     return found
 
@@ -199,52 +273,53 @@ def lesson_headings() -> dict[int, set[str]]:
 def prose(path: Path) -> str:
     """The docstrings and comments of a module, each run of comment lines joined."""
     source = path.read_text(encoding="utf-8")
-    parts = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            docstring = ast.get_docstring(node, clean=False)
-            if docstring:
-                parts.append(docstring)
-    comments, last_line = [], None
+    parts = [ast.get_docstring(node, clean=False) or "" for node in ast.walk(ast.parse(source))
+             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                  ast.AsyncFunctionDef))]
+    comments, last = [], None
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
         if token.type == tokenize.COMMENT:
             text = token.string.lstrip("#:").strip()
-            if last_line is not None and token.start[0] == last_line + 1 and comments:
+            if last is not None and token.start[0] == last + 1 and comments:
                 comments[-1] += " " + text
             else:
                 comments.append(text)
-            last_line = token.start[0]
+            last = token.start[0]
     return "\n".join(parts + comments)
 
 
-def markers(root: Path = HELPERS) -> list[tuple[str, int, str]]:
-    """Every ``Lesson N, "heading"`` in the helpers' docstrings and comments, with line
-    breaks and indentation inside a marker read as one space."""
-    found = []
-    for path in sorted(root.rglob("*.py")):
-        text = re.sub(r"\s*\n\s*", " ", prose(path))
-        found += [(str(path.relative_to(root.parent)), int(m.group(1)), m.group(2))
-                  for m in MARKER.finditer(text)]
-    return found
+def markers(root: Path, package: str) -> dict[str, list[tuple[int, str]]]:
+    """Every ``Lesson N, "heading"`` in a package's docstrings and comments, by file."""
+    return {str(path.relative_to(root)): [(int(m.group(1)), m.group(2)) for m in
+                                          MARKER.finditer(re.sub(r"\s*\n\s*", " ", prose(path)))]
+            for path in python_files(root, package)}
 
 
 def wrong_markers(found, headings) -> list[str]:
     return [f'{where}: lesson {number} has no heading "{heading}"'
-            for where, number, heading in found if heading not in headings.get(number, set())]
+            for where, pairs in found.items() for number, heading in pairs
+            if heading not in headings.get(number, set())]
 
 
 def test_every_lesson_marker_names_a_heading_of_that_lesson():
-    found = markers()
-    assert len(found) > 50, "the marker scan found too few markers"
+    found = {**markers(PROJECT_ROOT, "helpers"), **markers(PROJECT_ROOT, "runtime")}
+    assert sum(map(len, found.values())) > 50, "the marker scan found too few markers"
     assert wrong_markers(found, lesson_headings()) == []
 
 
+def test_every_taught_module_names_the_section_that_introduces_it():
+    found = markers(PROJECT_ROOT, "helpers")
+    unnamed = [where for where, pairs in found.items()
+               if not pairs and not where.endswith("__init__.py") and "exercises" not in where]
+    assert unnamed == []
+
+
 def test_a_marker_with_a_heading_the_lesson_lacks_is_reported(tmp_path):
-    root = _write_package(tmp_path, {"constrained.py": '"""Lesson 3, "Force the\n    format"."""\n'})
-    found = markers(root)
-    assert found == [("helpers/constrained.py", 3, "Force the format")]
+    root = _write(tmp_path, {"helpers/grammar.py": '"""Lesson 3, "Force the\n    format"."""\n'})
+    found = markers(root, "helpers")
+    assert found == {"helpers/grammar.py": [(3, "Force the format")]}
     assert wrong_markers(found, lesson_headings()) == [
-        'helpers/constrained.py: lesson 3 has no heading "Force the format"']
+        'helpers/grammar.py: lesson 3 has no heading "Force the format"']
 
 
 @pytest.mark.parametrize("number", [1, 2, 3, 4, 5])

@@ -1,0 +1,91 @@
+"""Guards for the figures a lesson's prose quotes.
+
+A conclusion on a page is a sentence its author wrote after reading the result. The
+short visible cell after it calls :func:`check_claim` with the sentence, the figures it
+states and the figures this run computed. When they differ, the render stops there, as
+the parse gate of lesson 1 stops it, with a message that quotes the sentence, the figures
+it states and the figures of this run; so a page never publishes a sentence its own
+results no longer support.
+
+Replies of a reader that runs live (lessons 2, 3 and 5 run SmolLM2 on this machine) can
+differ on another machine or another version of torch or transformers. Then the message
+also names the reader, its revision and the package versions. Setting
+``RIVERTON_GUARDS=warn`` lets the render go on and shows the same message as a visible
+warning beside the sentence instead: never a false sentence without a word.
+"""
+from __future__ import annotations
+
+import html
+import importlib.metadata
+import math
+import os
+
+GUARDS_ENV = "RIVERTON_GUARDS"
+
+
+class ClaimMismatch(AssertionError):
+    """A sentence of the page states figures that this run does not give."""
+
+
+def _same(claimed, computed) -> bool:
+    if isinstance(claimed, float) or isinstance(computed, float):
+        try:
+            return math.isclose(float(claimed), float(computed), rel_tol=0, abs_tol=1e-9)
+        except (TypeError, ValueError):
+            return False
+    if isinstance(claimed, (list, tuple)) and isinstance(computed, (list, tuple)):
+        return len(claimed) == len(computed) and all(map(_same, claimed, computed))
+    if isinstance(claimed, dict) and isinstance(computed, dict):
+        return claimed.keys() == computed.keys() and all(_same(claimed[k], computed[k])
+                                                         for k in claimed)
+    return claimed == computed
+
+
+def _plain(value):
+    """A value as the message shows it: numpy scalars and tuples as plain Python."""
+    if hasattr(value, "item") and not isinstance(value, (list, tuple, dict)):
+        return value.item()
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def live_context(reader) -> str:
+    """What a live reader's figures depend on: the model, its revision, the packages."""
+    versions = []
+    for package in ("torch", "transformers", "llguidance"):
+        try:
+            versions.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return (f" These figures come from {reader.model_id} running live on this machine "
+            f"(revision {reader.revision}; {', '.join(versions)}). Its replies can differ "
+            "on another machine or package version from the ones the sentence was "
+            "written from.")
+
+
+def check_claim(sentence: str, claimed, computed, *, reader=None) -> None:
+    """Stop the render unless ``computed`` (this run's figures) equals ``claimed`` (the
+    figures ``sentence`` states). Numbers are compared to 1e-9; sequences and dicts item
+    by item. ``reader``: the reader whose replies the figures come from, named in the
+    message when it ran live."""
+    claimed, computed = _plain(claimed), _plain(computed)
+    if _same(claimed, computed):
+        return
+    message = (f'The page says: "{sentence}" (that is {claimed!r}), but this run gives '
+               f"{computed!r}.")
+    if reader is not None and getattr(reader, "mode", None) == "live":
+        message += live_context(reader)
+    message += " Rewrite the sentence (and this check) for the new result, or find what changed."
+    if os.environ.get(GUARDS_ENV, "").strip().lower() != "warn":
+        raise ClaimMismatch(message)
+    from IPython.display import display
+
+    display({"text/html": f'<div class="riverton-claim-warning" style="border-left: 4px solid '
+                          f'#c0392b; padding: 0.5em 1em;"><strong>Warning: this sentence no '
+                          f'longer holds.</strong> {html.escape(message)}</div>',
+             "text/markdown": f"::: {{.callout-warning}}\n## This sentence no longer holds\n\n"
+                              f"{message}\n:::\n",
+             "text/plain": f"WARNING: {message}"}, raw=True)
