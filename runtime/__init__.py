@@ -23,7 +23,7 @@ ENTRY_POINTS = {
     "load_encoder": "encoder", "ENGINES": "server", "UNKNOWN_ENGINE": "server",
     # the page
     "show_table": "display", "show_source": "display", "Markdown": "display",
-    "interactive_tables": "display", "check_claim": "claims",
+    "interactive_tables": "display", "check_claim": "claims", "pipeline_figure": "figures",
     "QuestionProgress": "progress",
     # lesson 4's review
     "recorded_replies": "reviews", "load_review": "reviews", "load_student_reviews": "reviews",
