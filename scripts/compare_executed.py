@@ -26,6 +26,7 @@ _NOISE = [
     (re.compile(r"\bitables_[0-9a-f]{8}(?:_[0-9a-f]{4}){3}_[0-9a-f]{12}"), "<table-id>"),
     (re.compile(r"<(?:helpers|runtime)\.[\w.]+ object(?: at 0x[0-9a-f]+)?>"), "<object>"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
+    (re.compile(r'"model_id": "[0-9a-f]{32}"'), '"model_id": "<widget>"'),
 ]
 
 

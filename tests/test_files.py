@@ -1,11 +1,11 @@
-"""helpers/files.py: the one writer every file written over an older one goes through."""
+"""runtime/files.py: the one writer every file written over an older one goes through."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from helpers.files import write_json_atomic, write_text_atomic
+from runtime.files import write_json_atomic, write_text_atomic
 
 
 def test_the_text_lands_byte_for_byte_and_nothing_else_is_left(tmp_path):

@@ -9,13 +9,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from helpers.parsing import (
-    ReplyParseError,
-    assert_all_parsed,
-    parse_outputs,
-    parse_reader_output,
-    show_line_breaks,
-)
+from helpers.parsing import (ReplyParseError, assert_all_parsed, parse_outputs,
+                             parse_reader_output, show_line_breaks)
 
 # The reference render's table "Strictly parsed reader outputs".
 PRINTED_PARSED = {
@@ -28,33 +23,20 @@ PRINTED_PARSED = {
 }
 
 
-def test_six_recorded_replies_parse_as_printed(parsed, questions):
+def test_six_recorded_replies_parse_as_printed(source_raw_outputs, parsed, questions):
     expected_action = dict(zip(questions["question_id"], questions["expected_action"]))
     assert parsed["question_id"].tolist() == list(PRINTED_PARSED)
-    assert parsed["parse_ok"].all()
+    assert parsed["parse_ok"].all() and (parsed["parse_problem"] == "").all()
     for row in parsed.itertuples(index=False):
         answer, sources, observed, expected = PRINTED_PARSED[row.question_id]
-        assert row.parsed_answer == answer, row.question_id
         shown = ", ".join(row.parsed_sources) if row.parsed_sources else "none"
-        assert shown == sources, row.question_id
-        assert row.observed_action == observed, row.question_id
+        assert (row.parsed_answer, shown, row.observed_action) == (answer, sources, observed)
         assert expected_action[row.question_id] == expected, row.question_id
-        assert row.parse_problem == ""
-
-
-def test_recorded_replies_show_their_line_break(source_raw_outputs):
-    shown = [show_line_breaks(text) for text in source_raw_outputs["raw_output"]]
-    assert shown[0] == "Answer: $150 per week ⏎ Sources: H08"
-    assert show_line_breaks("a\r\nb") == "a ⏎ b"
-
-
-def test_parse_outputs_keeps_the_input_columns(source_raw_outputs):
-    out = parse_outputs(source_raw_outputs)
-    assert out["raw_output"].tolist() == source_raw_outputs["raw_output"].tolist()
-    assert {"parse_ok", "parsed_answer", "parsed_sources", "observed_action",
-            "parse_problem"} <= set(out.columns)
-    # The input frame is not modified.
+    # parse_outputs adds its columns to a copy and keeps the replies as they were.
+    assert parsed["raw_output"].tolist() == source_raw_outputs["raw_output"].tolist()
     assert list(source_raw_outputs.columns) == ["question_id", "raw_output"]
+    assert show_line_breaks(parsed["raw_output"].iloc[0]) == "Answer: $150 per week ⏎ Sources: H08"
+    assert show_line_breaks("a\r\nb") == "a ⏎ b"
 
 
 # --- malformed replies: each is a parse failure ---------------------------------
@@ -96,70 +78,48 @@ def test_malformed_replies_fail(reply, problem_part):
 # --- documented acceptances --------------------------------------------------------
 
 
-def test_crlf_line_end_is_accepted():
-    result = parse_reader_output("Answer: $150 per week\r\nSources: H08\r\n")
-    assert (result.parse_ok, result.answer, result.sources, result.action) == (
-        True, "$150 per week", ("H08",), "answer")
-
-
-def test_trailing_and_surrounding_spaces_are_trimmed():
-    result = parse_reader_output("  Answer: $150 per week   \nSources:   H08 , H11  \n\n")
-    assert result.parse_ok
-    assert result.answer == "$150 per week"
-    assert result.sources == ("H08", "H11")
-
-
-def test_the_answer_is_not_rewritten():
-    """Inner spacing, case and punctuation are kept exactly as the reader wrote them."""
-    result = parse_reader_output("Answer: no  prior  DATA, experience.\nSources: H12")
-    assert result.answer == "no  prior  DATA, experience."
-
-
-@pytest.mark.parametrize("none", ["none", "None", "NONE"])
-def test_sources_none_means_no_sources(none):
-    result = parse_reader_output(f"Answer: NOT IN HANDBOOK\nSources: {none}")
-    assert result.parse_ok
-    assert result.sources == ()
-    assert result.action == "abstain"
-
-
-def test_sources_are_split_on_commas_only():
-    assert parse_reader_output("Answer: x\nSources: H03,H11, H10").sources == ("H03", "H11", "H10")
-    # An ID that names no passage parses as written; the screen reports it
-    # (test_screen.py::test_an_id_that_does_not_exist).
-    assert parse_reader_output("Answer: $150 per week\nSources: H08, H99").sources == ("H08", "H99")
-    # Without a comma, two IDs are one (non-existent) ID; the parser does not guess.
-    assert parse_reader_output("Answer: x\nSources: H08 H11").sources == ("H08 H11",)
-
-
 @pytest.mark.parametrize(
-    ("answer", "action"),
+    ("reply", "answer", "sources", "action"),
     [
-        ("NOT IN HANDBOOK", "abstain"),
-        ("NOT IN HANDBOOK. Ask the desk.", "abstain"),
-        ("PREMISE NOT SUPPORTED: there are no weekend forklift classes.", "flag premise"),
-        ("PREMISE NOT SUPPORTED", "flag premise"),
-        # The prefixes are exact and case-sensitive; anything else is an answer.
-        ("not in handbook", "answer"),
-        ("The premise is not supported.", "answer"),
-        ("Sadly NOT IN HANDBOOK", "answer"),
+        ("Answer: $150 per week\r\nSources: H08\r\n", "$150 per week", ("H08",), "answer"),
+        # White space around the reply and around each field is trimmed...
+        ("  Answer: $150 per week   \nSources:   H08 , H11  \n\n", "$150 per week",
+         ("H08", "H11"), "answer"),
+        # ...but the answer is otherwise kept as written: inner spacing, case, punctuation.
+        ("Answer: no  prior  DATA, experience.\nSources: H12", "no  prior  DATA, experience.",
+         ("H12",), "answer"),
+        ("Answer: NOT IN HANDBOOK\nSources: none", "NOT IN HANDBOOK", (), "abstain"),
+        ("Answer: NOT IN HANDBOOK\nSources: None", "NOT IN HANDBOOK", (), "abstain"),
+        ("Answer: NOT IN HANDBOOK\nSources: NONE", "NOT IN HANDBOOK", (), "abstain"),
+        # Sources are split on commas only; an ID that names no passage parses as written
+        # (the screen reports it), and without a comma two IDs are one.
+        ("Answer: x\nSources: H03,H11, H10", "x", ("H03", "H11", "H10"), "answer"),
+        ("Answer: x\nSources: H08, H99", "x", ("H08", "H99"), "answer"),
+        ("Answer: x\nSources: H08 H11", "x", ("H08 H11",), "answer"),
+        # The action comes from exact, case-sensitive answer prefixes.
+        ("Answer: NOT IN HANDBOOK. Ask the desk.\nSources: none",
+         "NOT IN HANDBOOK. Ask the desk.", (), "abstain"),
+        ("Answer: PREMISE NOT SUPPORTED: no weekend classes.\nSources: H11",
+         "PREMISE NOT SUPPORTED: no weekend classes.", ("H11",), "flag premise"),
+        ("Answer: PREMISE NOT SUPPORTED\nSources: none", "PREMISE NOT SUPPORTED", (),
+         "flag premise"),
+        ("Answer: not in handbook\nSources: none", "not in handbook", (), "answer"),
+        ("Answer: The premise is not supported.\nSources: none", "The premise is not supported.",
+         (), "answer"),
+        ("Answer: Sadly NOT IN HANDBOOK\nSources: none", "Sadly NOT IN HANDBOOK", (), "answer"),
     ],
 )
-def test_action_comes_from_the_answer_prefix(answer, action):
-    result = parse_reader_output(f"Answer: {answer}\nSources: none")
-    assert result.parse_ok
-    assert result.action == action
-    assert result.answer == answer
+def test_documented_acceptances(reply, answer, sources, action):
+    result = parse_reader_output(reply)
+    assert (result.parse_ok, result.answer, result.sources, result.action, result.problem) == (
+        True, answer, sources, action, "")
 
 
 # --- assert_all_parsed --------------------------------------------------------------
 
 
-def test_assert_all_parsed_passes_on_the_recorded_replies(parsed):
-    assert_all_parsed(parsed)
-
-
-def test_assert_all_parsed_names_the_question_and_shows_the_output(source_raw_outputs):
+def test_assert_all_parsed_names_the_question_and_shows_the_output(source_raw_outputs, parsed):
+    assert_all_parsed(parsed)  # the recorded replies all parse
     broken = source_raw_outputs.copy()
     third_line = "Answer: NOT IN HANDBOOK\nSources: none\nI hope this helps."
     broken.loc[broken["question_id"] == "Q3", "raw_output"] = third_line
@@ -170,12 +130,8 @@ def test_assert_all_parsed_names_the_question_and_shows_the_output(source_raw_ou
     assert "2 reader replies did not parse" in message
     assert "Q3:" in message and "Q5:" in message
     assert "Q1:" not in message and "Q6:" not in message
-    assert repr(third_line) in message
-    assert "3 lines" in message
+    assert repr(third_line) in message and "3 lines" in message
     assert isinstance(caught.value, AssertionError)
-
-
-def test_assert_all_parsed_singular_message():
-    frame = pd.DataFrame({"question_id": ["Q9"], "raw_output": ["Answer: x\nSources: H01,"]})
+    one = pd.DataFrame({"question_id": ["Q9"], "raw_output": ["Answer: x\nSources: H01,"]})
     with pytest.raises(ReplyParseError, match=r"1 reader reply did not parse:\nQ9: "):
-        assert_all_parsed(parse_outputs(frame))
+        assert_all_parsed(parse_outputs(one))

@@ -8,20 +8,15 @@ sentences printed under them.
 from __future__ import annotations
 
 import math
+import re
+import string
+from collections import Counter
 
 import pytest
 
 from helpers.parsing import parse_outputs
-from helpers.scoring import (
-    action_counts,
-    action_table,
-    best_reference_scores,
-    em_zero_reason,
-    exact_match,
-    policy_table,
-    score_table,
-    token_f1,
-)
+from helpers.scoring import (action_counts, action_table, best_reference_scores, em_zero_reason,
+                             exact_match, policy_table, score_table, token_f1)
 
 PRINTED_OUTCOMES = [
     # question, reader action, expected, correct, given passages, reference, recall@3, end to end
@@ -43,15 +38,10 @@ OUTCOME_COLUMNS = [
     "reader_given_passages", "reference_agreement", "recall_at_3_label", "end_to_end_outcome",
 ]
 
-PRINTED_ACTION_TABLE = [
-    ("abstain", "abstain", 1),
-    ("abstain", "answer", 0),
-    ("abstain", "flag premise", 0),
-    ("answer", "abstain", 1),
-    ("answer", "answer", 3),
-    ("answer", "flag premise", 0),
-    ("flag premise", "abstain", 1),
-    ("flag premise", "answer", 0),
+PRINTED_ACTION_TABLE = [  # expected action, observed action, questions
+    ("abstain", "abstain", 1), ("abstain", "answer", 0), ("abstain", "flag premise", 0),
+    ("answer", "abstain", 1), ("answer", "answer", 3), ("answer", "flag premise", 0),
+    ("flag premise", "abstain", 1), ("flag premise", "answer", 0),
     ("flag premise", "flag premise", 0),
 ]
 
@@ -84,81 +74,46 @@ def test_outcome_columns_match_the_source(scores):
     assert scores["action_correct"].dtype == bool
 
 
-@pytest.mark.parametrize(
-    ("question_id", "em", "f1"),
-    [("Q1", 1, 1.0), ("Q2", 0, 4 / 7), ("Q3", 0, 0.0), ("Q4", 1, 1.0)],
-)
-def test_em_and_f1_per_answer_row(scores, question_id, em, f1):
-    row = scores.set_index("question_id").loc[question_id]
-    assert row["exact_match"] == em
-    assert row["f1"] == pytest.approx(f1, abs=1e-12)
+def test_em_and_f1_per_row(scores):
+    # Q5 and Q6 are not scored: their expected action is not "answer".
+    expected = [(1, 1.0), (0, 4 / 7), (0, 0.0), (1, 1.0), (math.nan,) * 2, (math.nan,) * 2]
+    assert scores["question_id"].tolist() == ["Q1", "Q2", "Q3", "Q4", "Q5", "Q6"]
+    assert scores[["exact_match", "f1"]].to_numpy().tolist() == [
+        pytest.approx(pair, abs=1e-12, nan_ok=True) for pair in expected]
 
 
-@pytest.mark.parametrize("question_id", ["Q5", "Q6"])
-def test_non_answer_rows_are_not_scored(scores, question_id):
-    row = scores.set_index("question_id").loc[question_id]
-    assert math.isnan(row["exact_match"]) and math.isnan(row["f1"])
-    assert row["reference_agreement"] == "not applicable"
-
-
-def test_the_summary_sentence_figures(scores):
-    """3 answers, 3 abstentions, 0 premise flags; 4 of 6 exact; 1 failed before reading."""
+def test_action_counts_and_tables_match_the_source(scores, questions):
+    """3 answers, 3 abstentions, 0 premise flags; the action table; the policy table."""
     assert action_counts(scores) == {"answer": 3, "abstain": 3, "flag premise": 0,
                                      "parse failure": 0}
-    assert int(scores["action_correct"].sum()) == 4
-    assert int((scores["end_to_end_outcome"] == "failed before reading").sum()) == 1
-
-
-def test_em_zero_explanation_matches_the_source(scores):
-    reason = em_zero_reason(scores)
-    assert reason["rows"] == "Q2"
-    assert reason["count"] == 1
-    assert reason["reason"] == (
-        "Q2 has exact match 0 because the answer contains an acceptable variant but "
-        "includes extra words"
-    )
-
-
-def test_action_table_matches_the_source(scores):
     table = action_table(scores)
     assert list(table.columns) == ["expected_action", "observed_action", "questions"]
     assert [tuple(r) for r in table.itertuples(index=False)] == PRINTED_ACTION_TABLE
-    assert table["questions"].sum() == 6
-
-
-def test_policy_table_matches_the_source(scores, questions):
-    table = policy_table(scores, questions)
-    assert [tuple(r) for r in table.itertuples(index=False)] == PRINTED_POLICIES
+    assert [tuple(r) for r in policy_table(scores, questions).itertuples(index=False)] == \
+        PRINTED_POLICIES
 
 
 # --- parse failures and other reader behaviours ----------------------------------
 
 
-def test_a_parse_failure_counts_as_the_empty_prediction(source_raw_outputs, questions, gold):
+def test_a_parse_failure_is_an_empty_prediction_and_a_fourth_action(source_raw_outputs,
+                                                                     questions, gold):
     scores = _scores_with(source_raw_outputs, questions, gold,
-                          {"Q1": "Answer: $150 per week\nSources: H08\nHope that helps!"})
+                          {"Q1": "Answer: $150 per week\nSources: H08\nHope that helps!",
+                           "Q5": "NOT IN HANDBOOK"})
     row = scores.set_index("question_id").loc["Q1"]
     assert row["reader_action"] == "parse failure"
     assert row["exact_match"] == 0 and row["f1"] == 0.0
     assert row["reference_agreement"] == "EM 0; F1 0.00"
     assert not row["action_correct"]
     assert row["end_to_end_outcome"] == "unexpected action"
-    assert action_counts(scores)["parse failure"] == 1
-
-
-def test_a_parse_failure_is_a_fourth_observed_action(source_raw_outputs, questions, gold):
-    scores = _scores_with(source_raw_outputs, questions, gold,
-                          {"Q1": "Answer: $150 per week", "Q5": "NOT IN HANDBOOK"})
+    assert action_counts(scores)["parse failure"] == 2
     table = action_table(scores)
-    assert len(table) == 12
-    assert sorted(set(table["observed_action"])) == [
-        "abstain", "answer", "flag premise", "parse failure"]
+    assert len(table) == 12 and table["questions"].sum() == 6
     counts = {(e, o): n for e, o, n in table.itertuples(index=False)}
-    assert counts[("answer", "parse failure")] == 1
-    assert counts[("abstain", "parse failure")] == 1
+    assert counts[("answer", "parse failure")] == counts[("abstain", "parse failure")] == 1
     assert counts[("flag premise", "parse failure")] == 0
     assert counts[("answer", "answer")] == 2
-    assert table["questions"].sum() == 6
     policies = policy_table(scores, questions).set_index("policy")
     assert policies.at["observed reader", "exact_action_matches"] == 2
     assert policies.at["observed reader", "rows_missed"] == "Q1, Q3, Q5, Q6"
@@ -173,36 +128,30 @@ def test_flagging_the_premise_is_the_expected_action(source_raw_outputs, questio
     assert row["reader_action"] == "flag premise" and row["action_correct"]
     assert row["end_to_end_outcome"] == "expected action"
     assert row["reference_agreement"] == "not applicable"
-    table = action_table(scores)
-    counts = {(e, o): n for e, o, n in table.itertuples(index=False)}
-    assert counts[("flag premise", "flag premise")] == 1
-    assert counts[("flag premise", "abstain")] == 0
+    counts = {(e, o): n for e, o, n in action_table(scores).itertuples(index=False)}
+    assert (counts[("flag premise", "flag premise")], counts[("flag premise", "abstain")]) == (1, 0)
     assert policy_table(scores, questions).set_index("policy").at[
         "observed reader", "rows_missed"] == "Q3"
 
 
-def test_no_em_zero_rows(source_raw_outputs, questions, gold):
-    scores = _scores_with(source_raw_outputs, questions, gold,
-                          {"Q2": "Answer: Oct. 15\nSources: H14"})
-    assert em_zero_reason(scores) == {
-        "rows": "", "count": 0,
-        "reason": "no correctly handled answer row has exact match 0"}
-
-
-def test_em_zero_for_two_rows_with_extra_words(source_raw_outputs, questions, gold):
-    scores = _scores_with(source_raw_outputs, questions, gold,
-                          {"Q1": "Answer: It is $150 per week.\nSources: H08"})
-    assert em_zero_reason(scores)["reason"] == (
-        "Q1, Q2 have exact match 0 because each answer contains an acceptable variant "
-        "but includes extra words")
-
-
-def test_em_zero_for_wording_differences(source_raw_outputs, questions, gold):
-    scores = _scores_with(source_raw_outputs, questions, gold,
-                          {"Q1": "Answer: One hundred fifty dollars weekly\nSources: H08"})
-    row = scores.set_index("question_id").loc["Q1"]
-    assert row["exact_match"] == 0 and 0 < row["f1"] < 1  # "dollars" is shared
-    assert em_zero_reason(scores)["reason"] == "Q1, Q2 have exact match 0 for wording differences"
+@pytest.mark.parametrize(
+    ("replacements", "rows", "reason"),
+    [
+        ({}, "Q2", "Q2 has exact match 0 because the answer contains an acceptable variant but "
+                   "includes extra words"),  # the sentence printed under the table
+        ({"Q2": "Answer: Oct. 15\nSources: H14"}, "",
+         "no correctly handled answer row has exact match 0"),
+        ({"Q1": "Answer: It is $150 per week.\nSources: H08"}, "Q1, Q2",
+         "Q1, Q2 have exact match 0 because each answer contains an acceptable variant but "
+         "includes extra words"),
+        ({"Q1": "Answer: One hundred fifty dollars weekly\nSources: H08"}, "Q1, Q2",
+         "Q1, Q2 have exact match 0 for wording differences"),
+    ],
+)
+def test_em_zero_reason(source_raw_outputs, questions, gold, replacements, rows, reason):
+    scores = _scores_with(source_raw_outputs, questions, gold, replacements)
+    assert em_zero_reason(scores) == {"rows": rows, "count": len(rows.split(", ")) if rows else 0,
+                                      "reason": reason}
 
 
 def test_unknown_question_ids_are_rejected(source_raw_outputs, questions, gold):
@@ -215,59 +164,69 @@ def test_unknown_question_ids_are_rejected(source_raw_outputs, questions, gold):
 # --- the metrics themselves -------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("prediction", "reference", "em"),
-    [
-        ("$150 per week", "$150 per week", 1),
-        ("150 per week", "$150 per week", 1),       # "$" is a symbol
-        ("The $150, per week!", "$150 per week", 1),  # article and punctuation
-        ("€150 — per  week", "150 per week", 1),    # Unicode symbol and dash, spaces
-        ("Oct. 15", "Oct 15", 1),
-        ("NO", "No", 1),
-        ("$150 a week", "$150 per week", 0),
-        ("$150 per week", "$150", 0),
-        ("", "$150", 0),
-    ],
-)
-def test_exact_match(prediction, reference, em):
-    assert exact_match(prediction, reference) == em
+def _squad(prediction: str, reference: str) -> tuple[int, float]:
+    """EM and F1 as the official SQuAD v1.1 evaluation script computes them (its
+    normalisation deletes ASCII punctuation only)."""
+    def normalize(text: str) -> str:
+        text = "".join(ch for ch in text.lower() if ch not in string.punctuation)
+        return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
+
+    predicted, gold = normalize(prediction).split(), normalize(reference).split()
+    same = sum((Counter(predicted) & Counter(gold)).values())
+    if same == 0:
+        return int(predicted == gold), 0.0
+    precision, recall = same / len(predicted), same / len(gold)
+    return int(predicted == gold), 2 * precision * recall / (precision + recall)
 
 
 @pytest.mark.parametrize(
-    ("prediction", "reference", "f1"),
+    ("prediction", "reference", "em", "f1"),
     [
-        ("Applications close on October 15.", "October 15", 4 / 7),
-        ("$150", "$150 per week", 0.5),            # precision 1, recall 1/3
+        ("$150 per week", "$150 per week", 1, 1.0),
+        ("150 per week", "$150 per week", 1, 1.0),           # "$" is a symbol
+        ("The $150, per week!", "$150 per week", 1, 1.0),    # article and punctuation
+        ("€150 — per  week", "150 per week", 1, 1.0),        # Unicode symbol and dash, spaces
+        ("Oct. 15", "Oct 15", 1, 1.0),
+        ("NO", "No", 1, 1.0),
+        ("$150 a week", "$150 per week", 0, 0.8),            # 2 shared: precision 1, recall 2/3
+        ("Applications close on October 15.", "October 15", 0, 4 / 7),
+        ("$150", "$150 per week", 0, 0.5),                   # precision 1, recall 1/3
         # Multiset overlap: a repeated token counts only as often as in both.
-        ("150 150 150", "150", 0.5),               # precision 1/3, recall 1
-        ("week week", "week week", 1.0),           # a set overlap would give 0.5
-        ("150 150", "150 150 week", 0.8),          # 2 shared: precision 1, recall 2/3
-        ("week week pay", "week pay pay", 2 / 3),  # 2 shared of 3 and 3
-        ("the a an", "150", 0.0),                  # only articles: empty after normalising
-        ("", "150", 0.0),                          # the empty prediction earns nothing
-        ("NOT IN HANDBOOK", "Room 104", 0.0),
+        ("150 150 150", "150", 0, 0.5),                      # precision 1/3, recall 1
+        ("week week", "week week", 1, 1.0),                  # a set overlap would give 0.5
+        ("150 150", "150 150 week", 0, 0.8),                 # precision 1, recall 2/3
+        ("week week pay", "week pay pay", 0, 2 / 3),         # 2 shared of 3 and 3
+        ("the a an", "150", 0, 0.0),                         # only articles: empty
+        ("", "150", 0, 0.0),                                 # the empty prediction earns nothing
+        ("NOT IN HANDBOOK", "Room 104", 0, 0.0),
     ],
 )
-def test_token_f1(prediction, reference, f1):
+def test_exact_match_and_token_f1(prediction, reference, em, f1):
+    assert exact_match(prediction, reference) == em
     assert token_f1(prediction, reference) == pytest.approx(f1, abs=1e-12)
+    if (prediction + reference).isascii():  # where SQuAD's script deletes the same characters
+        assert (em, f1) == pytest.approx(_squad(prediction, reference), abs=1e-12)
 
 
-def test_best_reference_scores_take_the_best_variant():
-    variants = ("$150", "$150 per week", "$150 a week", "150 dollars per week")
-    assert best_reference_scores("$150 per week", variants) == (1.0, 1.0)
-    em, f1 = best_reference_scores("150 dollars", variants)
-    # vs "$150": 2/3; vs "150 dollars per week": precision 1, recall 1/2 -> 2/3.
-    assert em == 0.0 and f1 == pytest.approx(2 / 3)
-    em, f1 = best_reference_scores("150 dollars a week", variants)
-    # "a" goes; vs "150 dollars per week": 3 shared of 3 and 4 -> 6/7.
-    assert em == 0.0 and f1 == pytest.approx(6 / 7)
-    # EM and F1 may come from different variants.
-    em, f1 = best_reference_scores("No", ("No", "no prior data experience is required"))
-    assert (em, f1) == (1.0, 1.0)
+VARIANTS = ("$150", "$150 per week", "$150 a week", "150 dollars per week")
 
 
-def test_best_reference_scores_without_references_or_answer():
-    assert all(math.isnan(v) for v in best_reference_scores("x", ()))
-    assert all(math.isnan(v) for v in best_reference_scores("x", ("",)))
-    assert all(math.isnan(v) for v in best_reference_scores(None, ("x",)))
-    assert best_reference_scores("", ("x",)) == (0.0, 0.0)
+@pytest.mark.parametrize(
+    ("answer", "variants", "best"),
+    [
+        ("$150 per week", VARIANTS, (1.0, 1.0)),
+        # vs "$150": 2/3; vs "150 dollars per week": precision 1, recall 1/2 -> 2/3.
+        ("150 dollars", VARIANTS, (0.0, 2 / 3)),
+        # "a" goes; vs "150 dollars per week": 3 shared of 3 and 4 -> 6/7.
+        ("150 dollars a week", VARIANTS, (0.0, 6 / 7)),
+        # EM and F1 may come from different variants.
+        ("No", ("No", "no prior data experience is required"), (1.0, 1.0)),
+        ("", ("x",), (0.0, 0.0)),
+        # Nothing to score against, or no answer: NaN.
+        ("x", (), (math.nan, math.nan)),
+        ("x", ("",), (math.nan, math.nan)),
+        (None, ("x",), (math.nan, math.nan)),
+    ],
+)
+def test_best_reference_scores_take_the_best_variant(answer, variants, best):
+    assert best_reference_scores(answer, variants) == pytest.approx(best, nan_ok=True)

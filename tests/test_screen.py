@@ -6,16 +6,8 @@ from __future__ import annotations
 import pytest
 
 from helpers.parsing import parse_reader_output
-from helpers.screen import (
-    CHECKS,
-    control_outputs,
-    failed_checks,
-    numbers_in,
-    screen_label,
-    screen_reply,
-    screen_table,
-    strip_citation_tokens,
-)
+from helpers.screen import (CHECKS, control_outputs, failed_checks, numbers_in, screen_label,
+                            screen_reply, screen_table, strip_citation_tokens)
 
 PRINTED_SCREEN = {
     # question: (parsed answer, cited IDs, cited passage text, failed checks, label)
@@ -48,35 +40,21 @@ PRINTED_CONTROLS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def texts(handbook):
-    return dict(zip(handbook["passage_id"], handbook["text"]))
-
-
-@pytest.fixture(scope="module")
-def screened(parsed, retrieved, handbook):
-    return screen_table(parsed, retrieved, handbook)
-
-
-def test_screen_table_matches_the_source(screened):
+def test_screen_table_matches_the_source(parsed, retrieved, handbook):
+    screened = screen_table(parsed, retrieved, handbook)
     assert screened["question_id"].tolist() == list(PRINTED_SCREEN)
     for row in screened.itertuples(index=False):
-        expected = PRINTED_SCREEN[row.question_id]
         shown = (row.parsed_answer, row.cited_ids, row.cited_text, row.failed_checks,
                  row.screen_label)
-        assert shown == expected, row.question_id
+        assert shown == PRINTED_SCREEN[row.question_id], row.question_id
         assert row.human_support_review == "pending"
-
-
-def test_screen_table_keeps_each_check_as_a_column(screened):
-    for check in CHECKS:
-        assert screened[check].dtype == bool
+    # Each check is a column of its own; the screen passes a row that passes all six.
+    assert all(screened[check].dtype == bool for check in CHECKS)
     assert (screened["surface_support_screen"] == screened[list(CHECKS)].all(axis=1)).all()
 
 
 def test_control_strings_match_the_source(retrieved, handbook):
-    controls = control_outputs()
-    table = screen_table(controls, retrieved, handbook)
+    table = screen_table(control_outputs(), retrieved, handbook)
     shown = [
         (row.control_id, row.parsed_answer, row.cited_ids, row.failed_checks, row.screen_label)
         for row in table.itertuples(index=False)
@@ -85,17 +63,11 @@ def test_control_strings_match_the_source(retrieved, handbook):
     assert table["question_id"].tolist() == ["Q1", "Q1"]
 
 
-def test_the_six_check_names():
+def test_the_six_checks_their_order_and_the_labels():
     assert CHECKS == ("parsed", "cited_exist", "cited_retrieved", "answer_has_citation",
                       "abstain_sources_ok", "numbers_supported")
-
-
-def test_labels():
-    assert screen_label(True) == "not flagged by screen"
-    assert screen_label(False) == "held for human review"
-
-
-def test_failed_checks_lists_in_check_order():
+    assert (screen_label(True), screen_label(False)) == ("not flagged by screen",
+                                                         "held for human review")
     values = dict.fromkeys(CHECKS, True)
     assert failed_checks(values) == "none"
     values.update(numbers_supported=False, parsed=False)
@@ -135,54 +107,28 @@ def test_strip_citation_tokens():
 # --- screen_reply on single replies ----------------------------------------------
 
 
-def _screen(reply, retrieved_ids, texts):
+@pytest.mark.parametrize(
+    ("reply", "retrieved_ids", "failed"),
+    [
+        ("Answer: $150 per week\nSources: H08", ["H08"], "none"),
+        ("Answer: $150 per week", ["H08"], "parsed"),  # a parse failure fails only that
+        ("Answer: $150 per week\nSources: none", ["H08"], "answer_has_citation, numbers_supported"),
+        ("Answer: NOT IN HANDBOOK\nSources: H01", ["H03", "H01"], "abstain_sources_ok"),
+        # A premise flag may cite.
+        ("Answer: PREMISE NOT SUPPORTED: no weekend forklift classes\nSources: H11",
+         ["H10", "H11", "H03"], "none"),
+        ("Answer: $150 per week\nSources: H08, H99", ["H08"], "cited_exist, cited_retrieved"),
+        # 90 is in H08, but the answer cites H14 only (which was retrieved).
+        ("Answer: Attend 90 percent\nSources: H14", ["H14"], "numbers_supported"),
+        # The citation token in the answer is not read as the figure 08.
+        ("Answer: $150 per week (H08)\nSources: H08", ["H08"], "none"),
+        # A known limit: 90 appears in H08, so a wrong attachment passes the screen.
+        ("Answer: $90 per week\nSources: H08", ["H08"], "none"),
+    ],
+)
+def test_screen_reply(handbook, reply, retrieved_ids, failed):
     result = parse_reader_output(reply)
-    return screen_reply(result.answer, result.sources, result.parse_ok, result.action,
-                        retrieved_ids, texts)
-
-
-def test_a_clean_answer_passes_every_check(texts):
-    values = _screen("Answer: $150 per week\nSources: H08", ["H08"], texts)
+    values = screen_reply(result.answer, result.sources, result.parse_ok, result.action,
+                          retrieved_ids, dict(zip(handbook["passage_id"], handbook["text"])))
     assert list(values) == list(CHECKS)
-    assert all(values.values())
-
-
-def test_a_parse_failure_fails_only_parsed(texts):
-    values = _screen("Answer: $150 per week", ["H08"], texts)
-    assert failed_checks(values) == "parsed"
-
-
-def test_an_answer_without_a_citation(texts):
-    values = _screen("Answer: $150 per week\nSources: none", ["H08"], texts)
-    assert failed_checks(values) == "answer_has_citation, numbers_supported"
-
-
-def test_an_abstention_that_cites(texts):
-    values = _screen("Answer: NOT IN HANDBOOK\nSources: H01", ["H03", "H01"], texts)
-    assert failed_checks(values) == "abstain_sources_ok"
-
-
-def test_a_premise_flag_may_cite(texts):
-    values = _screen("Answer: PREMISE NOT SUPPORTED: no weekend forklift classes\n"
-                     "Sources: H11", ["H10", "H11", "H03"], texts)
-    assert failed_checks(values) == "none"
-
-
-def test_an_id_that_does_not_exist(texts):
-    values = _screen("Answer: $150 per week\nSources: H08, H99", ["H08"], texts)
-    assert failed_checks(values) == "cited_exist, cited_retrieved"
-
-
-def test_numbers_must_come_from_the_cited_passages(texts):
-    # 90 is in H08, but the answer cites H14 only (which was retrieved).
-    values = _screen("Answer: Attend 90 percent\nSources: H14", ["H14"], texts)
-    assert failed_checks(values) == "numbers_supported"
-    # The citation token in the answer is not read as the figure 08.
-    values = _screen("Answer: $150 per week (H08)\nSources: H08", ["H08"], texts)
-    assert failed_checks(values) == "none"
-
-
-def test_the_screen_misses_the_right_number_for_the_wrong_item(texts):
-    """A known limit: 90 appears in H08, so a wrong attachment passes the screen."""
-    values = _screen("Answer: $90 per week\nSources: H08", ["H08"], texts)
-    assert failed_checks(values) == "none"
+    assert failed_checks(values) == failed
