@@ -27,7 +27,8 @@ import regex
 ABSTAIN_PREFIX = "NOT IN HANDBOOK"
 PREMISE_PREFIX = "PREMISE NOT SUPPORTED"
 
-_REPLY = regex.compile(r"Answer: ([^\r\n]+)\r?\nSources: ([^\r\n]+)")
+#: The whole reply, after white space around it is trimmed: two lines and nothing else.
+REPLY_PATTERN = regex.compile(r"Answer: ([^\r\n]+)\r?\nSources: ([^\r\n]+)")
 _SOURCE_SPLIT = regex.compile(r"\s*,\s*")
 
 
@@ -76,7 +77,7 @@ def parse_reader_output(text: str | None) -> ParsedReply:
     if text is None:
         return _failure("there is no reply")
     trimmed = text.strip()
-    match = _REPLY.fullmatch(trimmed)
+    match = REPLY_PATTERN.fullmatch(trimmed)
     if match is None:
         return _failure(_diagnose(trimmed))
     answer = match.group(1).strip()
