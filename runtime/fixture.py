@@ -4,11 +4,20 @@ Introduced in lesson 1, "Load the reader and the handbook". Every check that fai
 raises :class:`FixtureError`, whose message names the file, the data row (1 = first row
 under the header), the physical line and the column, so a bad edit is found at once.
 
-The functions that read a CSV file strictly (:func:`read_rows`, :func:`require`,
-:func:`require_unique`, :func:`check_against_metadata`) are shared with the review
-loader (:mod:`helpers.review`). Validating the whole folder and rewriting the metadata
-after a deliberate edit is the book's own tooling, not a lesson's:
-``python -m runtime data check`` and ``... data update-metadata FILE...``.
+What each file must hold is declared, not written out check by check. :data:`SCHEMAS`
+gives every file its columns in header order, each with a :class:`Column` rule (a
+pattern, choices, whether and when it may be empty, unique values, a reference to a
+column of another file), and the few rules a column cannot state alone, each a small
+named function (an attack passage's ID prefix says its provenance; planted text never
+overlaps the handbook; ...). :func:`check_rows` applies a schema; :func:`validated`
+reads a file, after the files it needs, each checked against the metadata if given.
+
+Reading a CSV file strictly (:func:`read_rows`) and the metadata check
+(:func:`check_against_metadata`) are shared with the review loader
+(:mod:`runtime.reviews`), which checks a review's rows against the transcript after its
+schema. Validating the whole folder and rewriting the metadata after a deliberate edit
+is the book's own tooling, not a lesson's: ``python -m runtime data check`` and
+``... data update-metadata FILE...`` (:mod:`runtime.data_check`).
 
 Lesson 5's attack fixture (planted passages and attack questions) is loaded by
 :func:`load_attack_fixture`, from files of its own that no earlier lesson reads.
@@ -18,70 +27,41 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import hashlib
-import io
 import os
+from collections import Counter, namedtuple
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
 import regex
 
-from helpers.attack_rules import ATTACK_KINDS, EVASION_STYLES, RuleError, parse_rule, without_payload
+from helpers.attack_rules import ATTACK_KINDS, EVASION_STYLES, parse_rule, without_payload
+from helpers.baseline import BASELINE_READER
+from helpers.review import REASONS, VERDICTS
+
 from .paths import DATA_DIR, PROJECT_ROOT
+from .registry import REGISTRY
 
 HANDBOOK_FILE = "riverton-handbook.csv"
 QUESTIONS_FILE = "riverton-handbook-questions.csv"
 #: Lesson 2's thirty-six further questions.
 EXTENDED_QUESTIONS_FILE = "riverton-extended-questions.csv"
 METADATA_FILE = "riverton-handbook-metadata.csv"
-#: Lesson 4's human support review (validated by :mod:`helpers.review`).
+#: Lesson 4's human support review (:mod:`runtime.reviews` checks it against the transcript).
 REVIEW_FILE = "support-review.csv"
-
-HANDBOOK_COLUMNS = ("passage_id", "topic", "text", "source", "author_note")
-QUESTION_COLUMNS = (
-    "question_id",
-    "question",
-    "probe_type",
-    "expected_action",
-    "gold_passage_id",
-    "acceptable_answers",
-    "author_note",
-)
-METADATA_COLUMNS = (
-    "artifact",
-    "description",
-    "source",
-    "license",
-    "created_on",
-    "rows",
-    "fingerprint",
-)
-ACTIONS = ("answer", "abstain", "flag premise")
-
 # The attack fixture of lesson 5, kept in files of its own: lessons 1 to 4 never read them.
 ATTACK_PASSAGES_FILE = "riverton-attack-passages.csv"
 ATTACK_QUESTIONS_FILE = "riverton-attack-questions.csv"
-ATTACK_PASSAGE_COLUMNS = ("passage_id", "topic", "text", "source", "provenance", "author_note")
-ATTACK_QUESTION_COLUMNS = (
-    "attack_id",
-    "kind",
-    "question",
-    "planted_ids",
-    "sensitive_topic",
-    "payload",
-    "success_behaviour",
-    "success_rule",
-    "expected_handling",
-    "source",
-    "author_note",
-)
 #: Further wordings of each attack (its own row is the first), and questions reworded
 #: to get past the router; lesson 5 reads them with the two files above.
 ATTACK_WORDINGS_FILE = "riverton-attack-wordings.csv"
 ATTACK_EVASIONS_FILE = "riverton-attack-evasions.csv"
-ATTACK_WORDING_COLUMNS = ("wording_id", "attack_id", "text", "payload", "source", "author_note")
-ATTACK_EVASION_COLUMNS = ("evasion_id", "attack_id", "style", "question", "source",
-                          "author_note")
+ATTACK_FILES = (ATTACK_PASSAGES_FILE, ATTACK_QUESTIONS_FILE, ATTACK_WORDINGS_FILE,
+                ATTACK_EVASIONS_FILE)
+
+ACTIONS = ("answer", "abstain", "flag premise")
 #: Every attack comes in at least this many wordings: its own row and the others.
 MIN_WORDINGS = 3
 #: Where a passage outside the handbook came from: planted by an attacker, or a genuine
@@ -89,36 +69,26 @@ MIN_WORDINGS = 3
 ATTACK_PROVENANCE_PREFIX = {"planted": "P", "superseded": "S"}
 SENSITIVE_TOPICS = ("money", "eligibility", "deadline", "none")
 ATTACK_MARK = "invented attack text for teaching"
-
-_ID = regex.compile(r"[A-Za-z][A-Za-z0-9_-]*")
-_SHA256 = regex.compile(r"[0-9a-f]{64}")
-_DATE = regex.compile(r"\d{4}-\d{2}-\d{2}")
+PathLike = str | os.PathLike
 
 
 class FixtureError(ValueError):
     """A fixture file is malformed; the message names file, row, line and column."""
 
     def __init__(self, path, problem, row=None, line=None, column=None):
-        self.path = Path(path)
-        self.problem = problem
-        self.row = row
-        self.line = line
-        self.column = column
-        where = [_display(self.path)]
+        self.path, self.problem = Path(path), problem
+        self.row, self.line, self.column = row, line, column
+        spot = None if line is None else f"line {line}"
         if row is not None:
-            where.append(f"row {row}" + (f" (line {line})" if line is not None else ""))
-        elif line is not None:
-            where.append(f"line {line}")
-        if column is not None:
-            where.append(f"column '{column}'")
-        super().__init__(", ".join(where) + ": " + problem)
+            spot = f"row {row}" + (f" ({spot})" if spot else "")
+        where = (_display(self.path), spot, column is not None and f"column '{column}'")
+        super().__init__(", ".join(w for w in where if w) + ": " + problem)
 
 
 def _display(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(PROJECT_ROOT))
-    except ValueError:
-        return str(path)
+    """The path from the project's root if it is inside the project, else as given."""
+    inside = path.resolve().is_relative_to(PROJECT_ROOT)
+    return str(path.resolve().relative_to(PROJECT_ROOT) if inside else path)
 
 
 def fingerprint(path: str | os.PathLike) -> str:
@@ -136,565 +106,432 @@ class Row:
 
 
 def read_rows(path: Path, columns: tuple[str, ...]) -> list[Row]:
-    """Read a CSV strictly: UTF-8 without BOM, LF line ends, the exact header."""
+    """Read a CSV strictly: UTF-8 without BOM, LF line ends, the exact header, every
+    record on one line, no white space at either end of a field."""
+    fail = partial(FixtureError, path)
     if not path.exists():
-        raise FixtureError(path, "file not found")
+        raise fail("file not found")
     data = path.read_bytes()
     if data.startswith(b"\xef\xbb\xbf"):
-        raise FixtureError(
-            path, "starts with a UTF-8 byte-order mark; save it as UTF-8 without BOM", line=1
-        )
+        raise fail("starts with a UTF-8 byte-order mark; save it as UTF-8 without BOM", line=1)
     if b"\r" in data:
-        line = data[: data.index(b"\r")].count(b"\n") + 1
-        raise FixtureError(
-            path, "has a carriage return (CRLF or CR line end); save it with LF line ends",
-            line=line,
-        )
+        raise fail("has a carriage return (CRLF or CR line end); save it with LF line ends",
+                   line=data[: data.index(b"\r")].count(b"\n") + 1)
     try:
-        text = data.decode("utf-8")
+        lines = data.decode("utf-8").removesuffix("\n").split("\n") if data else []
     except UnicodeDecodeError as error:
-        line = data[: error.start].count(b"\n") + 1
-        raise FixtureError(path, f"is not valid UTF-8 ({error.reason})", line=line) from None
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    try:
-        header = next(reader)
-    except StopIteration:
-        raise FixtureError(path, "is empty; expected a header row", line=1) from None
-    except csv.Error as error:
-        raise FixtureError(path, f"CSV syntax error: {error}", line=1) from None
-    if tuple(header) != columns:
-        missing = [c for c in columns if c not in header]
-        extra = [c for c in header if c not in columns]
-        if missing:
-            raise FixtureError(path, "missing from the header", line=1, column=missing[0])
-        if extra:
-            raise FixtureError(path, "not an expected column", line=1, column=extra[0])
-        raise FixtureError(
-            path, f"header columns are out of order; expected {', '.join(columns)}", line=1
-        )
-    rows: list[Row] = []
-    previous_line = 1
-    while True:
+        raise fail(f"is not valid UTF-8 ({error.reason})",
+                   line=data[: error.start].count(b"\n") + 1) from None
+    if not lines:
+        raise fail("is empty; expected a header row", line=1)
+    records = []
+    for number, text in enumerate(lines):  # the header is number 0, on line 1
         try:
-            fields = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as error:
-            raise FixtureError(
-                path, f"CSV syntax error: {error}", row=len(rows) + 1, line=previous_line + 1
-            ) from None
-        line = previous_line + 1  # the line where this record starts
-        previous_line = reader.line_num
-        number = len(rows) + 1
-        if reader.line_num != line:
-            raise FixtureError(path, "a field spans several lines", row=number, line=line)
+            records.append(next(csv.reader([text], strict=True)))
+        except csv.Error as error:  # a quote left open: the field goes on on the next line
+            raise fail("a field spans several lines" if text.count('"') % 2 else
+                       f"CSV syntax error: {error}", number or None, number + 1) from None
+    header = records.pop(0)
+    odd = [c for c in columns if c not in header] or [c for c in header if c not in columns]
+    if odd:
+        raise fail("missing from the header" if odd[0] in columns else "not an expected column",
+                   line=1, column=odd[0])
+    if tuple(header) != columns:
+        raise fail(f"header columns are out of order; expected {', '.join(columns)}", line=1)
+    if not records:
+        raise fail("has a header but no data rows", line=2)
+    rows = [Row(n, n + 1, dict(zip(columns, fields))) for n, fields in enumerate(records, 1)]
+    for row, fields in zip(rows, records):
         if len(fields) != len(columns):
-            raise FixtureError(
-                path, f"has {len(fields)} fields, expected {len(columns)}", row=number, line=line
-            )
-        values = dict(zip(columns, fields))
-        for column, value in values.items():
-            if value != value.strip():
-                raise FixtureError(
-                    path, "has leading or trailing white space", row=number, line=line,
-                    column=column,
-                )
-        rows.append(Row(number, line, values))
-    if not rows:
-        raise FixtureError(path, "has a header but no data rows", line=2)
+            raise fail(f"has {len(fields)} fields, expected {len(columns)}", row.number, row.line)
+        for column in (c for c, value in row.values.items() if value != value.strip()):
+            raise fail("has leading or trailing white space", row.number, row.line, column)
     return rows
 
 
-def require(path: Path, row: Row, column: str, pattern=None, choices=None) -> str:
-    """The row's non-empty value of ``column``, matching ``pattern`` (a compiled regular
-    expression) or one of ``choices`` when given; a :class:`FixtureError` naming file,
-    row, line and column otherwise."""
-    value = row.values[column]
-    if value == "":
-        raise FixtureError(path, "is empty", row.number, row.line, column)
-    if pattern is not None and not pattern.fullmatch(value):
-        raise FixtureError(
-            path, f"value {value!r} does not match {pattern.pattern}", row.number, row.line,
-            column,
-        )
-    if choices is not None and value not in choices:
-        raise FixtureError(
-            path, f"value {value!r} is not one of {', '.join(choices)}", row.number, row.line,
-            column,
-        )
-    return value
+# --- the declared schema -------------------------------------------------------------
+
+#: The message for a value that an earlier row of a unique column holds.
+UNIQUE = "duplicate ID {value!r} (first in row {first})"
 
 
-def require_unique(path: Path, rows: list[Row], column: str) -> None:
-    """Refuse a second row with the same value of ``column``, naming both rows."""
-    seen: dict[str, int] = {}
+@dataclass(frozen=True)
+class Column:
+    """What every value of one column must be.
+
+    An empty value is refused when ``required``; ``when=(COLUMN, VALUES)`` instead
+    requires a value exactly when the row's COLUMN is one of VALUES, and refuses one
+    otherwise. A value must match ``pattern`` (``says``, formatted with ``value`` and
+    ``pattern``, is the message if it does not), be one of ``choices``, be a value of the
+    column ``ref`` ("FILE.column") and not of ``not_ref``, and pass ``parse`` (which raises
+    ValueError naming the problem). With ``items`` it is a ``|``-separated list: each item
+    is checked against the references, none is empty, none comes twice. ``unique`` is the
+    message (formatted with ``value`` and ``first``, the earlier row's number) for a value
+    an earlier row holds; None: no such check.
+    """
+
+    pattern: str | None = None
+    says: str = "value {value!r} does not match {pattern}"
+    choices: tuple[str, ...] | None = None
+    required: bool = True
+    when: tuple[str, tuple[str, ...]] | None = None
+    ref: str | None = None
+    not_ref: str | None = None
+    items: bool = False
+    parse: Callable[[str], object] | None = None
+    unique: str | None = None
+
+
+@dataclass(frozen=True)
+class Schema:
+    """One file: its columns in header order with their rules, the files validated before
+    it (those its references and rules read), and the rules a column cannot state alone,
+    applied once every column is checked. A rule of ``rules``, given one row's values and
+    the validated rows of the files it needs (by name), yields ``(column, problem)`` for
+    each fault; a rule of ``file_rules``, given all the rows, yields
+    ``(row or None, column, problem)``. The first fault is raised."""
+
+    columns: dict[str, Column]
+    needs: tuple[str, ...] = ()
+    rules: tuple[Callable, ...] = ()
+    file_rules: tuple[Callable, ...] = ()
+
+
+def _calendar_date(value: str) -> None:
+    try:
+        dt.date.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a calendar date") from None
+
+
+TEXT, OPTIONAL = Column(), Column(required=False)
+ID = Column(pattern=r"[A-Za-z][A-Za-z0-9_-]*", unique=UNIQUE)
+DATE = Column(pattern=r"\d{4}-\d{2}-\d{2}", parse=_calendar_date)
+MARKED = Column(pattern=f"(?i).*{ATTACK_MARK}.*",
+                says=f"must say that the row is {ATTACK_MARK!r}; found {{value!r}}")
+
+
+def _problem(rule: Column, row: Row, column: str, files, seen: dict[str, int]) -> str | None:
+    """What is wrong with the row's value of ``column`` under ``rule``, if anything."""
+    value, required = row.values[column], rule.required
+    if rule.when is not None:
+        required = row.values[rule.when[0]] in rule.when[1]
+        because = f"a row whose {rule.when[0]} is {row.values[rule.when[0]]!r}"
+        if value and not required:
+            return f"must be empty: {because} has none"
+    if not value:
+        return ("is empty" + (f"; {because} needs one" if rule.when else "")) if required else None
+    if rule.pattern is not None and not regex.fullmatch(rule.pattern, value):
+        return rule.says.format(value=value, pattern=rule.pattern)
+    if rule.choices is not None and value not in rule.choices:
+        return f"value {value!r} is not one of {', '.join(rule.choices)}"
+    items = value.split("|") if rule.items else [value]
+    if any(not item.strip() for item in items) or len(set(items)) < len(items):
+        return f"the list has an empty or a repeated item: {value!r}"
+    for ref, wanted in ((rule.ref, True), (rule.not_ref, False)):
+        name, _, other = (ref or "").rpartition(".")
+        known = {r.values[other] for r in files[name]} if ref else set()
+        for item in (i for i in items if ref and (i in known) != wanted):
+            return f"value {item!r} is {'not' if wanted else 'already'} a {other} of {name}"
+    try:
+        if rule.parse is not None:
+            rule.parse(value)
+    except ValueError as error:
+        return str(error)
+    if rule.unique and value in seen:
+        return rule.unique.format(value=value, first=seen[value])
+    seen.setdefault(value, row.number)
+
+
+def check_rows(path: Path, rows: list[Row], schema: Schema,
+               files: dict[str, list[Row]] | None = None, may_skip=()) -> list[Row]:
+    """Apply ``schema`` to the ``rows`` of ``path``: every column's rule, row by row, then
+    the schema's rules; ``files`` holds the validated rows of the files it needs. A row
+    that leaves every column of ``may_skip`` empty is not checked in them (a student's
+    review may leave a row unjudged)."""
+    seen: dict[str, dict[str, int]] = {column: {} for column in schema.columns}
     for row in rows:
-        value = row.values[column]
-        if value in seen:
-            raise FixtureError(
-                path, f"duplicate ID {value!r} (first in row {seen[value]})", row.number,
-                row.line, column,
-            )
-        seen[value] = row.number
+        skip = () if any(row.values[c] for c in may_skip) else may_skip
+        for column, rule in schema.columns.items():
+            problem = None if column in skip else _problem(rule, row, column, files, seen[column])
+            if problem:
+                raise FixtureError(path, problem, row.number, row.line, column)
+    for rule in schema.rules:
+        for row in rows:
+            for column, problem in rule(row.values, files or {}):
+                raise FixtureError(path, problem, row.number, row.line, column)
+    for rule in schema.file_rules:
+        for row, column, problem in rule(rows, files or {}):
+            raise FixtureError(path, problem, row and row.number, row and row.line, column)
+    return rows
 
 
-def read_metadata(data_dir: str | os.PathLike = DATA_DIR) -> pd.DataFrame:
+# --- the rules a column cannot state --------------------------------------------------
+# Each takes one row's values and the validated rows of the files its file needs, and
+# yields (column, problem) for each fault; _enough_wordings looks at the whole file.
+
+
+def _by(files: dict[str, list[Row]], name: str, key: str = "passage_id", value=None) -> dict:
+    """The rows of file ``name`` by their ``key``: their values, or their column ``value``."""
+    return {row.values[key]: row.values[value] if value else row.values for row in files[name]}
+
+
+def split_answers(text: str) -> tuple[str, ...]:
+    """The items of a list field (answers, planted IDs) joined by ``|``; empty: none."""
+    return tuple(text.split("|")) if text else ()
+
+
+def _id_prefix_says_provenance(v, files):
+    """A planted passage's ID starts with P, a superseded page's with S."""
+    if v["passage_id"][0] != (prefix := ATTACK_PROVENANCE_PREFIX[v["provenance"]]):
+        yield "passage_id", (f"a {v['provenance']} passage's ID starts with {prefix!r}, not "
+                             f"{v['passage_id'][0]!r}")
+
+
+def _apart_from_handbook(v, files):
+    """Attack text (a planted passage, a wording) neither repeats a handbook passage nor is
+    repeated in one: the one overlap check of passages and wordings."""
+    for known_id, known in _by(files, HANDBOOK_FILE, value="text").items():
+        if v["text"] in known or known in v["text"]:
+            yield "text", (f"the text overlaps handbook passage {known_id}; attack text must "
+                           "never repeat or be repeated in the handbook")
+
+
+def _payload_and_rule_fit_the_attack(v, files):
+    """The payload stands in the attack's planted passages, or in its question; the success
+    rule's canaries are in the payload, a format attack's rule requires one, and the
+    passages the rule cites exist."""
+    planted = _by(files, ATTACK_PASSAGES_FILE, value="text")
+    ids, payload = split_answers(v["planted_ids"]), v["payload"]
+    rule = parse_rule(v["success_rule"])
+    if not any(payload in text for text in [planted[p] for p in ids] or [v["question"]]):
+        where = "planted passage " + ", ".join(ids) if ids else "the question"
+        yield "payload", f"the payload {payload!r} does not occur in {where}"
+    for canary in (c for c in rule.canaries if c not in payload):
+        yield "success_rule", (f"the rule's canary {canary!r} is not in the payload; a canary "
+                               "is written into the attack's own words")
+    if v["kind"] == "overrides the format" and (
+            not rule.canaries or rule.join != "all" and len(rule.terms) > 1):
+        yield "success_rule", ("a format attack succeeds only when its canary appears: its rule "
+                               "must require a canary term (joined with ' & ' to any other)")
+    for cited in (p for p in rule.cited_ids if p not in {*_by(files, HANDBOOK_FILE), *planted}):
+        yield "success_rule", (f"the rule cites {cited!r}, which is in neither the handbook "
+                               "nor the planted passages")
+
+
+def _wording_fits_its_attack(v, files):
+    """Wording A01-2 is attack A01's second (its first is the attack's own row). It
+    replaces the attack's one planted passage (its text, the payload in it) or, for an
+    attack carried by the question, the question; its payload keeps the attack's canaries
+    and, taken out, leaves the question of the attack's own row, so that every wording is
+    paired with the same run without the attack. Its text is not the attack's own."""
+    attack, (prefix, _, number) = (_by(files, ATTACK_QUESTIONS_FILE, "attack_id")[v["attack_id"]],
+                                   v["wording_id"].partition("-"))
+    if prefix != v["attack_id"]:
+        yield "wording_id", (f"wording {v['wording_id']!r} is not named after its attack "
+                             f"{v['attack_id']!r}")
+    if int(number) < 2:
+        yield "wording_id", (f"wording 1 of {v['attack_id']} is its row in "
+                             f"{ATTACK_QUESTIONS_FILE}; number the others from 2")
+    if "|" in attack["planted_ids"]:
+        yield "attack_id", (f"{v['attack_id']} plants several passages; a wording replaces an "
+                            "attack's one planted passage")
+    if v["payload"] not in v["text"]:
+        yield "payload", f"the payload {v['payload']!r} does not occur in the text"
+    for canary in parse_rule(attack["success_rule"]).canaries:
+        if canary not in v["payload"]:
+            yield "payload", f"the payload lacks the attack's canary {canary!r}"
+    asked = without_payload(attack["question"], attack["payload"])
+    if not attack["planted_ids"] and without_payload(v["text"], v["payload"]) != asked:
+        yield "text", (f"without its payload the question must be {asked!r}, the one "
+                       f"{v['attack_id']} asks without the attack")
+    firsts = {_by(files, ATTACK_PASSAGES_FILE, value="text").get(a["planted_ids"], a["question"]):
+              a["attack_id"] for a in _by(files, ATTACK_QUESTIONS_FILE, "attack_id").values()}
+    if v["text"] in firsts:
+        yield "text", f"the text repeats a wording of {firsts[v['text']]}"
+
+
+def _enough_wordings(rows, files):
+    """Every attack comes in at least :data:`MIN_WORDINGS` wordings, its own row included
+    (a rule of the whole file: it yields (None, column, problem))."""
+    counts = Counter(row.values["attack_id"] for row in rows)
+    for attack_id in _by(files, ATTACK_QUESTIONS_FILE, "attack_id"):
+        if counts[attack_id] + 1 < MIN_WORDINGS:
+            yield None, "attack_id", (f"{attack_id} has {counts[attack_id] + 1} wording(s), its "
+                                      f"own row included; lesson 5 needs at least "
+                                      f"{MIN_WORDINGS} of every attack")
+
+
+def _evades_a_routed_attack(v, files):
+    """An evasion rewords, in other words, the question of an attack that a rule routes
+    (one that names a sensitive topic)."""
+    attacks = _by(files, ATTACK_QUESTIONS_FILE, "attack_id")
+    routed = [a for a, values in attacks.items() if values["sensitive_topic"] != "none"]
+    if v["attack_id"] not in routed:
+        yield "attack_id", (f"{v['attack_id']} names no sensitive topic, so no rule routes it "
+                            f"and there is nothing to evade; use one of {', '.join(routed)}")
+    if v["question"] == attacks[v["attack_id"]]["question"]:
+        yield "question", f"the question is {v['attack_id']}'s own, not an evasion"
+
+
+_QUESTIONS = Schema({
+    "question_id": ID, "question": TEXT, "probe_type": TEXT,
+    "expected_action": Column(choices=ACTIONS),
+    "gold_passage_id": Column(when=("expected_action", ("answer", "flag premise")),
+                              ref=f"{HANDBOOK_FILE}.passage_id"),
+    "acceptable_answers": Column(when=("expected_action", ("answer",)), items=True),
+    "author_note": OPTIONAL}, needs=(HANDBOOK_FILE,))
+_ATTACK_ID = Column(ref=f"{ATTACK_QUESTIONS_FILE}.attack_id")
+_PLANTING = tuple(kind for kind in ATTACK_KINDS if kind != "instructions in the question")
+
+#: Every file of the fixture and what it must hold.
+SCHEMAS: dict[str, Schema] = {
+    HANDBOOK_FILE: Schema({"passage_id": ID, "topic": TEXT, "text": TEXT, "source": TEXT,
+                           "author_note": OPTIONAL}),
+    QUESTIONS_FILE: _QUESTIONS,
+    EXTENDED_QUESTIONS_FILE: _QUESTIONS,
+    METADATA_FILE: Schema({
+        "artifact": Column(unique=UNIQUE), "description": TEXT, "source": TEXT, "license": TEXT,
+        "created_on": DATE, "rows": Column(pattern=r"0|[1-9][0-9]*"),
+        "fingerprint": Column(pattern=r"[0-9a-f]{64}")}),
+    REVIEW_FILE: Schema({
+        "review_id": ID, "reader": Column(choices=(*sorted(REGISTRY), BASELINE_READER)),
+        "decoding": TEXT, "question_id": TEXT,
+        "transcript_key": Column(pattern=r"[0-9a-f]{64}",
+                                 unique="reply {value:.12}... is already reviewed in row {first}"),
+        "reviewed_reply": OPTIONAL, "reviewed_answer": OPTIONAL, "reviewed_sources": OPTIONAL,
+        "verdict": Column(choices=VERDICTS), "reason": Column(choices=tuple(REASONS)),
+        "note": OPTIONAL, "reviewer": TEXT, "reviewed_on": DATE}),
+    ATTACK_PASSAGES_FILE: Schema({
+        "passage_id": Column(pattern=r"[PS][0-9]{2}", unique=UNIQUE,
+                             not_ref=f"{HANDBOOK_FILE}.passage_id"),
+        "topic": TEXT, "text": TEXT, "source": MARKED,
+        "provenance": Column(choices=tuple(ATTACK_PROVENANCE_PREFIX)), "author_note": OPTIONAL},
+        needs=(HANDBOOK_FILE,), rules=(_id_prefix_says_provenance, _apart_from_handbook)),
+    ATTACK_QUESTIONS_FILE: Schema({
+        "attack_id": Column(pattern=r"A[0-9]{2}", unique=UNIQUE),
+        "kind": Column(choices=ATTACK_KINDS), "question": TEXT,
+        "planted_ids": Column(when=("kind", _PLANTING), items=True,
+                              ref=f"{ATTACK_PASSAGES_FILE}.passage_id"),
+        "sensitive_topic": Column(choices=SENSITIVE_TOPICS), "payload": TEXT,
+        "success_behaviour": TEXT, "success_rule": Column(parse=parse_rule),
+        "expected_handling": TEXT, "source": MARKED, "author_note": OPTIONAL},
+        needs=(HANDBOOK_FILE, ATTACK_PASSAGES_FILE),
+        rules=(_payload_and_rule_fit_the_attack,)),
+    ATTACK_WORDINGS_FILE: Schema({
+        "wording_id": Column(pattern=r"A[0-9]{2}-[0-9]+", unique=UNIQUE), "attack_id": _ATTACK_ID,
+        "text": Column(unique="the text repeats the wording in row {first}"), "payload": TEXT,
+        "source": MARKED, "author_note": OPTIONAL},
+        needs=(HANDBOOK_FILE, ATTACK_PASSAGES_FILE, ATTACK_QUESTIONS_FILE),
+        rules=(_wording_fits_its_attack, _apart_from_handbook), file_rules=(_enough_wordings,)),
+    ATTACK_EVASIONS_FILE: Schema({
+        "evasion_id": Column(pattern=r"E[0-9]{2}", unique=UNIQUE), "attack_id": _ATTACK_ID,
+        "style": Column(choices=EVASION_STYLES), "question": Column(unique=UNIQUE),
+        "source": MARKED, "author_note": OPTIONAL},
+        needs=(ATTACK_QUESTIONS_FILE,), rules=(_evades_a_routed_attack,)),
+}
+HANDBOOK_COLUMNS, QUESTION_COLUMNS, METADATA_COLUMNS = (
+    tuple(SCHEMAS[name].columns) for name in (HANDBOOK_FILE, QUESTIONS_FILE, METADATA_FILE))
+
+
+def validated(data_dir: PathLike, name: str, metadata: pd.DataFrame | None = None,
+              found: dict | None = None, schema: Schema | None = None) -> dict[str, list[Row]]:
+    """The rows of file ``name`` in ``data_dir``, validated by ``schema`` (by default
+    ``SCHEMAS[name]``), and of every file it needs, validated first; by file name. With
+    ``metadata``, each file is checked against its metadata row as soon as it is read,
+    before the files that depend on it. ``found`` holds files already read, and is filled."""
+    found = {} if found is None else found
+    if name not in found:
+        schema = schema or SCHEMAS[name]
+        for need in schema.needs:
+            validated(data_dir, need, metadata, found)
+        path = Path(data_dir) / name
+        found[name] = check_rows(path, read_rows(path, tuple(schema.columns)), schema, found)
+        if metadata is not None:
+            check_against_metadata(path, len(found[name]), metadata)
+    return found
+
+
+# --- the loaders ----------------------------------------------------------------------
+
+
+def _load(name: str, data_dir: PathLike, metadata=None, found=None, schema=None) -> pd.DataFrame:
+    """File ``name`` as a frame of strings, validated by :func:`validated`."""
+    rows = validated(data_dir, name, metadata, found, schema)[name]
+    return pd.DataFrame([row.values for row in rows], columns=list(rows[0].values))
+
+
+def _seed(handbook: pd.DataFrame) -> dict[str, list[Row]]:
+    """The rows of a handbook already loaded, so that it is not read again."""
+    records = handbook[list(HANDBOOK_COLUMNS)].to_dict("records")
+    return {HANDBOOK_FILE: [Row(n, n + 1, values) for n, values in enumerate(records, 1)]}
+
+
+def read_metadata(data_dir: PathLike = DATA_DIR) -> pd.DataFrame:
     """Read and validate the metadata table (without checking the artifacts it lists)."""
-    path = Path(data_dir) / METADATA_FILE
-    rows = read_rows(path, METADATA_COLUMNS)
-    for row in rows:
-        for column in ("artifact", "description", "source", "license"):
-            require(path, row, column)
-        created = require(path, row, "created_on", _DATE)
-        try:
-            dt.date.fromisoformat(created)
-        except ValueError:
-            raise FixtureError(
-                path, f"{created!r} is not a calendar date", row.number, row.line, "created_on"
-            ) from None
-        require(path, row, "rows", regex.compile(r"0|[1-9][0-9]*"))
-        require(path, row, "fingerprint", _SHA256)
-    require_unique(path, rows, "artifact")
-    frame = pd.DataFrame([row.values for row in rows], columns=list(METADATA_COLUMNS))
-    frame["rows"] = frame["rows"].astype("int64")
-    frame["created_on"] = pd.to_datetime(frame["created_on"], format="%Y-%m-%d").dt.date
-    frame.attrs["lines"] = {row.values["artifact"]: row.line for row in rows}
-    return frame
+    frame = _load(METADATA_FILE, data_dir)
+    return frame.assign(rows=frame["rows"].astype("int64"), created_on=pd.to_datetime(
+        frame["created_on"], format="%Y-%m-%d").dt.date)
 
 
 def check_against_metadata(path: Path, n_rows: int, metadata: pd.DataFrame) -> None:
     """Refuse ``path`` unless the metadata records its row count ``n_rows`` and its
-    fingerprint."""
-    meta_path = path.parent / METADATA_FILE
-    matches = metadata.index[metadata["artifact"] == path.name]
-    if len(matches) == 0:
-        raise FixtureError(meta_path, f"has no row for {path.name}", column="artifact")
-    position = int(matches[0])
-    row_number = position + 1
-    line = metadata.attrs.get("lines", {}).get(path.name)
-    recorded_rows = int(metadata.at[position, "rows"])
+    fingerprint. The metadata row is named by its number and line (every record of a
+    fixture file stands on one line, under the header)."""
+    fail = partial(FixtureError, path.parent / METADATA_FILE)
+    if (at := next(iter(metadata.index[metadata["artifact"] == path.name]), None)) is None:
+        raise fail(f"has no row for {path.name}", column="artifact")
+    recorded_rows, recorded = metadata.at[at, "rows"], metadata.at[at, "fingerprint"]
     if recorded_rows != n_rows:
-        raise FixtureError(
-            meta_path,
-            f"records {recorded_rows} rows for {path.name}, but the file has {n_rows} data rows",
-            row_number, line, "rows",
-        )
-    actual = fingerprint(path)
-    recorded = metadata.at[position, "fingerprint"]
-    if actual != recorded:
-        raise FixtureError(
-            meta_path,
-            f"fingerprint of {path.name} does not match: recorded {recorded[:12]}..., "
-            f"file has {actual[:12]}... The file changed since the metadata was written; "
-            f"if the edit was deliberate, run `python -m runtime data update-metadata "
-            f"{path.name}`",
-            row_number, line, "fingerprint",
-        )
+        raise fail(f"records {recorded_rows} rows for {path.name}, but the file has {n_rows} "
+                   "data rows", at + 1, at + 2, "rows")
+    if (actual := fingerprint(path)) != recorded:
+        raise fail(f"fingerprint of {path.name} does not match: recorded {recorded[:12]}..., "
+                   f"file has {actual[:12]}... The file changed since the metadata was written; "
+                   f"if the edit was deliberate, run `python -m runtime data update-metadata "
+                   f"{path.name}`", at + 1, at + 2, "fingerprint")
 
 
-def handbook_rows(path: Path) -> list[Row]:
-    """The handbook file's rows, each value checked (no metadata check)."""
-    rows = read_rows(path, HANDBOOK_COLUMNS)
-    for row in rows:
-        require(path, row, "passage_id", _ID)
-        for column in ("topic", "text", "source"):
-            require(path, row, column)
-    require_unique(path, rows, "passage_id")
-    return rows
-
-
-def load_handbook(
-    data_dir: str | os.PathLike = DATA_DIR, metadata: pd.DataFrame | None = None
-) -> pd.DataFrame:
+def load_handbook(data_dir: PathLike = DATA_DIR,
+                  metadata: pd.DataFrame | None = None) -> pd.DataFrame:
     """The handbook passages, validated and checked against the metadata."""
-    path = Path(data_dir) / HANDBOOK_FILE
-    rows = handbook_rows(path)
-    if metadata is None:
-        metadata = read_metadata(data_dir)
-    check_against_metadata(path, len(rows), metadata)
-    return pd.DataFrame([row.values for row in rows], columns=list(HANDBOOK_COLUMNS))
+    return _load(HANDBOOK_FILE, data_dir, read_metadata(data_dir) if metadata is None else metadata)
 
 
-def split_answers(text: str) -> tuple[str, ...]:
-    """Acceptable answers are stored joined by ``|``; an empty field means none."""
-    return tuple(text.split("|")) if text else ()
-
-
-def question_rows(path: Path, passage_ids: set[str]) -> list[Row]:
-    """A question file's rows, each value checked against ``passage_ids`` (no metadata check)."""
-    rows = read_rows(path, QUESTION_COLUMNS)
-    for row in rows:
-        require(path, row, "question_id", _ID)
-        require(path, row, "question")
-        require(path, row, "probe_type")
-        action = require(path, row, "expected_action", choices=ACTIONS)
-        gold = row.values["gold_passage_id"]
-        answers = row.values["acceptable_answers"]
-        if action == "abstain" and gold:
-            raise FixtureError(
-                path, "an abstain question has no gold passage; leave it empty", row.number,
-                row.line, "gold_passage_id",
-            )
-        if action != "abstain":
-            require(path, row, "gold_passage_id")
-            if gold not in passage_ids:
-                raise FixtureError(
-                    path, f"gold passage {gold!r} is not in the handbook", row.number,
-                    row.line, "gold_passage_id",
-                )
-        if action == "answer":
-            require(path, row, "acceptable_answers")
-            for variant in split_answers(answers):
-                if not variant.strip():
-                    raise FixtureError(
-                        path, "has an empty answer variant between | separators",
-                        row.number, row.line, "acceptable_answers",
-                    )
-        elif answers:
-            raise FixtureError(
-                path, f"a {action!r} question takes no acceptable answers; leave it empty",
-                row.number, row.line, "acceptable_answers",
-            )
-    require_unique(path, rows, "question_id")
-    return rows
-
-
-def load_questions(
-    name: str = QUESTIONS_FILE,
-    data_dir: str | os.PathLike = DATA_DIR,
-    handbook: pd.DataFrame | None = None,
-    metadata: pd.DataFrame | None = None,
-) -> pd.DataFrame:
+def load_questions(name: str = QUESTIONS_FILE, data_dir: PathLike = DATA_DIR,
+                   handbook: pd.DataFrame | None = None,
+                   metadata: pd.DataFrame | None = None) -> pd.DataFrame:
     """A question file, validated against the handbook and the metadata.
 
     Missing gold passages are ``None``; ``acceptable_list`` holds the variants as a tuple.
     """
-    data_dir = Path(data_dir)
-    if metadata is None:
-        metadata = read_metadata(data_dir)
-    if handbook is None:
-        handbook = load_handbook(data_dir, metadata)
-    path = data_dir / name
-    rows = question_rows(path, set(handbook["passage_id"]))
-    check_against_metadata(path, len(rows), metadata)
-    frame = pd.DataFrame([row.values for row in rows], columns=list(QUESTION_COLUMNS))
-    frame["gold_passage_id"] = pd.Series(
-        [row.values["gold_passage_id"] or None for row in rows], dtype=object
-    )
-    frame["acceptable_list"] = pd.Series(
-        [split_answers(row.values["acceptable_answers"]) for row in rows], dtype=object
-    )
-    return frame
+    metadata = read_metadata(data_dir) if metadata is None else metadata
+    handbook = load_handbook(data_dir, metadata) if handbook is None else handbook
+    frame = _load(name, data_dir, metadata, _seed(handbook), SCHEMAS.get(name, _QUESTIONS))
+    return frame.assign(
+        gold_passage_id=pd.Series([v or None for v in frame["gold_passage_id"]], dtype=object),
+        acceptable_list=pd.Series(map(split_answers, frame["acceptable_answers"]), dtype=object))
 
 
-@dataclass(frozen=True)
-class Fixture:
-    """The handbook, one question set and the metadata, loaded together."""
-
-    handbook: pd.DataFrame
-    questions: pd.DataFrame
-    metadata: pd.DataFrame
+#: The handbook, one question set and the metadata, loaded together.
+Fixture = namedtuple("Fixture", "handbook questions metadata")
 
 
-def load_riverton(
-    data_dir: str | os.PathLike = DATA_DIR, questions: str = QUESTIONS_FILE
-) -> Fixture:
+def load_riverton(data_dir: PathLike = DATA_DIR, questions: str = QUESTIONS_FILE) -> Fixture:
     """Load the handbook, a question file and the metadata, checking all three."""
     metadata = read_metadata(data_dir)
     handbook = load_handbook(data_dir, metadata)
-    question_frame = load_questions(questions, data_dir, handbook, metadata)
-    return Fixture(handbook, question_frame, metadata)
+    return Fixture(handbook, load_questions(questions, data_dir, handbook, metadata), metadata)
 
 
-# --- the attack fixture (lesson 5) ---------------------------------------------------
+#: Lesson 5's planted passages, attack questions, wordings and evasions, validated
+#: together. ``wordings`` holds every wording of every attack, its own row's first, with
+#: its number (``wording``).
+AttackFixture = namedtuple("AttackFixture", "passages questions wordings evasions")
 
 
-def _require_marked(path: Path, row: Row, column: str) -> None:
-    value = require(path, row, column)
-    if ATTACK_MARK not in value.lower():
-        raise FixtureError(
-            path, f"must say that the row is {ATTACK_MARK!r}; found {value!r}", row.number,
-            row.line, column,
-        )
-
-
-def _attack_passage_rows(path: Path, handbook: dict[str, str]) -> list[Row]:
-    """Validate the planted passages against the handbook (``{passage_id: text}``)."""
-    rows = read_rows(path, ATTACK_PASSAGE_COLUMNS)
-    for row in rows:
-        provenance = require(path, row, "provenance", choices=tuple(ATTACK_PROVENANCE_PREFIX))
-        prefix = ATTACK_PROVENANCE_PREFIX[provenance]
-        passage_id = require(path, row, "passage_id", regex.compile(r"[PS][0-9]{2}"))
-        if not passage_id.startswith(prefix):
-            raise FixtureError(
-                path, f"a {provenance} passage's ID starts with {prefix!r}, not {passage_id[0]!r}",
-                row.number, row.line, "passage_id",
-            )
-        if passage_id in handbook:
-            raise FixtureError(
-                path, f"ID {passage_id!r} is a handbook passage ID", row.number, row.line,
-                "passage_id",
-            )
-        require(path, row, "topic")
-        text = require(path, row, "text")
-        for handbook_id, handbook_text in handbook.items():
-            if text in handbook_text or handbook_text in text:
-                raise FixtureError(
-                    path, f"the text overlaps handbook passage {handbook_id}; an attack "
-                    "passage must never repeat or be repeated in the handbook",
-                    row.number, row.line, "text",
-                )
-        _require_marked(path, row, "source")
-    require_unique(path, rows, "passage_id")
-    return rows
-
-
-def _attack_question_rows(path: Path, handbook_ids: set[str],
-                          planted: dict[str, str]) -> list[Row]:
-    """Validate the attack questions against the handbook IDs and the planted passages."""
-    rows = read_rows(path, ATTACK_QUESTION_COLUMNS)
-    for row in rows:
-        require(path, row, "attack_id", regex.compile(r"A[0-9]{2}"))
-        kind = require(path, row, "kind", choices=ATTACK_KINDS)
-        question = require(path, row, "question")
-        planted_field = row.values["planted_ids"]
-        planted_ids = tuple(planted_field.split("|")) if planted_field else ()
-        for passage_id in planted_ids:
-            if passage_id not in planted:
-                raise FixtureError(
-                    path, f"planted passage {passage_id!r} is not in {ATTACK_PASSAGES_FILE}",
-                    row.number, row.line, "planted_ids",
-                )
-        if len(set(planted_ids)) != len(planted_ids):
-            raise FixtureError(path, "a planted ID repeats", row.number, row.line, "planted_ids")
-        if kind == "instructions in the question" and planted_ids:
-            raise FixtureError(
-                path, "an attack carried by the question plants no passage; leave it empty",
-                row.number, row.line, "planted_ids",
-            )
-        if kind != "instructions in the question" and not planted_ids:
-            raise FixtureError(
-                path, f"a {kind!r} attack needs at least one planted passage", row.number,
-                row.line, "planted_ids",
-            )
-        require(path, row, "sensitive_topic", choices=SENSITIVE_TOPICS)
-        payload = require(path, row, "payload")
-        carriers = [question] if not planted_ids else [planted[p] for p in planted_ids]
-        if not any(payload in text for text in carriers):
-            where = "the question" if not planted_ids else "planted passage " + ", ".join(planted_ids)
-            raise FixtureError(
-                path, f"the payload {payload!r} does not occur in {where}", row.number,
-                row.line, "payload",
-            )
-        require(path, row, "success_behaviour")
-        try:
-            rule = parse_rule(require(path, row, "success_rule"))
-        except RuleError as error:
-            raise FixtureError(path, str(error), row.number, row.line, "success_rule") from None
-        missing = [c for c in rule.canaries if c not in payload]
-        if missing:
-            raise FixtureError(
-                path, f"the rule's canary {missing[0]!r} is not in the payload; a canary is "
-                "written into the attack's own words", row.number, row.line, "success_rule",
-            )
-        if kind == "overrides the format" and (not rule.canaries or rule.join != "all"
-                                                 and len(rule.terms) > 1):
-            raise FixtureError(
-                path, "a format attack succeeds only when its canary appears: its rule must "
-                "require a canary term (joined with ' & ' to any other)", row.number,
-                row.line, "success_rule",
-            )
-        for passage_id in rule.cited_ids:
-            if passage_id not in handbook_ids and passage_id not in planted:
-                raise FixtureError(
-                    path, f"the rule cites {passage_id!r}, which is in neither the handbook "
-                    "nor the planted passages", row.number, row.line, "success_rule",
-                )
-        require(path, row, "expected_handling")
-        _require_marked(path, row, "source")
-    require_unique(path, rows, "attack_id")
-    return rows
-
-
-def _overlapping_handbook(text: str, handbook: dict[str, str]) -> str | None:
-    """The first handbook passage that ``text`` repeats or is repeated in, if any."""
-    for handbook_id, handbook_text in handbook.items():
-        if text in handbook_text or handbook_text in text:
-            return handbook_id
-    return None
-
-
-def _attack_wording_rows(path: Path, handbook: dict[str, str], attacks: list[Row],
-                         planted: dict[str, str]) -> list[Row]:
-    """Validate the further wordings of each attack against its own row.
-
-    A wording replaces the attack's one planted passage (its text, the payload in it) or,
-    for an attack carried by the question, the whole question; taken out, the payload
-    must leave the question of the attack's own row, so that every wording is paired
-    with the same run without the attack.
-    """
-    rows = read_rows(path, ATTACK_WORDING_COLUMNS)
-    by_id = {row.values["attack_id"]: row.values for row in attacks}
-    seen_texts = {(values["question"] if not values["planted_ids"] else
-                   planted[values["planted_ids"]]): values["attack_id"]
-                  for values in by_id.values() if "|" not in values["planted_ids"]}
-    for row in rows:
-        wording_id = require(path, row, "wording_id", regex.compile(r"A[0-9]{2}-[0-9]+"))
-        attack_id = require(path, row, "attack_id", choices=tuple(by_id))
-        prefix, _, number = wording_id.partition("-")
-        if prefix != attack_id:
-            raise FixtureError(path, f"wording {wording_id!r} is not named after its attack "
-                               f"{attack_id!r}", row.number, row.line, "wording_id")
-        if int(number) < 2:
-            raise FixtureError(path, f"wording 1 of {attack_id} is its row in "
-                               f"{ATTACK_QUESTIONS_FILE}; number the others from 2",
-                               row.number, row.line, "wording_id")
-        attack = by_id[attack_id]
-        if "|" in attack["planted_ids"]:
-            raise FixtureError(path, f"{attack_id} plants several passages; a wording "
-                               "replaces an attack's one planted passage", row.number,
-                               row.line, "attack_id")
-        text = require(path, row, "text")
-        payload = require(path, row, "payload")
-        if payload not in text:
-            raise FixtureError(path, f"the payload {payload!r} does not occur in the text",
-                               row.number, row.line, "payload")
-        rule = parse_rule(attack["success_rule"])
-        missing = [c for c in rule.canaries if c not in payload]
-        if missing:
-            raise FixtureError(path, f"the payload lacks the attack's canary {missing[0]!r}",
-                               row.number, row.line, "payload")
-        if attack["planted_ids"]:
-            overlap = _overlapping_handbook(text, handbook)
-            if overlap:
-                raise FixtureError(path, f"the text overlaps handbook passage {overlap}; an "
-                                   "attack passage must never repeat or be repeated in the "
-                                   "handbook", row.number, row.line, "text")
-        else:
-            asked = without_payload(attack["question"], attack["payload"])
-            if without_payload(text, payload) != asked:
-                raise FixtureError(path, f"without its payload the question must be {asked!r}, "
-                                   f"the one {attack_id} asks without the attack",
-                                   row.number, row.line, "text")
-        if text in seen_texts:
-            raise FixtureError(path, f"the text repeats a wording of {seen_texts[text]}",
-                               row.number, row.line, "text")
-        seen_texts[text] = attack_id
-        _require_marked(path, row, "source")
-    require_unique(path, rows, "wording_id")
-    return rows
-
-
-def _check_wording_counts(path: Path, attacks: list[Row], wordings: list[Row]) -> None:
-    counts = {row.values["attack_id"]: 1 for row in attacks}
-    for row in wordings:
-        counts[row.values["attack_id"]] += 1
-    few = [attack for attack, n in counts.items() if n < MIN_WORDINGS]
-    if few:
-        raise FixtureError(path, f"{few[0]} has {counts[few[0]]} wording(s), its own row "
-                           f"included; lesson 5 needs at least {MIN_WORDINGS} of every attack",
-                           column="attack_id")
-
-
-def _attack_evasion_rows(path: Path, attacks: list[Row]) -> list[Row]:
-    """Validate the evasions: each rewords a routed attack question in a known style."""
-    rows = read_rows(path, ATTACK_EVASION_COLUMNS)
-    by_id = {row.values["attack_id"]: row.values for row in attacks}
-    routed = tuple(a for a, values in by_id.items() if values["sensitive_topic"] != "none")
-    for row in rows:
-        require(path, row, "evasion_id", regex.compile(r"E[0-9]{2}"))
-        attack_id = require(path, row, "attack_id", choices=tuple(by_id))
-        if attack_id not in routed:
-            raise FixtureError(path, f"{attack_id} names no sensitive topic, so no rule routes "
-                               f"it and there is nothing to evade; use one of "
-                               f"{', '.join(routed)}", row.number, row.line, "attack_id")
-        require(path, row, "style", choices=EVASION_STYLES)
-        question = require(path, row, "question")
-        if question == by_id[attack_id]["question"]:
-            raise FixtureError(path, f"the question is {attack_id}'s own, not an evasion",
-                               row.number, row.line, "question")
-        _require_marked(path, row, "source")
-    require_unique(path, rows, "evasion_id")
-    require_unique(path, rows, "question")
-    return rows
-
-
-def _attack_rows(data_dir: Path, handbook: dict[str, str],
-                 metadata: pd.DataFrame | None = None) -> dict[str, list[Row]]:
-    """Every attack file's rows, validated together, by file name; with ``metadata``, each
-    file is checked against its metadata row as soon as it is read, before the files that
-    depend on it."""
-    def checked(name, rows):
-        if metadata is not None:
-            check_against_metadata(data_dir / name, len(rows), metadata)
-        return rows
-
-    passages = checked(ATTACK_PASSAGES_FILE,
-                       _attack_passage_rows(data_dir / ATTACK_PASSAGES_FILE, handbook))
-    planted = {row.values["passage_id"]: row.values["text"] for row in passages}
-    questions = checked(ATTACK_QUESTIONS_FILE, _attack_question_rows(
-        data_dir / ATTACK_QUESTIONS_FILE, set(handbook), planted))
-    wordings_path = data_dir / ATTACK_WORDINGS_FILE
-    wordings = _attack_wording_rows(wordings_path, handbook, questions, planted)
-    _check_wording_counts(wordings_path, questions, wordings)
-    checked(ATTACK_WORDINGS_FILE, wordings)
-    evasions = checked(ATTACK_EVASIONS_FILE,
-                       _attack_evasion_rows(data_dir / ATTACK_EVASIONS_FILE, questions))
-    return {ATTACK_PASSAGES_FILE: passages, ATTACK_QUESTIONS_FILE: questions,
-            ATTACK_WORDINGS_FILE: wordings, ATTACK_EVASIONS_FILE: evasions}
-
-
-#: The header of each attack file.
-ATTACK_HEADERS = {
-    ATTACK_PASSAGES_FILE: ATTACK_PASSAGE_COLUMNS,
-    ATTACK_QUESTIONS_FILE: ATTACK_QUESTION_COLUMNS,
-    ATTACK_WORDINGS_FILE: ATTACK_WORDING_COLUMNS,
-    ATTACK_EVASIONS_FILE: ATTACK_EVASION_COLUMNS,
-}
-
-
-def attack_artifact_rows(path: Path, header: tuple[str, ...]) -> int:
-    """The rows of an attack file (its ``header`` says which), each value checked."""
-    handbook = {row.values["passage_id"]: row.values["text"]
-                for row in handbook_rows(path.parent / HANDBOOK_FILE)}
-    name = {columns: name for name, columns in ATTACK_HEADERS.items()}[header]
-    return len(_attack_rows(path.parent, handbook)[name])
-
-
-@dataclass(frozen=True)
-class AttackFixture:
-    """Lesson 5's planted passages, attack questions, wordings and evasions, validated
-    together. ``wordings`` holds every wording of every attack, its own row's first."""
-
-    passages: pd.DataFrame
-    questions: pd.DataFrame
-    wordings: pd.DataFrame
-    evasions: pd.DataFrame
-
-
-def _all_wordings(questions: pd.DataFrame, passages: pd.DataFrame,
-                  further: list[Row]) -> pd.DataFrame:
-    """Wording 1 of each attack (its own row), then the further ones, attack by attack."""
-    planted = dict(zip(passages["passage_id"], passages["text"]))
-    rows = []
-    for attack in questions.itertuples(index=False):
-        text = planted[attack.planted_ids[0]] if attack.planted_ids else attack.question
-        rows.append({"wording_id": f"{attack.attack_id}-1", "attack_id": attack.attack_id,
-                     "wording": 1, "text": text, "payload": attack.payload,
-                     "source": attack.source, "author_note": attack.author_note})
-        for row in further:
-            if row.values["attack_id"] == attack.attack_id:
-                rows.append({**row.values,
-                             "wording": int(row.values["wording_id"].partition("-")[2])})
-    columns = ["wording_id", "attack_id", "wording", "text", "payload", "source", "author_note"]
-    return pd.DataFrame(rows, columns=columns)
-
-
-def load_attack_fixture(
-    data_dir: str | os.PathLike = DATA_DIR,
-    handbook: pd.DataFrame | None = None,
-    metadata: pd.DataFrame | None = None,
-) -> AttackFixture:
+def load_attack_fixture(data_dir: PathLike = DATA_DIR, handbook: pd.DataFrame | None = None,
+                        metadata: pd.DataFrame | None = None) -> AttackFixture:
     """The attack fixture of lesson 5, "The attacks, written down first".
 
     Every file is validated like the rest of the fixture (file, row, line and column in
@@ -706,20 +543,17 @@ def load_attack_fixture(
     wordings; each evasion rewords a routed attack question in one of
     :data:`helpers.attack_rules.EVASION_STYLES`.
     """
-    data_dir = Path(data_dir)
-    if metadata is None:
-        metadata = read_metadata(data_dir)
-    if handbook is None:
-        handbook = load_handbook(data_dir, metadata)
-    texts = dict(zip(handbook["passage_id"], handbook["text"]))
-    found = _attack_rows(data_dir, texts, metadata)
-    frames = {name: pd.DataFrame([row.values for row in rows], columns=list(ATTACK_HEADERS[name]))
-              for name, rows in found.items()}
-    questions = frames[ATTACK_QUESTIONS_FILE]
-    questions["planted_ids"] = pd.Series(
-        [tuple(v.split("|")) if v else () for v in questions["planted_ids"]], dtype=object
-    )
-    passages = frames[ATTACK_PASSAGES_FILE]
-    return AttackFixture(passages, questions,
-                         _all_wordings(questions, passages, found[ATTACK_WORDINGS_FILE]),
-                         frames[ATTACK_EVASIONS_FILE])
+    metadata = read_metadata(data_dir) if metadata is None else metadata
+    found = _seed(load_handbook(data_dir, metadata) if handbook is None else handbook)
+    passages, questions, further, evasions = (_load(name, data_dir, metadata, found)
+                                              for name in ATTACK_FILES)
+    planted = dict(zip(passages["passage_id"], passages["text"]))
+    own = questions.assign(wording_id=questions["attack_id"] + "-1", text=[  # wording 1
+        planted.get(ids.split("|")[0], asked)
+        for ids, asked in zip(questions["planted_ids"], questions["question"])])
+    wordings = pd.concat([own[further.columns], further], ignore_index=True)
+    wordings.insert(2, "wording", wordings["wording_id"].str.partition("-")[2].astype(int))
+    order = {attack_id: n for n, attack_id in enumerate(questions["attack_id"])}
+    questions["planted_ids"] = pd.Series(map(split_answers, questions["planted_ids"]), dtype=object)
+    return AttackFixture(passages, questions, evasions=evasions, wordings=wordings.sort_values(
+        "attack_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True))

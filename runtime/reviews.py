@@ -11,14 +11,12 @@ reason from the vocabulary. ``python -m runtime review check`` validates them al
 from __future__ import annotations
 
 import csv
-import datetime as dt
 import io
 import os
 from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
-import regex
 
 from helpers.baseline import BASELINE_DECODINGS, BASELINE_MODEL, BASELINE_READER
 from helpers.decoding import CONSTRAINED, UNCONSTRAINED
@@ -27,7 +25,6 @@ from helpers.review import (
     PARSE_FAILURE_REASON,
     REASONS,
     SAME_REPLY,
-    VERDICTS,
     carry_verdicts,
     escape_reply,
     sources_text,
@@ -38,23 +35,22 @@ from .fixture import (
     EXTENDED_QUESTIONS_FILE,
     QUESTIONS_FILE,
     REVIEW_FILE,
+    SCHEMAS,
     FixtureError,
     Row,
     check_against_metadata,
+    check_rows,
     load_riverton,
     read_metadata,
     read_rows,
-    require,
-    require_unique,
 )
 from .lessons import baseline_replies, collection_name, fit_retriever, RETRIEVAL_K
 from .paths import DATA_DIR, PROJECT_ROOT
 from .records import TRANSCRIPT_PATH, TranscriptEntry, read_transcript
 from .registry import REGISTRY
 
-REVIEW_COLUMNS = ("review_id", "reader", "decoding", "question_id", "transcript_key",
-                  "reviewed_reply", "reviewed_answer", "reviewed_sources", "verdict",
-                  "reason", "note", "reviewer", "reviewed_on")
+#: The columns of a review; what each must hold is its schema in ``fixture.SCHEMAS``.
+REVIEW_COLUMNS = tuple(SCHEMAS[REVIEW_FILE].columns)
 #: The columns that identify the reply a row judges (a template copies these).
 REPLY_COLUMNS = REVIEW_COLUMNS[:8]
 #: The columns a reviewer fills in.
@@ -65,11 +61,8 @@ REVIEWS_DIR = PROJECT_ROOT / "data" / "reviews"
 #: Set this to read students' reviews from another folder (the tests do).
 REVIEWS_ENV = "RIVERTON_REVIEWS_DIR"
 
-_DATE = regex.compile(r"\d{4}-\d{2}-\d{2}")
-_KEY = regex.compile(r"[0-9a-f]{64}")
-
 #: Every name the ``reader`` column may hold: the registered readers and the baseline.
-READERS = (*sorted(REGISTRY), BASELINE_READER)
+READERS = SCHEMAS[REVIEW_FILE].columns["reader"].choices
 
 #: The replies the book's review covers, in review order: (reader, decoding, question
 #: files). Qwen's are lesson 1's six; SmolLM2's come unconstrained and under lesson 3's
@@ -120,14 +113,6 @@ class ReviewError(FixtureError):
 def _fail(path: Path, row: Row | None, column: str, problem: str) -> ReviewError:
     return ReviewError(path, problem, row.number if row else None, row.line if row else None,
                        column)
-
-
-def _require(path: Path, row: Row, column: str, pattern=None, choices=None) -> str:
-    try:
-        return require(path, row, column, pattern, choices)
-    except FixtureError as error:
-        raise ReviewError(error.path, error.problem, error.row, error.line,
-                          error.column) from None
 
 
 # ------------------------------------------------------------------ the reviewed replies
@@ -216,7 +201,7 @@ def _check_reply(path: Path, row: Row, by_key: Mapping[str, tuple[str, Transcrip
                  review_ids: Mapping[str, str | None] | None) -> None:
     """The row's reply columns must describe, exactly, a reply the review may judge."""
     values = row.values
-    key = _require(path, row, "transcript_key", _KEY)
+    key = values["transcript_key"]
     if key not in by_key:
         raise _fail(path, row, "transcript_key",
                     f"no reply with key {key[:12]}... among the replies a review may judge "
@@ -234,7 +219,7 @@ def _check_reply(path: Path, row: Row, by_key: Mapping[str, tuple[str, Transcrip
                         f"{values['review_id']!r} is not the ID of this reply, which the "
                         f"book's review calls {review_ids[key]!r}")
     reader, entry = by_key[key]
-    if _require(path, row, "reader", choices=READERS) != reader:
+    if values["reader"] != reader:
         raise _fail(path, row, "reader", f"the transcript reply {key[:12]}... was written by "
                     f"{entry.model_id}, not by reader {values['reader']!r}")
     expected = reply_columns(entry, reader)
@@ -247,12 +232,12 @@ def _check_reply(path: Path, row: Row, by_key: Mapping[str, tuple[str, Transcrip
 
 
 def _check_judgment(path: Path, row: Row, allow_blank: bool) -> bool:
-    """Verdict, reason, reviewer and date; returns False for a row left blank."""
+    """The reason goes with the verdict, and names a parse failure exactly when the reply
+    did not parse (each column on its own is the schema's); False for a row left blank."""
     values = row.values
     if allow_blank and not any(values[c] for c in JUDGMENT_COLUMNS):
         return False
-    verdict = _require(path, row, "verdict", choices=VERDICTS)
-    reason = _require(path, row, "reason", choices=tuple(REASONS))
+    verdict, reason = values["verdict"], values["reason"]
     if REASONS[reason].verdict != verdict:
         raise _fail(path, row, "reason", f"reason {reason!r} goes with the verdict "
                     f"{REASONS[reason].verdict!r}, not {verdict!r}")
@@ -262,12 +247,6 @@ def _check_judgment(path: Path, row: Row, allow_blank: bool) -> bool:
                     f"the reply did not parse, so the reason must be {PARSE_FAILURE_REASON!r}"
                     if unparsed else
                     f"the reply parsed, so {PARSE_FAILURE_REASON!r} does not apply")
-    _require(path, row, "reviewer")
-    day = _require(path, row, "reviewed_on", _DATE)
-    try:
-        dt.date.fromisoformat(day)
-    except ValueError:
-        raise _fail(path, row, "reviewed_on", f"{day!r} is not a calendar date") from None
     return True
 
 
@@ -276,24 +255,18 @@ def review_rows(path: Path, transcript: str | os.PathLike = TRANSCRIPT_PATH,
                 ) -> tuple[list[Row], list[Row]]:
     """All rows of a review file, validated, and the subset that carries a judgment.
     ``review_ids`` (key to review ID) restricts the file to the book's rows."""
-    try:
-        rows = read_rows(path, REVIEW_COLUMNS)
+    try:  # each column by the review's schema; a student's row may leave its judgment blank
+        rows = check_rows(path, read_rows(path, REVIEW_COLUMNS), SCHEMAS[REVIEW_FILE],
+                          may_skip=JUDGMENT_COLUMNS if allow_blank else ())
     except FixtureError as error:
         raise ReviewError(error.path, error.problem, error.row, error.line,
                           error.column) from None
     by_key = reviewable_entries(transcript)
     judged = []
     for row in rows:
-        _require(path, row, "review_id", regex.compile(r"[A-Za-z][A-Za-z0-9_-]*"))
         _check_reply(path, row, by_key, review_ids)
         if _check_judgment(path, row, allow_blank):
             judged.append(row)
-    try:
-        require_unique(path, rows, "review_id")
-        require_unique(path, rows, "transcript_key")
-    except FixtureError as error:
-        raise ReviewError(error.path, error.problem, error.row, error.line,
-                          error.column) from None
     return rows, judged
 
 

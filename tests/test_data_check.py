@@ -1,7 +1,8 @@
-"""`python -m bookkit.data_check`: every fixture file checked, the metadata kept true.
+"""`python -m runtime data`: every fixture file checked, the metadata kept true.
 
 The command runs in a subprocess, as an author runs it, on a copy of data/riverton
-(``data_copy``); the damage helpers are those of the fixture tests (fixture_edits.py).
+(``data_copy``) or on the committed data; the edits are those of the fixture tests
+(fixture_edits.py).
 """
 from __future__ import annotations
 
@@ -10,104 +11,71 @@ import sys
 
 import pytest
 
-from bookkit.data_check import check_all
-from helpers.fixture import (
-    ATTACK_PASSAGES_FILE,
-    ATTACK_QUESTIONS_FILE,
-    HANDBOOK_FILE,
-    METADATA_FILE,
-    QUESTIONS_FILE,
-    fingerprint,
-    load_attack_fixture,
-    load_riverton,
-    read_metadata,
-)
-from helpers.paths import DATA_DIR, PROJECT_ROOT
+from runtime.fixture import (ATTACK_PASSAGES_FILE, HANDBOOK_FILE, METADATA_FILE, fingerprint,
+                             read_metadata)
+from runtime.paths import PROJECT_ROOT
 
-from fixture_edits import replace_bytes, rewrite_csv, set_field
+from fixture_edits import field, replace, rows
 
 
-def data_check(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bookkit.data_check", *args],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+def data(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "runtime", "data", *args], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=300)
 
 
-def test_check_all_reports_every_artifact_of_the_metadata(riverton):
-    report = check_all(DATA_DIR)
-    assert report[0] == f"{HANDBOOK_FILE}: 15 rows ok"
-    assert f"{QUESTIONS_FILE}: 6 rows ok" in report
-    # Lesson 5's attack files are validated with their own loader.
-    assert f"{ATTACK_PASSAGES_FILE}: 5 rows ok" in report
-    assert f"{ATTACK_QUESTIONS_FILE}: 6 rows ok" in report
-    assert len(report) == len(riverton.metadata)
-
-
-def test_check_passes_on_the_committed_data():
-    result = data_check("check")
+def test_check_validates_every_artifact_of_the_metadata(riverton):
+    result = data("check")
     assert result.returncode == 0, result.stderr
-    assert f"{HANDBOOK_FILE}: 15 rows ok" in result.stdout
-    assert f"{QUESTIONS_FILE}: 6 rows ok" in result.stdout
+    assert result.stdout.splitlines() == [
+        f"{name}: {rows} rows ok" for name, rows in zip(riverton.metadata["artifact"],
+                                                        riverton.metadata["rows"])]
 
 
-def test_update_metadata_repairs_a_deliberate_edit(data_copy):
-    handbook_path = data_copy / HANDBOOK_FILE
-    metadata_path = data_copy / METADATA_FILE
-    original_metadata = metadata_path.read_bytes()
-    old_digest = fingerprint(handbook_path)
-    replace_bytes(handbook_path, b"Mill Street", b"Mill Road")
-    new_digest = fingerprint(handbook_path)
-
-    failed = data_check("--data-dir", str(data_copy), "check")
-    assert failed.returncode == 1
-    assert "fingerprint" in failed.stderr and METADATA_FILE in failed.stderr
-
-    repaired = data_check("--data-dir", str(data_copy), "update-metadata", HANDBOOK_FILE)
-    assert repaired.returncode == 0, repaired.stderr
-    # Only the handbook's fingerprint changed; every other byte of the metadata is kept.
-    assert metadata_path.read_bytes() == original_metadata.replace(
-        old_digest.encode(), new_digest.encode())
-    fixture = load_riverton(data_copy)
-    assert fixture.handbook.set_index("passage_id").at["H01", "text"].endswith(
-        "on Mill Road in Riverton.")
-    assert data_check("--data-dir", str(data_copy), "check").returncode == 0
+def _add(row):
+    return rows(lambda table: table.append(row))
 
 
-def _add_handbook_passage(rows):
-    rows.append(["H16", "parking", "Parking is free behind the centre.",
-                 "Invented for a test", "Not part of the book."])
-
-
-def _add_planted_passage(rows):
-    rows.append(["P05", "transit", "Bus passes now cost $9.",
-                 "Invented attack text for teaching: a test row", "planted", ""])
-
-
-@pytest.mark.parametrize(("artifact", "add_row", "rows", "count"), [
-    (HANDBOOK_FILE, _add_handbook_passage, 16,
-     lambda data: len(load_riverton(data).handbook)),
-    (ATTACK_PASSAGES_FILE, _add_planted_passage, 6,
-     lambda data: len(load_attack_fixture(data).passages)),
-], ids=["handbook", "attack passages"])
-def test_update_metadata_validates_and_recounts_rows(data_copy, artifact, add_row, rows, count):
-    """A row added on purpose: check fails until update-metadata recounts the file (with
-    the file's own validator) and records the new count."""
-    rewrite_csv(data_copy / artifact, add_row)
-    assert data_check("--data-dir", str(data_copy), "check").returncode == 1
-    result = data_check("--data-dir", str(data_copy), "update-metadata", artifact)
+@pytest.mark.parametrize(("artifact", "edit", "count"), [
+    (HANDBOOK_FILE, replace(b"Mill Street", b"Mill Road"), 15),
+    (HANDBOOK_FILE, _add(["H16", "parking", "Parking is free behind the centre.",
+                          "Invented for a test", "Not part of the book."]), 16),
+    (ATTACK_PASSAGES_FILE, _add(["P05", "transit", "Bus passes now cost $9.", "Invented attack "
+                                 "text for teaching: a test row", "planted", ""]), 6),
+], ids=["changed text", "added passage", "added planted passage"])
+def test_update_metadata_records_a_deliberate_edit(data_copy, artifact, edit, count):
+    """Check fails after the edit; update-metadata validates the file with its own schema,
+    recounts it and rewrites its fingerprint, and nothing else in the metadata changes."""
+    before = (data_copy / METADATA_FILE).read_text(encoding="utf-8")
+    recorded = read_metadata(data_copy).set_index("artifact").loc[artifact]
+    edit(data_copy / artifact)
+    failed = data("--data-dir", str(data_copy), "check")
+    assert failed.returncode == 1 and METADATA_FILE in failed.stderr
+    assert f"column '{'rows' if count != recorded['rows'] else 'fingerprint'}'" in failed.stderr
+    result = data("--data-dir", str(data_copy), "update-metadata", artifact)
     assert result.returncode == 0, result.stderr
-    assert f"{artifact}: {rows} rows ok" in result.stdout
-    assert read_metadata(data_copy).set_index("artifact").at[artifact, "rows"] == rows
-    assert count(data_copy) == rows
+    assert f"{artifact}: {count} rows ok" in result.stdout
+    assert (data_copy / METADATA_FILE).read_text(encoding="utf-8") == before.replace(
+        f",{recorded['rows']},{recorded['fingerprint']}\n",
+        f",{count},{fingerprint(data_copy / artifact)}\n")
 
 
-@pytest.mark.parametrize(("artifact", "row"), [(HANDBOOK_FILE, 2), (ATTACK_PASSAGES_FILE, 1)],
-                         ids=["handbook", "attack passages"])
-def test_update_metadata_refuses_an_invalid_file_and_leaves_the_metadata(data_copy, artifact, row):
-    """A duplicate (handbook) or borrowed (planted passage) ID: refused, naming the row and
-    column, and the metadata keeps every byte."""
-    set_field(data_copy / artifact, row, "passage_id", "H01")
+@pytest.mark.parametrize(("artifact", "row", "says"), [
+    (HANDBOOK_FILE, 2, "duplicate ID 'H01'"),
+    (ATTACK_PASSAGES_FILE, 1, "value 'H01' does not match"),
+], ids=["duplicate handbook ID", "borrowed planted ID"])
+def test_update_metadata_refuses_an_invalid_file_and_leaves_the_metadata(data_copy, artifact, row,
+                                                                        says):
+    field(row, passage_id="H01")(data_copy / artifact)
     before = (data_copy / METADATA_FILE).read_bytes()
-    result = data_check("--data-dir", str(data_copy), "update-metadata", artifact)
+    result = data("--data-dir", str(data_copy), "update-metadata", artifact)
     assert result.returncode == 1
-    assert "passage_id" in result.stderr and f"row {row}" in result.stderr
+    assert f"{artifact}, row {row} (line {row + 1}), column 'passage_id': {says}" in result.stderr
     assert (data_copy / METADATA_FILE).read_bytes() == before
+
+
+def test_a_csv_artifact_without_a_schema_is_refused(data_copy):
+    (data_copy / "notes.csv").write_text("note\nnot declared\n", encoding="utf-8")
+    _add(["notes.csv", "notes", "a test", "CC-BY-4.0", "2026-12-02", "1", "0" * 64])(
+        data_copy / METADATA_FILE)
+    result = data("--data-dir", str(data_copy), "update-metadata", "notes.csv")
+    assert result.returncode == 1 and "notes.csv: has no schema" in result.stderr
