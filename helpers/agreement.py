@@ -16,7 +16,7 @@ explain, each says "undefined" and why, never a number.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -49,27 +49,26 @@ class Confusion:
 
 
 def _booleans(values: Sequence, name: str) -> list[bool]:
-    out = []
+    values = list(values)
     for position, value in enumerate(values):
         if not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"{name}[{position}] is {value!r}; expected True or False")
-        out.append(bool(value))
-    return out
+    return [bool(value) for value in values]
+
+
+def _signal_and_verdicts(flagged: Sequence, unsupported: Sequence) -> tuple[list, list]:
+    """Both lists checked: True or False each, one signal per verdict."""
+    flagged, unsupported = _booleans(flagged, "flagged"), _booleans(unsupported, "unsupported")
+    if len(flagged) != len(unsupported):
+        raise ValueError(f"{len(flagged)} signals but {len(unsupported)} verdicts")
+    return flagged, unsupported
 
 
 def confusion(flagged: Sequence[bool], unsupported: Sequence[bool]) -> Confusion:
     """Count the four cells; ``flagged[i]`` and ``unsupported[i]`` describe one reply."""
-    flagged = _booleans(flagged, "flagged")
-    unsupported = _booleans(unsupported, "unsupported")
-    if len(flagged) != len(unsupported):
-        raise ValueError(f"{len(flagged)} signals but {len(unsupported)} verdicts")
-    pairs = list(zip(flagged, unsupported))
-    return Confusion(
-        flagged_unsupported=pairs.count((True, True)),
-        flagged_supported=pairs.count((True, False)),
-        passed_unsupported=pairs.count((False, True)),
-        passed_supported=pairs.count((False, False)),
-    )
+    pairs = list(zip(*_signal_and_verdicts(flagged, unsupported)))
+    return Confusion(*(pairs.count(cell) for cell in
+                       ((True, True), (True, False), (False, True), (False, False))))
 
 
 def confusion_from_cells(flagged_unsupported: int, flagged_supported: int,
@@ -149,11 +148,6 @@ class Ratio:
     def value(self) -> float | None:
         return None if self.denominator == 0 else self.numerator / self.denominator
 
-    def text(self, digits: int = 2) -> str:
-        if self.value is None:
-            return f"undefined ({self.numerator} of 0)"
-        return f"{self.numerator} of {self.denominator} ({self.value:.{digits}f})"
-
     def interval(self, level: float = INTERVAL_LEVEL) -> ProportionInterval:
         """The exact interval of this share (:func:`exact_interval`)."""
         return exact_interval(self.numerator, self.denominator, level)
@@ -166,22 +160,11 @@ class Ratio:
                 f"({self.interval(level).text(digits)})")
 
 
-def recall(counts: Confusion) -> Ratio:
-    """The share of unsupported replies the signal flags."""
-    return Ratio(counts.flagged_unsupported,
-                 counts.flagged_unsupported + counts.passed_unsupported)
-
-
-def precision(counts: Confusion) -> Ratio:
-    """The share of flagged replies a person finds unsupported."""
-    return Ratio(counts.flagged_unsupported,
-                 counts.flagged_unsupported + counts.flagged_supported)
-
-
 def sensitivity(counts: Confusion) -> Ratio:
     """The unsupported replies the signal holds, of all unsupported replies (its recall).
     Lesson 4, "The screen against the review"."""
-    return recall(counts)
+    return Ratio(counts.flagged_unsupported,
+                 counts.flagged_unsupported + counts.passed_unsupported)
 
 
 def specificity(counts: Confusion) -> Ratio:
@@ -193,7 +176,8 @@ def specificity(counts: Confusion) -> Ratio:
 def positive_predictive_value(counts: Confusion) -> Ratio:
     """The held replies a person rejects, of all held replies (its precision).
     Lesson 4, "The screen against the review"."""
-    return precision(counts)
+    return Ratio(counts.flagged_unsupported,
+                 counts.flagged_unsupported + counts.flagged_supported)
 
 
 def negative_predictive_value(counts: Confusion) -> Ratio:
@@ -203,20 +187,14 @@ def negative_predictive_value(counts: Confusion) -> Ratio:
 
 
 #: The four per-class rates of a 2x2 table, in the order lesson 4 reports them.
-PER_CLASS = {
-    "sensitivity": sensitivity,
-    "specificity": specificity,
-    "ppv": positive_predictive_value,
-    "npv": negative_predictive_value,
-}
+PER_CLASS = {"sensitivity": sensitivity, "specificity": specificity,
+             "ppv": positive_predictive_value, "npv": negative_predictive_value}
 
 
 # ------------------------------------------------------------------------------ kappa
 
-ONE_CATEGORY = (
-    "undefined: every rating from both sides is the same category, so chance agreement "
-    "is already 1 and kappa would be 0/0"
-)
+ONE_CATEGORY = ("undefined: every rating from both sides is the same category, so chance "
+                "agreement is already 1 and kappa would be 0/0")
 
 
 @dataclass(frozen=True)
@@ -241,31 +219,33 @@ def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable]) -> Kappa:
     and the same category to everything, p_e = 1 and kappa is 0/0: the result then has
     ``value`` None and says so, rather than returning NaN or raising.
     """
-    first, second = list(first), list(second)
-    if len(first) != len(second):
-        raise ValueError(f"{len(first)} ratings against {len(second)}")
-    if not first:
-        raise ValueError("kappa needs at least one rated item")
-    n = len(first)
-    observed = Fraction(sum(a == b for a, b in zip(first, second)), n)
-    expected = sum((Fraction(first.count(c), n) * Fraction(second.count(c), n)
-                    for c in set(first) | set(second)), Fraction(0))
-    if expected == 1:
-        return Kappa(float(observed), 1.0, None, ONE_CATEGORY)
-    return Kappa(float(observed), float(expected), float((observed - expected) / (1 - expected)))
+    first, second, n, observed = _checked(first, second)
+    one, two = _shares(first, n), _shares(second, n)
+    expected = sum((one[c] * two.get(c, 0) for c in one), Fraction(0))
+    return _coefficient(observed, expected, ONE_CATEGORY)
 
 
 def _shares(ratings: list, n: int) -> dict:
     return {c: Fraction(ratings.count(c), n) for c in set(ratings)}
 
 
-def _checked(first, second) -> tuple[list, list, int]:
+def _checked(first, second) -> tuple[list, list, int, Fraction]:
+    """Both sides' ratings as lists, how many items they rate, and the share rated alike."""
     first, second = list(first), list(second)
     if len(first) != len(second):
         raise ValueError(f"{len(first)} ratings against {len(second)}")
     if not first:
         raise ValueError("an agreement coefficient needs at least one rated item")
-    return first, second, len(first)
+    return first, second, len(first), Fraction(sum(a == b for a, b in zip(first, second)),
+                                                len(first))
+
+
+def _coefficient(observed: Fraction, expected: Fraction, undefined: str) -> Kappa:
+    """(observed - expected) / (1 - expected), or undefined, saying why, when chance
+    agreement is already 1."""
+    if expected == 1:
+        return Kappa(float(observed), 1.0, None, undefined)
+    return Kappa(float(observed), float(expected), float((observed - expected) / (1 - expected)))
 
 
 def kappa_max(first: Sequence[Hashable], second: Sequence[Hashable]) -> Kappa:
@@ -278,14 +258,11 @@ def kappa_max(first: Sequence[Hashable], second: Sequence[Hashable]) -> Kappa:
     result's ``observed`` is that largest agreement. Undefined, as kappa is, when p_e is
     1. Lesson 4, "The screen against the review".
     """
-    first, second, n = _checked(first, second)
+    first, second, n, _ = _checked(first, second)
     one, two = _shares(first, n), _shares(second, n)
-    categories = set(one) | set(two)
-    expected = sum((one.get(c, 0) * two.get(c, 0) for c in categories), Fraction(0))
-    largest = sum((min(one.get(c, 0), two.get(c, 0)) for c in categories), Fraction(0))
-    if expected == 1:
-        return Kappa(float(largest), 1.0, None, ONE_CATEGORY)
-    return Kappa(float(largest), float(expected), float((largest - expected) / (1 - expected)))
+    expected = sum((one[c] * two.get(c, 0) for c in one), Fraction(0))
+    largest = sum((min(one[c], two.get(c, 0)) for c in one), Fraction(0))
+    return _coefficient(largest, expected, ONE_CATEGORY)
 
 
 def _categories(first: list, second: list, categories) -> list:
@@ -299,7 +276,8 @@ def _categories(first: list, second: list, categories) -> list:
     return categories
 
 
-FEWER_THAN_TWO = "undefined: a coefficient of agreement needs at least two categories to choose from"
+FEWER_THAN_TWO = ("undefined: a coefficient of agreement needs at least two categories to "
+                  "choose from")
 
 
 def pabak(first: Sequence[Hashable], second: Sequence[Hashable],
@@ -312,13 +290,10 @@ def pabak(first: Sequence[Hashable], second: Sequence[Hashable],
     rating could take (default: those used); fewer than two leave nothing to choose
     between, and the result is undefined. Lesson 4, "The screen against the review".
     """
-    first, second, n = _checked(first, second)
-    k = len(_categories(first, second, categories))
-    observed = Fraction(sum(a == b for a, b in zip(first, second)), n)
-    if k < 2:
-        return Kappa(float(observed), 1.0, None, FEWER_THAN_TWO)
-    expected = Fraction(1, k)
-    return Kappa(float(observed), float(expected), float((observed - expected) / (1 - expected)))
+    first, second, _, observed = _checked(first, second)
+    # With one category, chance agreement 1/1 is already 1: undefined.
+    return _coefficient(observed, Fraction(1, len(_categories(first, second, categories))),
+                        FEWER_THAN_TWO)
 
 
 def gwet_ac1(first: Sequence[Hashable], second: Sequence[Hashable],
@@ -331,9 +306,8 @@ def gwet_ac1(first: Sequence[Hashable], second: Sequence[Hashable],
     dominates, where kappa's p_e climbs towards 1. Lesson 4, "The screen against the
     review".
     """
-    first, second, n = _checked(first, second)
+    first, second, n, observed = _checked(first, second)
     listed = _categories(first, second, categories)
-    observed = Fraction(sum(a == b for a, b in zip(first, second)), n)
     if len(listed) < 2:
         return Kappa(float(observed), 0.0, None, FEWER_THAN_TWO)
     one, two = _shares(first, n), _shares(second, n)
@@ -365,19 +339,16 @@ def table_kappa(counts: Confusion) -> Kappa:
     with that reason instead. Lesson 4, "The screen against the review".
     """
     reason = _empty_class(counts)
-    if reason:
-        kappa = cohen_kappa(*ratings_of(counts)) if counts.rows else None
-        return Kappa(kappa.observed if kappa else 0.0, kappa.expected if kappa else 0.0,
-                     None, reason)
-    return cohen_kappa(*ratings_of(counts))
+    if not counts.rows:
+        return Kappa(0.0, 0.0, None, reason)
+    kappa = cohen_kappa(*ratings_of(counts))
+    return replace(kappa, value=None, reason=reason) if reason else kappa
 
 
 def table_kappa_max(counts: Confusion) -> Kappa:
     """:func:`kappa_max` of a 2x2 table, undefined where :func:`table_kappa` is."""
     reason = _empty_class(counts)
-    if reason:
-        return Kappa(0.0, 0.0, None, reason)
-    return kappa_max(*ratings_of(counts))
+    return Kappa(0.0, 0.0, None, reason) if reason else kappa_max(*ratings_of(counts))
 
 
 def table_coefficients(counts: Confusion) -> dict[str, Kappa]:
@@ -399,73 +370,14 @@ def resample_indices(n: int, resamples: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, n, size=(resamples, n))
 
 
-@dataclass(frozen=True)
-class Interval:
-    """A percentile bootstrap interval; ``low``/``high`` are None when no resample had a
-    defined kappa. ``undefined`` counts the resamples left out (one category only)."""
-
-    low: float | None
-    high: float | None
-    level: float
-    resamples: int
-    undefined: int
-    seed: int
-
-    def text(self, digits: int = 2) -> str:
-        if self.low is None:
-            return "undefined (kappa is undefined in every resample)"
-        text = f"{self.low:.{digits}f} to {self.high:.{digits}f}"
-        if self.undefined:
-            text += f" ({self.undefined} of {self.resamples} resamples undefined, left out)"
-        return text
-
-
-def bootstrap_kappa(first: Sequence[Hashable], second: Sequence[Hashable], *,
-                    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
-                    level: float = BOOTSTRAP_LEVEL) -> Interval:
-    """Percentile bootstrap interval for Cohen's kappa: resample items with replacement,
-    recompute kappa, take the central ``level`` share of the values.
-
-    Resamples in which kappa is undefined (every rating one category) are counted and
-    left out. Small samples give wide intervals; that is the point of showing one.
-    """
-    if not 0 < level < 1:
-        raise ValueError(f"level must be between 0 and 1, got {level}")
-    if resamples < 1:
-        raise ValueError(f"resamples must be at least 1, got {resamples}")
-    first, second = list(first), list(second)
-    if len(first) != len(second) or not first:
-        cohen_kappa(first, second)  # raises the same error as a point estimate would
-    categories = sorted(set(first) | set(second), key=repr)
-    code = {c: i for i, c in enumerate(categories)}
-    a = np.array([code[x] for x in first])
-    b = np.array([code[x] for x in second])
-    index = resample_indices(len(a), resamples, seed)
-    ra, rb = a[index], b[index]
-    n = len(a)
-    observed = (ra == rb).sum(axis=1) / n
-    # Counts per category on each side, per resample, in integers (no rounding until the end).
-    counts_a = np.stack([(ra == k).sum(axis=1) for k in range(len(categories))], axis=1)
-    counts_b = np.stack([(rb == k).sum(axis=1) for k in range(len(categories))], axis=1)
-    chance_numerator = (counts_a * counts_b).sum(axis=1)  # p_e = this / n^2
-    defined = chance_numerator != n * n
-    expected = chance_numerator[defined] / (n * n)
-    values = (observed[defined] - expected) / (1 - expected)
-    undefined = int((~defined).sum())
-    if values.size == 0:
-        return Interval(None, None, level, resamples, undefined, seed)
-    low, high = np.quantile(values, [(1 - level) / 2, (1 + level) / 2])
-    return Interval(float(low), float(high), level, resamples, undefined, seed)
-
-
 # ------------------------------------------------------------- bootstrap by question
 
 
 @dataclass(frozen=True)
-class TableInterval:
-    """A percentile bootstrap interval for a signal's kappa against the review, and what
-    happened in the resamples: how many had no supported reply, how many no unsupported
-    one (kappa is undefined in both, :func:`table_kappa`), and the unit resampled."""
+class KappaInterval:
+    """A percentile bootstrap interval for kappa, and what happened in the resamples: the
+    unit resampled, and how many resamples the second side (the review) rated with one
+    category only, by that category; kappa is undefined there (:func:`bootstrap_kappa`)."""
 
     low: float | None
     high: float | None
@@ -474,14 +386,22 @@ class TableInterval:
     seed: int
     unit: str
     units: int
-    no_supported: int
-    no_unsupported: int
+    one_category: dict
+
+    @property
+    def no_supported(self) -> int:
+        """Resamples in which the review finds every reply unsupported (rates all True)."""
+        return self.one_category.get(True, 0)
+
+    @property
+    def no_unsupported(self) -> int:
+        """Resamples in which the review finds every reply supported (rates all False)."""
+        return self.one_category.get(False, 0)
 
     @property
     def undefined(self) -> int:
-        """Resamples left out: those with no supported or no unsupported reply (a resample
-        with neither has no reply at all, which cannot happen)."""
-        return self.no_supported + self.no_unsupported
+        """Resamples left out: those in which the review gave one category only."""
+        return sum(self.one_category.values())
 
     @property
     def defined(self) -> int:
@@ -498,84 +418,51 @@ class TableInterval:
         return text
 
 
-def _cells(flagged: list[bool], unsupported: list[bool]) -> np.ndarray:
-    """One row per reply: 1 in the column of its cell (flagged and unsupported, flagged
-    and supported, passed and unsupported, passed and supported)."""
-    f = np.array(flagged, dtype=bool)
-    u = np.array(unsupported, dtype=bool)
-    return np.stack([f & u, f & ~u, ~f & u, ~f & ~u], axis=1).astype(np.int64)
+def bootstrap_kappa(first: Sequence[Hashable], second: Sequence[Hashable],
+                    units: Sequence[Hashable] | None = None, *, unit: str = "reply",
+                    resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
+                    level: float = BOOTSTRAP_LEVEL) -> KappaInterval:
+    """Percentile bootstrap interval for Cohen's kappa of ``first`` (a signal, say) against
+    ``second`` (the review), resampling ``units``.
 
-
-def _kappas_of_cells(cells: np.ndarray) -> np.ndarray:
-    """Kappa of each row of 2x2 counts (columns as :func:`_cells`), NaN where the review
-    has a class with no members (:func:`table_kappa`)."""
-    fu, fs, pu, ps = (cells[:, i].astype(float) for i in range(4))
-    n = fu + fs + pu + ps
-    flagged, bad = (fu + fs) / n, (fu + pu) / n
-    observed = (fu + ps) / n
-    expected = flagged * bad + (1 - flagged) * (1 - bad)
-    defined = ((fs + ps) > 0) & ((fu + pu) > 0)
-    values = np.full(len(cells), np.nan)
-    values[defined] = ((observed - expected)[defined] / (1 - expected)[defined])
-    return values
-
-
-def bootstrap_table_values(flagged: Sequence[bool], unsupported: Sequence[bool],
-                           units: Sequence[Hashable] | None = None, *,
-                           resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0
-                           ) -> tuple[np.ndarray, np.ndarray]:
-    """Each resample's 2x2 counts (resamples x 4) and kappa (NaN where undefined).
-
-    A resample draws as many ``units`` as there are, with replacement, and takes every
-    reply of each unit drawn (``units[i]`` is reply i's unit, a question for instance);
-    with ``units`` None each reply is its own unit. Lesson 4, "Resampling questions".
-    """
-    flagged = _booleans(flagged, "flagged")
-    unsupported = _booleans(unsupported, "unsupported")
-    if len(flagged) != len(unsupported):
-        raise ValueError(f"{len(flagged)} signals but {len(unsupported)} verdicts")
-    if not flagged:
-        raise ValueError("a bootstrap needs at least one reply")
-    if resamples < 1:
-        raise ValueError(f"resamples must be at least 1, got {resamples}")
-    units = list(range(len(flagged))) if units is None else list(units)
-    if len(units) != len(flagged):
-        raise ValueError(f"{len(units)} units for {len(flagged)} replies")
-    order = list(dict.fromkeys(units))
-    position = {unit: i for i, unit in enumerate(order)}
-    per_reply = _cells(flagged, unsupported)
-    per_unit = np.zeros((len(order), 4), dtype=np.int64)
-    np.add.at(per_unit, [position[u] for u in units], per_reply)
-    index = resample_indices(len(order), resamples, seed)
-    cells = per_unit[index].sum(axis=1)
-    return cells, _kappas_of_cells(cells)
-
-
-def bootstrap_table_kappa(flagged: Sequence[bool], unsupported: Sequence[bool],
-                          units: Sequence[Hashable] | None = None, *, unit: str = "reply",
-                          resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0,
-                          level: float = BOOTSTRAP_LEVEL) -> TableInterval:
-    """Percentile bootstrap interval for a signal's kappa against the review, resampling
-    ``units`` (see :func:`bootstrap_table_values`; ``unit`` names them for the text).
-
-    A resample with no supported reply, or no unsupported one, has no kappa to give
-    (:func:`table_kappa`): it is counted and left out, never scored 0. The interval is
-    then an interval over the resamples that hold both kinds of reply, and the counts
-    say how many did not. Lesson 4, "Resampling questions".
+    A resample draws as many units as there are, with replacement, and takes every reply
+    of each unit drawn (``units[i]`` is reply i's unit, a question for instance; with
+    ``units`` None each reply is its own unit); kappa is computed again on it, and the
+    interval holds the central ``level`` share of those kappas. A resample in which the
+    second side gives every reply one category has no kappa to give: any first side
+    agrees with it exactly as often as chance would (:func:`table_kappa`). It is counted
+    and left out, never scored 0. Lesson 4, "Resampling questions".
     """
     if not 0 < level < 1:
         raise ValueError(f"level must be between 0 and 1, got {level}")
-    cells, values = bootstrap_table_values(flagged, unsupported, units, resamples=resamples,
-                                           seed=seed)
-    supported = cells[:, 1] + cells[:, 3]
-    bad = cells[:, 0] + cells[:, 2]
-    n_units = len(set(units)) if units is not None else len(flagged)
-    defined = values[~np.isnan(values)]
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    first, second, n, _ = _checked(first, second)
+    units = list(range(n)) if units is None else list(units)
+    if len(units) != n:
+        raise ValueError(f"{len(units)} units for {n} replies")
+    categories = sorted(set(first) | set(second), key=repr)
+    code, k = {c: i for i, c in enumerate(categories)}, len(categories)
+    position = {u: i for i, u in enumerate(dict.fromkeys(units))}
+    # Per unit, its replies' (first, second) pairs counted in a k x k table.
+    per_unit = np.zeros((len(position), k * k), dtype=np.int64)
+    np.add.at(per_unit, ([position[u] for u in units],
+                         [code[a] * k + code[b] for a, b in zip(first, second)]), 1)
+    tables = per_unit[resample_indices(len(position), resamples, seed)].sum(axis=1)
+    tables = tables.reshape(resamples, k, k)
+    total = tables.sum(axis=(1, 2))
+    rows, columns = tables.sum(axis=2), tables.sum(axis=1)
+    chance = (rows * columns).sum(axis=1)  # p_e = chance / total^2, exactly
+    agreed = np.trace(tables, axis1=1, axis2=2)
+    alone = columns == total[:, None]  # the second side gave only that category
+    defined = ~alone.any(axis=1)
+    values = ((total * agreed - chance)[defined] / (total * total - chance)[defined])
     low = high = None
-    if defined.size:
-        low, high = (float(v) for v in np.quantile(defined, [(1 - level) / 2, (1 + level) / 2]))
-    return TableInterval(low, high, level, resamples, seed, unit, n_units,
-                         int((supported == 0).sum()), int((bad == 0).sum()))
+    if values.size:
+        low, high = (float(v) for v in np.quantile(values, [(1 - level) / 2, (1 + level) / 2]))
+    return KappaInterval(low, high, level, resamples, seed, unit, len(position),
+                         {c: int(alone[:, code[c]].sum()) for c in categories
+                          if alone[:, code[c]].any()})
 
 
 # ------------------------------------------------------------------- graded signals
@@ -690,23 +577,17 @@ def per_group_table(groups: Sequence[Hashable], flagged: Sequence[bool],
                     unsupported: Sequence[bool], order: Sequence[Hashable]) -> pd.DataFrame:
     """One row per group of ``order``: its 2x2 counts, sensitivity and specificity with
     exact intervals, and kappa ("undefined:" and the class with no members, where the
-    group has one; see :func:`table_kappa`). A group with no reply gets a row of zeros. Lesson 4, "Split by
-    system"."""
-    flagged = _booleans(flagged, "flagged")
-    unsupported = _booleans(unsupported, "unsupported")
-    if not len(groups) == len(flagged) == len(unsupported):
-        raise ValueError(f"{len(groups)} groups, {len(flagged)} signals, "
-                         f"{len(unsupported)} verdicts")
+    group has one; see :func:`table_kappa`). A group with no reply gets a row of zeros.
+    Lesson 4, "Split by system"."""
+    flagged, unsupported = _signal_and_verdicts(flagged, unsupported)
+    if len(groups) != len(flagged):
+        raise ValueError(f"{len(groups)} groups for {len(flagged)} signals")
     rows = []
     for group in order:
         mask = [g == group for g in groups]
         counts = confusion([f for f, m in zip(flagged, mask) if m],
                            [u for u, m in zip(unsupported, mask) if m])
-        rows.append({"group": group, "rows": counts.rows,
-                     "flagged_unsupported": counts.flagged_unsupported,
-                     "flagged_supported": counts.flagged_supported,
-                     "passed_unsupported": counts.passed_unsupported,
-                     "passed_supported": counts.passed_supported,
+        rows.append({"group": group, "rows": counts.rows, **asdict(counts),
                      "sensitivity": sensitivity(counts).with_interval(),
                      "specificity": specificity(counts).with_interval(),
                      "kappa": _short_kappa(counts)})
@@ -728,24 +609,19 @@ def confusion_table(counts: Confusion, flagged_label: str, passed_label: str) ->
 def agreement_summary(signal: str, flagged: Sequence[bool], unsupported: Sequence[bool], *,
                       units: Sequence[Hashable] | None = None, unit: str = "reply",
                       resamples: int = BOOTSTRAP_RESAMPLES, seed: int = 0) -> dict:
-    """One row of the agreement tables: the counts; recall and precision; the four
-    per-class rates with exact intervals; kappa, kappa_max, PABAK and AC1; and kappa's
-    bootstrap interval, resampling ``units`` (default: replies; see
-    :func:`bootstrap_table_kappa`). The texts are what the tables show; ``counts``,
-    ``kappa_result``, ``coefficients`` and ``interval`` are the objects behind them."""
+    """One row of the agreement tables: the counts; the four per-class rates with exact
+    intervals; kappa, kappa_max, PABAK and AC1; and kappa's bootstrap interval, resampling
+    ``units`` (default: replies; see :func:`bootstrap_kappa`). The texts are what the
+    tables show; ``counts``, ``kappa_result``, ``coefficients`` and ``interval`` are the
+    objects behind them."""
     counts = confusion(flagged, unsupported)
     coefficients = table_coefficients(counts)
-    interval = bootstrap_table_kappa(list(flagged), list(unsupported), units, unit=unit,
-                                     resamples=resamples, seed=seed)
+    interval = bootstrap_kappa(flagged, unsupported, units, unit=unit, resamples=resamples,
+                               seed=seed)
     return {
         "signal": signal,
         "rows": counts.rows,
-        "flagged_unsupported": counts.flagged_unsupported,
-        "flagged_supported": counts.flagged_supported,
-        "passed_unsupported": counts.passed_unsupported,
-        "passed_supported": counts.passed_supported,
-        "recall": recall(counts).text(),
-        "precision": precision(counts).text(),
+        **asdict(counts),
         **{name: rate(counts).with_interval() for name, rate in PER_CLASS.items()},
         **{name: value.text() for name, value in coefficients.items()},
         "kappa_interval": interval.text(),
@@ -761,17 +637,14 @@ def misses_by_reason(reasons: Sequence[str], flagged: Sequence[bool],
     """For each reason of an unsupported reply: how many there are, how many the signal
     flagged and how many it missed. ``order`` lists the reasons to report, in order;
     reasons with no unsupported reply are left out."""
-    flagged = _booleans(flagged, "flagged")
-    unsupported = _booleans(unsupported, "unsupported")
+    flagged, unsupported = _signal_and_verdicts(flagged, unsupported)
     rows = []
     for reason in order:
         mask = [u and r == reason for r, u in zip(reasons, unsupported)]
-        total = sum(mask)
-        if total == 0:
-            continue
-        caught = sum(f for f, m in zip(flagged, mask) if m)
-        rows.append({"reason": reason, "unsupported": total, "flagged": caught,
-                     "missed": total - caught})
+        if any(mask):
+            caught = sum(f and m for f, m in zip(flagged, mask))
+            rows.append({"reason": reason, "unsupported": sum(mask), "flagged": caught,
+                         "missed": sum(mask) - caught})
     unknown = sorted({r for r, u in zip(reasons, unsupported) if u} - set(order))
     if unknown:
         raise ValueError(f"reasons not in the order given: {unknown}")

@@ -31,23 +31,14 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import time
 from collections.abc import Iterable, Mapping, Sequence
 
 import pandas as pd
 import regex
 
-from .attack_rules import (  # noqa: F401 - the rule language, re-exported for lesson 5
-    ATTACK_KINDS,
-    EVASION_STYLES,
-    PREDICATES,
-    RULE_ACTIONS,
-    RuleError,
-    SuccessRule,
-    Term,
-    parse_rule,
-    without_payload,
-)
+# The rule language; ATTACK_KINDS is re-exported for lesson 5.
+from .attack_rules import ATTACK_KINDS  # noqa: F401
+from .attack_rules import SuccessRule, Term, parse_rule, without_payload
 from .defences import PROMPTS
 from .intervals import wilson
 from .parsing import ParsedReply, parse_reader_output
@@ -229,7 +220,7 @@ def attack_reader_inputs(attacks: pd.DataFrame, handbook: pd.DataFrame,
     alone and the question is asked with any payload taken out
     (:func:`helpers.attack_rules.without_payload`); ``wording`` is 0 and ``position``
     "none". Under attack, each wording (``wordings``, as
-    :func:`helpers.fixture.load_attack_fixture` gives them; ``None``: each attack's own
+    :func:`runtime.fixture.load_attack_fixture` gives them; ``None``: each attack's own
     row only) gets an index of its own, the handbook plus the attack's planted passage
     with that wording's text, and tf-idf retrieves the top ``k``. The planted passage is
     then put first and last of the retrieved list (:data:`POSITIONS`); an attack carried
@@ -294,11 +285,11 @@ def paired_outcomes(runs: pd.DataFrame, rules: Mapping[str, str]) -> pd.DataFram
     """Every reply under attack beside the same question's reply without it.
 
     Lesson 5, "Did the attack cause it?". ``runs`` has ``attack_id``, ``condition``,
-    ``prompt``, ``decoding`` and ``raw_output`` (the table of :func:`run_attacks`, or
-    replies from elsewhere with those columns), with exactly one run without the attack
-    for each attack, prompt and decoding. Returns the rows under attack with
-    ``rule_holds`` (on this reply), ``held_without`` (on its pair without the attack)
-    and ``caused`` (:func:`caused`).
+    ``prompt``, ``decoding`` and ``raw_output`` (the table of
+    :func:`runtime.attack_runs.run_attacks`, or replies from elsewhere with those columns),
+    with exactly one run without the attack for each attack, prompt and decoding. Returns
+    the rows under attack with ``rule_holds`` (on this reply), ``held_without`` (on its
+    pair without the attack) and ``caused`` (:func:`caused`).
     """
     key = ["attack_id", "prompt", "decoding"]
     holds = success_table(runs, rules)
@@ -405,7 +396,7 @@ def side_by_side(first: pd.DataFrame, second: pd.DataFrame,
     """Two readers' replies to the same attack prompts, for the prompts the second answered.
 
     Lesson 5, "Did the attack cause it?". Both tables have ``question_id`` (the prompt's
-    name, as :func:`attack_record_inputs` gives it), ``attack_id``, ``condition``,
+    name, as :func:`runtime.attack_runs.attack_prompts` gives it), ``attack_id``, ``condition``,
     ``prompt`` and ``raw_output``. One row per reply under attack of ``second``, with
     ``first_reply`` and ``second_reply``, and ``first_caused`` and ``second_caused``:
     whether each reader's reply shows a caused success (:func:`caused`), or None for the

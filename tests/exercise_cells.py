@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from runtime.paths import LESSONS_DIR
+
 HEADING = re.compile(r"^### Exercise (\d+\.\d+): (.+)$", re.M)
-SECTION = "## Exercises"
 FENCE_OPEN = re.compile(
-    r'\A<details class="solution">\n<summary>Solution to exercise (\d+\.\d+)</summary>\n\n'
-)
+    r'\A<details class="solution">\n<summary>Solution to exercise (\d+\.\d+)</summary>\n\n')
 FENCE_CLOSE = re.compile(r"\n\n</details>\Z")
 CODE_BLOCK = re.compile(r"^```python\n(.*?)^```[ \t]*$", re.M | re.S)
 NOTE_OPTION = "#| echo: false"
@@ -44,40 +44,31 @@ def exercise_cells(nb, name: str = "notebook") -> list[ExerciseCells]:
     """Every exercise of ``nb``, in order (an empty list when it has none)."""
     found = []
     for index, cell in enumerate(nb.cells):
-        if cell.cell_type != "markdown":
-            continue
-        match = HEADING.search(cell.source)
+        match = HEADING.search(cell.source) if cell.cell_type == "markdown" else None
         if match is None:
             continue
-        key, title = match.group(1), match.group(2).strip()
-        where = f"{name}: exercise {key} (cell {index + 1})"
-        note = None
-        start = index + 1
+        key, where = match.group(1), f"{name}: exercise {match.group(1)} (cell {index + 1})"
+        start, note = index + 1, None
         if (start < len(nb.cells) and nb.cells[start].cell_type == "code"
                 and nb.cells[start].source.startswith(NOTE_OPTION + "\n")):
-            note = nb.cells[start].source
-            start += 1
+            note, start = nb.cells[start].source, start + 1
         following = nb.cells[start:start + 3]
-        kinds = [c.cell_type for c in following]
-        assert kinds == ["code", "code", "markdown"], (
+        assert [c.cell_type for c in following] == ["code", "code", "markdown"], (
             f"{where}: the task (and its note) must be followed by a starter cell, a check "
-            f"cell and a solution cell; found {kinds}")
+            f"cell and a solution cell; found {[c.cell_type for c in following]}")
         starter, check_cell, solution = following
         fence = FENCE_OPEN.match(solution.source)
         assert fence is not None, (
-            f"{where}: the solution cell must open with "
-            f'<details class="solution">, <summary>Solution to exercise {key}</summary> and a blank line')
+            f'{where}: the solution cell must open with <details class="solution">, '
+            f"<summary>Solution to exercise {key}</summary> and a blank line")
         assert fence.group(1) == key, f"{where}: the solution is titled for exercise {fence.group(1)}"
         assert FENCE_CLOSE.search(solution.source), f"{where}: the solution must end with a blank line and </details>"
         blocks = CODE_BLOCK.findall(solution.source)
         assert blocks, f"{where}: the solution has no ```python block"
         found.append(ExerciseCells(
-            key=key, title=title, task_index=index, task=cell.source, note=note,
-            starter=starter.source, check=check_cell.source.strip(),
-            solution_metadata=dict(solution.metadata), solution_markdown=solution.source,
-            solution_code="\n".join(block.rstrip("\n") for block in blocks) + "\n",
-            solution_index=start + 2,
-        ))
+            key, match.group(2).strip(), index, cell.source, note, starter.source,
+            check_cell.source.strip(), dict(solution.metadata), solution.source,
+            "\n".join(block.rstrip("\n") for block in blocks) + "\n", start + 2))
     return found
 
 
@@ -89,19 +80,11 @@ def check_key(check_source: str) -> str | None:
 
 def section_index(nb, heading: str) -> int | None:
     """Index of the markdown cell that has ``heading`` as one of its lines."""
-    for index, cell in enumerate(nb.cells):
-        if cell.cell_type == "markdown" and heading in cell.source.splitlines():
-            return index
-    return None
+    return next((index for index, cell in enumerate(nb.cells) if cell.cell_type == "markdown"
+                 and heading in cell.source.splitlines()), None)
 
 
 #: Lessons with exercises, by number. Their slow tests run the session's execution of each
 #: lesson (tests/book_session.py): lesson 1 replays the transcript, and lesson 4 finds no
 #: student review, so a review of your own in data/reviews cannot change them.
-LESSONS = {
-    1: "01-answering-from-retrieved-passages.ipynb",
-    2: "02-when-words-dont-match.ipynb",
-    3: "03-format-is-not-truth.ipynb",
-    4: "04-human-support-review.ipynb",
-    5: "05-evidence-not-instructions.ipynb",
-}
+LESSONS = {int(path.name[:2]): path.name for path in sorted(LESSONS_DIR.glob("0*.ipynb"))}

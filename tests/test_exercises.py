@@ -21,53 +21,34 @@ import nbformat
 import pytest
 from exercise_cells import LESSONS, check_key, exercise_cells, section_index
 
-from helpers import exercises
-from helpers.exercises import (
-    CORRECT,
-    HINT,
-    NOT_ATTEMPTED,
-    VERDICT_MIME,
-    Verdict,
-    framework,
-)
-from helpers.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
+from helpers import defences, exercises
+from helpers.exercises import CORRECT, HINT, NOT_ATTEMPTED, VERDICT_MIME, Verdict, framework
+from runtime.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
 
 # A function body of an F1 that treats tokens as a set, one that does not normalise, one
 # that counts every predicted token found in the reference, and one that divides by zero.
-_SET_F1 = '''
-def my_token_f1(prediction, reference):
-    p = set(text.normalize_answer(prediction).split())
-    r = set(text.normalize_answer(reference).split())
-    shared = len(p & r)
-    return 0.0 if not shared else 2 * shared / (len(p) + len(r))
-'''
-_RAW_F1 = '''
-from collections import Counter
+_SET_F1 = '''def my_token_f1(prediction, reference):
+    p, r = (set(text.normalize_answer(s).split()) for s in (prediction, reference))
+    return 2 * len(p & r) / (len(p) + len(r)) if p & r else 0.0'''
+_RAW_F1 = '''from collections import Counter
 def my_token_f1(prediction, reference):
     p, r = prediction.split(), reference.split()
     shared = sum((Counter(p) & Counter(r)).values())
-    return 0.0 if not shared else 2 * shared / (len(p) + len(r))
-'''
-_UNCLIPPED_F1 = '''
-def my_token_f1(prediction, reference):
-    p = text.normalize_answer(prediction).split()
-    r = text.normalize_answer(reference).split()
+    return 2 * shared / (len(p) + len(r)) if shared else 0.0'''
+_UNCLIPPED_F1 = '''def my_token_f1(prediction, reference):
+    p, r = (text.normalize_answer(s).split() for s in (prediction, reference))
     shared = sum(1 for token in p if token in r)
-    if not shared:
-        return 0.0
-    precision, recall = shared / len(p), shared / len(r)
-    return 2 * precision * recall / (precision + recall)
-'''
-_DIVIDING_F1 = '''
-from collections import Counter
+    return 2 * shared / (len(p) + len(r)) if shared else 0.0'''
+_DIVIDING_F1 = '''from collections import Counter
 def my_token_f1(prediction, reference):
-    p = text.normalize_answer(prediction).split()
-    r = text.normalize_answer(reference).split()
+    p, r = (text.normalize_answer(s).split() for s in (prediction, reference))
     shared = sum((Counter(p) & Counter(r)).values())
     precision, recall = shared / len(p), shared / len(r)
-    return 2 * precision * recall / (precision + recall) if shared else 0.0
-'''
+    return 2 * precision * recall / (precision + recall) if shared else 0.0'''
 _DIGITS = r'r"/\d[^\r\n]*|[^\s][^\r\n]*\d[^\r\n]*/"'
+# Exercise 4.4's answer from the baseline's unsupported replies, up to its interval.
+_BAD = ("_bad = judged[(judged['reader'] == baseline.BASELINE_READER) & judged['unsupported']]\n"
+        "sensitivity_on_baseline = {'held': 0, 'unsupported': len(_bad), 'interval': ")
 
 #: Deliberately wrong answers: (exercise, code that sets the answer, part of the hint).
 WRONG_ANSWERS = [
@@ -122,7 +103,7 @@ WRONG_ANSWERS = [
     ("3.1", 'lenient_reply = "Answer: $150 per week\\nSources: H08"', "The grammar accepts this reply too"),
     ("3.1", 'lenient_reply = "Answer: $150 per week\\nSources: H03"', "Cite only H08 or none"),
     ("3.1", 'lenient_reply = "Answer: $150 per week"', "The strict parser rejects it"),
-    ("3.2", 'limit = {"answer_max_tokens": constrained.ANSWER_MAX_TOKENS, "deciding": []}',
+    ("3.2", 'limit = {"answer_max_tokens": grammar.ANSWER_MAX_TOKENS, "deciding": []}',
      "is the lesson's limit"),
     ("3.2", 'limit = {"answer_max_tokens": 10**3, "deciding": []}', "would run past the cap"),
     ("3.2", 'limit = {"answer_max_tokens": 3, "deciding": []}', "At 3 every reply fits with room to spare"),
@@ -131,7 +112,7 @@ WRONG_ANSWERS = [
     ("3.3", 'open_checks = {"answer_has_citation": "Answer: No\\nSources: none"}', "There are 2 more checks"),
     ("3.3", 'open_checks = {"answer_has_citation": "Answer: No\\nSources: H12"}',
      "Your reply for answer_has_citation passes that check"),
-    ("3.4", "digit_answer, q5_reply, q5_invented = constrained.ANSWER_PATTERN, 'x', []",
+    ("3.4", "digit_answer, q5_reply, q5_invented = grammar.ANSWER_PATTERN, 'x', []",
      "Your pattern admits an answer with no digit"),
     ("3.4", r"digit_answer, q5_reply, q5_invented = r'/.*\d.*/', 'x', []",
      "Your pattern admits an answer that starts with a space"),
@@ -141,7 +122,7 @@ WRONG_ANSWERS = [
     ("3.5", f"digit_answer, loophole = {_DIGITS}, 'Answer: Parking is free\\nSources: none'",
      "Your grammar rejects it, as the pattern says it should"),
     ("3.5", f"digit_answer, loophole = {_DIGITS}, 'Answer: 5\\nSources: none'", "holds a digit"),
-    ("3.5", "digit_answer, loophole = constrained.ANSWER_PATTERN, 'Answer: Parking\\nSources: none'",
+    ("3.5", "digit_answer, loophole = grammar.ANSWER_PATTERN, 'Answer: Parking\\nSources: none'",
      "Finish exercise 3.4 first"),
     ("4.1", 'screen_kappa = {"p_o": 0.648, "p_e": 0.444, "kappa": (0.648 - 0.444) / (1 - 0.444)}',
      "your p_o and p_e are rounded"),
@@ -163,15 +144,9 @@ WRONG_ANSWERS = [
      "does answer X16: read them again"),
     ("4.3", 'misses = {"R070": "H05", "R073": "H10", "R079": None}', "The screen lets 1 more"),
     ("4.3", 'misses = {"R001": None}', "The review does not reject R001"),
-    ("4.4", "_bad = judged[(judged['reader'] == baseline.BASELINE_READER) & judged['unsupported']]\n"
-            "sensitivity_on_baseline = {'held': 0, 'unsupported': len(_bad), 'interval': (0, 0)}",
-     "That is the share itself, not an interval"),
-    ("4.4", "_bad = judged[(judged['reader'] == baseline.BASELINE_READER) & judged['unsupported']]\n"
-            "sensitivity_on_baseline = {'held': 0, 'unsupported': len(_bad), 'interval': (0, 3 / len(_bad))}",
-     "That is the rule of three"),
-    ("4.4", "_bad = judged[(judged['reader'] == baseline.BASELINE_READER) & judged['unsupported']]\n"
-            "sensitivity_on_baseline = {'held': 0, 'unsupported': len(_bad), "
-            "'interval': (0, 1 - (1 - LEVEL) ** (1 / len(_bad)))}", "(one-sided)"),
+    ("4.4", _BAD + "(0, 0)}", "That is the share itself, not an interval"),
+    ("4.4", _BAD + "(0, 3 / len(_bad))}", "That is the rule of three"),
+    ("4.4", _BAD + "(0, 1 - (1 - LEVEL) ** (1 / len(_bad)))}", "(one-sided)"),
     ("4.4", "_all = judged[judged['reader'] == baseline.BASELINE_READER]\n"
             "sensitivity_on_baseline = {'held': 0, 'unsupported': len(_all), 'interval': (0, 0.1)}",
      "Count only the baseline's unsupported replies"),
@@ -234,90 +209,58 @@ WRONG_ANSWERS = [
 ]
 
 
-def lesson_path(lesson: int):
-    return LESSONS_DIR / LESSONS[lesson]
-
-
 @pytest.fixture(scope="module", params=sorted(LESSONS), ids=lambda n: f"lesson{n}")
 def lesson_cells(request):
     lesson = request.param
-    nb = nbformat.read(lesson_path(lesson), as_version=4)
+    nb = nbformat.read(LESSONS_DIR / LESSONS[lesson], as_version=4)
     return lesson, nb, exercise_cells(nb, LESSONS[lesson])
 
 
 # --------------------------------------------------------------------------- layout, fast
 
 
-def test_every_lesson_has_three_to_five_exercises_matching_the_checkers(lesson_cells):
-    lesson, _, cells = lesson_cells
-    keys = [c.key for c in cells]
-    assert 3 <= len(keys) <= 5, keys
-    assert keys == [f"{lesson}.{n}" for n in range(1, len(keys) + 1)]
-    assert keys == [e.key for e in exercises.lesson_exercises(lesson)]
-    titles = {e.key: e.title for e in exercises.lesson_exercises(lesson)}
-    assert [c.title for c in cells] == [titles[k] for k in keys]
-
-
-def test_the_section_sits_between_what_to_remember_and_sources(lesson_cells):
+def test_the_exercises_section_follows_the_layout_the_checkers_expect(lesson_cells):
     lesson, nb, cells = lesson_cells
-    section = section_index(nb, "## Exercises")
-    remember = section_index(nb, "## What to remember")
-    sources = section_index(nb, "## Sources")
+    keys = [c.key for c in cells]
+    assert 3 <= len(keys) <= 5 and keys == [f"{lesson}.{n}" for n in range(1, len(keys) + 1)]
+    assert [(c.key, c.title) for c in cells] == [(e.key, e.title)
+                                                 for e in exercises.lesson_exercises(lesson)]
+    # Between "What to remember" and "Sources", opening with the first exercise.
+    section, remember, sources = (section_index(nb, heading) for heading in (
+        "## Exercises", "## What to remember", "## Sources"))
     assert section == cells[0].task_index, "## Exercises must open the first exercise's cell"
     assert remember is not None and sources is not None
     assert remember < section < cells[-1].solution_index < sources
-
-
-def test_starter_cells_leave_a_placeholder_and_check_cells_call_the_checker(lesson_cells):
-    _, _, cells = lesson_cells
     for cell in cells:
-        assert "..." in cell.starter, cell.key
-        assert check_key(cell.check) == cell.key, cell.check
-        assert "exercises.check" not in cell.starter and "..." not in cell.check
-
-
-#: Lessons whose tasks are checked for typed figures (lessons 4 and 5 are not yet).
-TYPED_FIGURES_CHECKED = (1, 2, 3, 4, 5)
+        # The starter leaves a placeholder; the check cell only calls the checker.
+        assert "..." in cell.starter and "exercises.check" not in cell.starter, cell.key
+        assert check_key(cell.check) == cell.key and "..." not in cell.check, cell.check
+        # The <details> block folds the solution; a hidden input would not survive Run All
+        # (running a markdown cell shows its input) and would show the raw <details> line.
+        assert not cell.solution_metadata.get("jupyter", {}).get("source_hidden"), cell.key
+        # One <details> block: a nested or early </details> would let the rest out; and
+        # the task holds no code block outside it.
+        assert cell.solution_markdown.count("<details") == 1, cell.key
+        assert cell.solution_markdown.count("</details>") == 1, cell.key
+        assert "```python" not in cell.task and cell.solution_code.strip(), cell.key
 
 
 def test_tasks_quote_the_checks_figures_from_code_never_typed(lesson_cells):
-    lesson, _, cells = lesson_cells
-    for cell in cells:
+    for cell in lesson_cells[2]:
         if cell.note is not None:
             # A note states the task's figures from the helpers' constants.
             assert "display(Markdown(" in cell.note and "..." not in cell.note, cell.key
             assert not re.search(r"(?<![\w.])\d*\.\d+", cell.note), cell.key
-        if lesson not in TYPED_FIGURES_CHECKED:
-            continue
         prose = re.sub(r"`[^`]*`", "", cell.task)  # code spans name things; they quote nothing
         prose = re.sub(r"[Ee]xercise \d+\.\d+", "", prose)
         assert not re.search(r"(?<![\w.])\d*\.\d+|\bdozen\b|\bdecimals?\b|\btolerance\b", prose), (
             cell.key, "a figure of the check belongs in a computed note")
 
 
-def test_solutions_are_details_blocks_that_every_front_end_shows_closed(lesson_cells):
-    _, _, cells = lesson_cells
-    for cell in cells:
-        # The <details> block folds the solution; a hidden input would not survive Run All
-        # (running a markdown cell shows its input) and would show the raw <details> line.
-        assert not cell.solution_metadata.get("jupyter", {}).get("source_hidden"), cell.key
-        # One <details> block: a nested or early </details> would let the rest out.
-        assert cell.solution_markdown.count("<details") == 1, cell.key
-        assert cell.solution_markdown.count("</details>") == 1, cell.key
-        # The task must not hold the answer: no code block outside the <details> block.
-        assert "```python" not in cell.task, cell.key
-        assert cell.solution_code.strip(), cell.key
-
-
-def test_every_exercise_has_a_deliberately_wrong_answer():
-    covered = {key for key, *_ in WRONG_ANSWERS}
-    assert covered == set(exercises.EXERCISES)
-
-
-def test_checker_docstrings_name_their_lesson_and_exercise():
+def test_every_checker_is_documented_and_has_a_deliberately_wrong_answer():
+    assert {key for key, *_ in WRONG_ANSWERS} == set(exercises.EXERCISES)
     for key, entry in exercises.EXERCISES.items():
         assert entry.checker.__doc__.startswith(f"Lesson {entry.lesson}, exercise {key}:")
-
     with pytest.raises(ValueError, match="must start 'Lesson 9, exercise 9.1:'"):
         @exercises.exercise("9.1", "Nothing", expects="nothing")
         def undocumented(answer):
@@ -327,25 +270,19 @@ def test_checker_docstrings_name_their_lesson_and_exercise():
 # --------------------------------------------------------------------------- checkers, fast
 
 
-def test_placeholders_are_not_attempted_never_an_error():
+def test_placeholders_and_starters_are_not_attempted_never_an_error():
     for key, entry in exercises.EXERCISES.items():
         n_answers = entry.checker.__wrapped__.__code__.co_argcount
         verdict = exercises.check(key, *([...] * n_answers))
         assert verdict.status == NOT_ATTEMPTED, (key, verdict)
         assert "Replace the ..." in verdict.message
-
-
-def test_a_partly_filled_answer_names_what_is_missing():
     verdict = exercises.check("1.1", {"normalized": "oct 15", "em": ..., "f1": ...})
-    assert verdict.status == NOT_ATTEMPTED
-    assert "'em', 'f1'" in verdict.message
+    assert verdict.status == NOT_ATTEMPTED and "'em', 'f1'" in verdict.message  # what is missing
 
-
-def test_a_function_left_as_its_starter_is_not_attempted():
     def my_token_f1(prediction, reference):
         ...
 
-    assert exercises.check("1.3", my_token_f1).status == NOT_ATTEMPTED
+    assert exercises.check("1.3", my_token_f1).status == NOT_ATTEMPTED  # left as its starter
 
 
 def test_an_unusable_answer_gets_a_hint_that_names_the_expected_form():
@@ -393,23 +330,15 @@ def test_a_fault_of_the_checker_is_raised_never_shown_as_a_hint(monkeypatch):
         exercises.check("9.2", 1.0)
 
 
-def test_answers_the_check_cannot_read_get_a_hint_from_any_lesson():
-    # Validators of the shared part raise AnswerShapeError ...
-    assert exercises.check("1.2", {"H01"}, []).message.startswith(
-        "The check could not use your answer: q3_with_at must be a list in order, not a set.")
-    # ... and so do those of the other lessons.
-    from helpers import defences
-
-    verdict = exercises.check("5.1", {**defences.ROUTED_TOPICS, "child care": "care"},
-                              {**defences.QUESTION_TERMS, "care": "kid"}, [])
-    assert verdict.status == HINT
-    assert "my_terms['care'] must be a set of words, not one string" in verdict.message
-    verdict = exercises.check("4.1", {"p_o": "most", "p_e": 0.5, "kappa": 0.1})
-    assert verdict.status == HINT and "'p_o' must be a number, not the string 'most'" in verdict.message
-
-
-#: Answers that spell a number as a string, or give a bool, where a checker wants a number.
-NUMBERS_IN_THE_WRONG_FORM = [
+#: Answers of a form a checker cannot read (a set for a list, a string for a set of words),
+#: and numbers spelt as a string, or given as a bool, where a checker wants a number.
+UNREADABLE = [
+    ("1.2", [{"H01"}, []], "q3_with_at must be a list in order, not a set."),
+    ("5.1", [{**defences.ROUTED_TOPICS, "child care": "care"},
+             {**defences.QUESTION_TERMS, "care": "kid"}, []],
+     "my_terms['care'] must be a set of words, not one string"),
+    ("4.1", [{"p_o": "most", "p_e": 0.5, "kappa": 0.1}],
+     "'p_o' must be a number, not the string 'most'"),
     ("1.1", [{"normalized": "oct 15", "em": "1", "f1": "1"}], "'em' must be a number, not the string '1'"),
     ("1.1", [{"normalized": "oct 15", "em": True, "f1": 1}], "'em' must be a number, not True"),
     ("2.3", [{"best_on_original": ["0.5"], "extended_mrr_range": (0, 1), "best_on_extended": [0.5]}],
@@ -429,11 +358,11 @@ NUMBERS_IN_THE_WRONG_FORM = [
 ]
 
 
-@pytest.mark.parametrize(("key", "answers", "expected"), NUMBERS_IN_THE_WRONG_FORM,
-                         ids=[f"{key}-{i}" for i, (key, *_) in enumerate(NUMBERS_IN_THE_WRONG_FORM)])
-def test_a_number_given_as_a_string_or_a_bool_gets_the_shape_hint(key, answers, expected):
-    """Every checker that reads a number refuses "0.5" and True alike, with the hint that
-    says what form it expects (a string is never read as the number it spells)."""
+@pytest.mark.parametrize(("key", "answers", "expected"), UNREADABLE,
+                         ids=[f"{key}-{i}" for i, (key, *_) in enumerate(UNREADABLE)])
+def test_an_answer_the_check_cannot_read_gets_the_shape_hint(key, answers, expected):
+    """Every checker, of every lesson, refuses an answer of the wrong form with the hint
+    that says what form it expects: a string is never read as the number it spells."""
     verdict = exercises.check(key, *answers)
     assert verdict.status == HINT, verdict
     assert verdict.message.startswith("The check could not use your answer:"), verdict.message
@@ -503,59 +432,51 @@ def test_every_fixture_file_is_an_input_of_the_caches(tmp_path, monkeypatch):
 _FOLLOW_SCRIPT = r"""
 import json, os, sys
 from pathlib import Path
-root = Path.cwd()
-sys.path.insert(0, str(root))
-from helpers import exercises, fixture
-from bookkit.data_check import update_metadata
-assert Path(exercises.__file__).resolve().is_relative_to(root), exercises.__file__
-
-held = "Answer: NOT IN HANDBOOK\nSources: H08"
+sys.path.insert(0, str(Path.cwd()))
+from helpers import exercises
+from runtime import fixture
+from runtime.data_check import update_metadata
+assert Path(exercises.__file__).resolve().is_relative_to(Path.cwd()), exercises.__file__
 def status(weekly):
     try:
-        verdict = exercises.check("1.4", held, f"Answer: {weekly}\nSources: H08")
+        verdict = exercises.check("1.4", "Answer: NOT IN HANDBOOK\nSources: H08",
+                                  f"Answer: {weekly}\nSources: H08")
+        return verdict.status + ": " + verdict.message
     except fixture.FixtureError as error:
         return "FixtureError: " + str(error)
-    return verdict.status + ": " + verdict.message
-
-results = {"before": status("$90 per week")}
+results = [status("$90 per week")]
 handbook = fixture.DATA_DIR / "riverton-handbook.csv"
-stat = handbook.stat()
-text = handbook.read_text(encoding="utf-8")
+stat, text = handbook.stat(), handbook.read_text(encoding="utf-8")
 assert text.count("at least 90 percent") == 1
 handbook.write_text(text.replace("at least 90 percent", "at least 85 percent"), encoding="utf-8")
 os.utime(handbook, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same time
-results["unrecorded edit"] = status("$90 per week")
+results.append(status("$90 per week"))
 update_metadata([handbook.name])
-results["old figure"] = status("$90 per week")
-results["new figure"] = status("$85 per week")
-print(json.dumps(results))
+print(json.dumps(results + [status("$90 per week"), status("$85 per week")]))
 """
 
 
 def test_a_check_answers_from_the_fixture_as_it_is_now(tmp_path):
     """In a copy of the project, H08's attendance figure changes while the kernel lives."""
-    for name in ("helpers", "bookkit", "data"):
+    for name in ("helpers", "runtime", "bookkit", "data"):
         shutil.copytree(PROJECT_ROOT / name, tmp_path / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     result = subprocess.run([sys.executable, "-c", _FOLLOW_SCRIPT], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    results = json.loads(result.stdout.strip().splitlines()[-1])
-    assert results["before"].startswith(CORRECT), results
+    before, unrecorded, old, new = json.loads(result.stdout.strip().splitlines()[-1])
+    assert before.startswith(CORRECT) and new.startswith(CORRECT), (before, new)
     # An edit the metadata does not record is an error naming the file, never a hint.
-    assert results["unrecorded edit"].startswith("FixtureError"), results
-    assert "riverton-handbook.csv" in results["unrecorded edit"], results
-    assert "fingerprint" in results["unrecorded edit"], results
-    assert results["old figure"].startswith(HINT), results
-    assert "(numbers_supported)" in results["old figure"], results
-    assert results["new figure"].startswith(CORRECT), results
+    assert unrecorded.startswith("FixtureError") and "fingerprint" in unrecorded, unrecorded
+    assert "riverton-handbook.csv" in unrecorded and old.startswith(HINT), (unrecorded, old)
+    assert "(numbers_supported)" in old, old
 
 
 @pytest.mark.slow
 def test_a_limit_below_the_answer_gets_a_direction_never_the_next_value():
     """Exercise 3.2's hint says which way to go, not how far: stepping up one token at a
     time must not be spelled out."""
-    from helpers.reader.grammar import ANSWER_MAX_TOKENS
+    from helpers.grammar import ANSWER_MAX_TOKENS
 
     largest = min(exercises.lesson3._largest_limits().values())
     messages = set()
@@ -568,17 +489,13 @@ def test_a_limit_below_the_answer_gets_a_direction_never_the_next_value():
     assert len(messages) == 1, messages  # the same words at every distance
 
 
-def test_hand_figures_are_accepted_within_the_stated_tolerance():
+def test_hand_figures_within_the_stated_tolerance_and_the_lessons_own_f1_are_correct():
+    from helpers.scoring import token_f1
+
     base = {"normalized": "oct 15", "em": 1}
     assert exercises.check("1.1", {**base, "f1": 1 - exercises.HAND_TOLERANCE}).correct
     assert not exercises.check("1.1", {**base, "f1": 1 - 2 * exercises.HAND_TOLERANCE}).correct
-
-
-def test_the_lessons_f1_passes_its_own_exercise():
-    from helpers.scoring import token_f1
-
-    verdict = exercises.check("1.3", token_f1)
-    assert verdict.status == CORRECT, verdict
+    assert exercises.check("1.3", token_f1).status == CORRECT
 
 
 def test_verdicts_show_as_text_html_and_json():
@@ -605,31 +522,22 @@ def verdict_of(outputs: list[dict]) -> dict:
 @pytest.fixture(scope="module")
 def executed(lesson_cells, book):
     lesson, _, cells = lesson_cells
-    return lesson, cells, book.lesson(lesson_path(lesson))
+    return lesson, cells, book.lesson(LESSONS_DIR / LESSONS[lesson])
 
 
 @pytest.mark.slow
-def test_a_clean_run_leaves_every_exercise_not_attempted(executed):
-    _, cells, run = executed
+def test_in_the_lesson_kernel_each_check_gives_its_verdict(executed):
+    """After a clean run every exercise is "not attempted yet"; then, in the same kernel,
+    every worked solution is correct and every deliberately wrong answer gets its hint."""
+    lesson, cells, run = executed
     checks = {c.source.strip(): c for c in run.nb.cells if c.cell_type == "code"}
     for cell in cells:
         verdict = verdict_of(checks[cell.check].outputs)
-        assert verdict["status"] == NOT_ATTEMPTED, verdict
-        assert verdict["key"] == cell.key
-
-
-@pytest.mark.slow
-def test_every_solution_is_marked_correct_after_the_lessons_cells(executed):
-    _, cells, run = executed
+        assert (verdict["status"], verdict["key"]) == (NOT_ATTEMPTED, cell.key), verdict
     for cell in cells:
         run.run(cell.solution_code)
         verdict = verdict_of(run.run(cell.check))
         assert verdict["status"] == CORRECT, (cell.key, verdict)
-
-
-@pytest.mark.slow
-def test_wrong_answers_get_their_specific_hint(executed):
-    lesson, cells, run = executed
     checks = {cell.key: cell.check for cell in cells}
     cases = [case for case in WRONG_ANSWERS if case[0].startswith(f"{lesson}.")]
     assert cases

@@ -19,10 +19,11 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from helpers import agreement, baseline, dense, judge, parsing, review, screen
-from helpers.fixture import load_riverton
-from helpers.paths import DATA_DIR, LESSONS_DIR
-from helpers.reader import load_reader
-from helpers.reader.lesson import lesson_retrieval
+from runtime import reviews
+from runtime.fixture import EXTENDED_QUESTIONS_FILE, QUESTIONS_FILE, REVIEW_FILE, load_riverton
+from runtime.lessons import lesson_retrieval
+from runtime.paths import DATA_DIR, LESSONS_DIR
+from runtime.readers import load_reader
 
 from lesson_outputs import execute, markdown_outputs, table_rows, tables
 
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.slow
 
 
 def record() -> list[dict]:
-    with open(DATA_DIR / review.REVIEW_FILE, newline="", encoding="utf-8") as handle:
+    with open(DATA_DIR / REVIEW_FILE, newline="", encoding="utf-8") as handle:
         return list(csv.DictReader(handle))
 
 
@@ -49,7 +50,7 @@ DISAGREE = {"R002": ("not supported", "claim not in cited passage"),
 
 def write_student_review(folder):
     rows = record()
-    path = review.write_template(folder / "student.csv", review.load_review())
+    path = reviews.write_template(folder / "student.csv", reviews.load_review())
     with open(path, newline="", encoding="utf-8") as handle:
         blank = list(csv.DictReader(handle))
     for row, book in zip(blank[:30] + blank[48:50], rows[:30] + rows[48:50]):
@@ -57,7 +58,7 @@ def write_student_review(folder):
         row.update(verdict=verdict, reason=reason, reviewer="student",
                    reviewed_on="2026-12-03")
     with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(review.REVIEW_COLUMNS),
+        writer = csv.DictWriter(handle, fieldnames=list(reviews.REVIEW_COLUMNS),
                                 lineterminator="\n")
         writer.writeheader()
         writer.writerows(blank)
@@ -68,7 +69,7 @@ def write_student_review(folder):
 def lesson(tmp_path_factory):
     folder = tmp_path_factory.mktemp("reviews")
     write_student_review(folder)
-    return execute(LESSON, {**os.environ, review.REVIEWS_ENV: str(folder)})
+    return execute(LESSON, {**os.environ, reviews.REVIEWS_ENV: str(folder)})
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +86,7 @@ def expected():
     handbook = load_riverton().handbook
     texts = dict(zip(handbook["passage_id"], handbook["text"]))
     retrieved, expected_action, question_text = {}, {}, {}
-    for name in (review.QUESTIONS_FILE, review.EXTENDED_QUESTIONS_FILE):
+    for name in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE):
         for retriever in ("tfidf", "hybrid"):
             fixture, ranked = lesson_retrieval(name, retriever=retriever)
             for qid, group in ranked.sort_values("rank").groupby("question_id"):
@@ -100,17 +101,16 @@ def expected():
         sources = review.sources_of(row["reviewed_sources"]) if parsed else ()
         answer = row["reviewed_answer"] or None
         action = parsing.action_of(answer) if parsed else "parse failure"
-        given = retrieved.get((review.retriever_of(row["reader"], row["decoding"]),
+        given = retrieved.get((reviews.retriever_of(row["reader"], row["decoding"]),
                                row["question_id"]), ())
         checks = screen.screen_reply(answer, sources, parsed, action, given, texts)
         rows.append({**row, "held": not all(checks.values()),
                      "action_correct": action == expected_action[row["question_id"]],
                      "retrieved": given, "cited": sources,
-                     "system": review.system_label(row["reader"], row["decoding"]),
+                     "system": reviews.system_label(row["reader"], row["decoding"]),
                      "question": question_text[row["question_id"]]})
-    requests = judge.judge_requests(
-        review.load_review(), question_text, texts)
-    replies = judge.judge_replies(load_reader(judge.JUDGE_READER, mode="recorded"), requests)
+    requests = judge.judge_requests(reviews.load_review(), question_text, texts)
+    replies = reviews.judge_replies(load_reader(judge.JUDGE_READER, mode="recorded"), requests)
     said_no = dict(zip(replies["review_id"], ~replies["judge_supported"].astype(bool)))
     for row in rows:
         no = said_no.get(row["review_id"])
@@ -135,15 +135,17 @@ def summary(rows, signal):
 SIGNALS = {"support screen": lambda r: r["held"],
            "action label": lambda r: not r["action_correct"],
            "SmolLM2 judge": lambda r: r["judge_no"]}
+# Table columns by label, and the key of agreement_summary or per_group_table behind each.
+COUNTS = {"Flagged, not supported": "flagged_unsupported", "Flagged, supported":
+          "flagged_supported", "Not flagged, not supported": "passed_unsupported",
+          "Not flagged, supported": "passed_supported"}
+RATES = {"Sensitivity": "sensitivity", "Specificity": "specificity"}
 
 
-def test_every_table_is_shown(lesson):
-    assert {"replies", "vocabulary", "review", "verdicts", "reasons", "screen_2x2",
-            "screen_rates", "screen_coefficients", "screen_reasons", "screen_misses",
-            "action_2x2", "action_differs", "shared_tests", "judge_2x2", "auc", "threshold",
-            "agreement", "coefficients", "misses_by_reason", "by_system", "system_alone",
-            "bootstrap", "live_check", "control_check", "student_agreement",
-            "student_cross:student.csv"} <= set(tables(lesson))
+def same(row, computed, labels) -> bool:
+    """Whether a shown row holds, under each label, the computed value named for it."""
+    return {label: row[label] for label in labels} == {label: computed[key]
+                                                       for label, key in labels.items()}
 
 
 def test_the_review_table_is_the_record(lesson):
@@ -163,7 +165,6 @@ def test_the_review_table_is_the_record(lesson):
         assert shown_row["Question"].startswith(row["question_id"] + ": ")
     assert shown[0]["Raw reply (`⏎` marks a line break)"] == \
         "Answer: $150 per week ⏎ Sources: H08"
-    assert shown[0]["Cited passage text"].startswith("H08: Data Support Certificate students")
     assert shown[0]["Reply from"] == "Qwen2.5-1.5B-Instruct"
     assert shown[89]["Reply from"] == "SmolLM2-135M-Instruct under the grammar"
     assert shown[-1]["Reply from"] == "hybrid sentence baseline"
@@ -171,7 +172,7 @@ def test_the_review_table_is_the_record(lesson):
 
 def test_counts_by_system_verdict_and_reason(lesson):
     rows = record()
-    by_group = Counter((review.system_label(r["reader"], r["decoding"]), r["verdict"])
+    by_group = Counter((reviews.system_label(r["reader"], r["decoding"]), r["verdict"])
                        for r in rows)
     for shown in table_rows(lesson, "verdicts"):
         for verdict in review.VERDICTS:
@@ -195,11 +196,9 @@ def _cells(table):
 def test_screen_against_the_record(lesson, expected):
     s = summary(expected, lambda r: r["held"])
     shown = _cells(table_rows(lesson, "screen_2x2"))
-    c = s["counts"]
-    assert shown["not supported"]["Held for human review"] == c.flagged_unsupported
-    assert shown["not supported"]["Not flagged by screen"] == c.passed_unsupported
-    assert shown["supported"]["Held for human review"] == c.flagged_supported
-    assert shown["supported"]["Not flagged by screen"] == c.passed_supported
+    assert [shown[v][c] for v in ("not supported", "supported") for c in (
+        "Held for human review", "Not flagged by screen")] == [s[key] for key in (
+            "flagged_unsupported", "passed_unsupported", "flagged_supported", "passed_supported")]
     missed = [r["review_id"] for r in expected
               if r["verdict"] == review.NOT_SUPPORTED and not r["held"]]
     assert [r["Review"] for r in table_rows(lesson, "screen_misses")] == missed
@@ -216,16 +215,10 @@ def test_agreement_table_matches_the_record(lesson, expected):
     for row, coefficient_row, signal in zip(shown, coefficients, SIGNALS.values()):
         s = summary(expected, signal)
         assert row["Replies"] == s["rows"] == sum(r["verdict"] in YES_NO for r in record())
-        assert (row["Flagged, not supported"], row["Flagged, supported"],
-                row["Not flagged, not supported"], row["Not flagged, supported"]) == (
-            s["flagged_unsupported"], s["flagged_supported"], s["passed_unsupported"],
-            s["passed_supported"])
-        assert (row["Sensitivity"], row["Specificity"], row["PPV"], row["NPV"]) == (
-            s["sensitivity"], s["specificity"], s["ppv"], s["npv"])
-        assert (coefficient_row["Kappa"], coefficient_row["kappa_max"],
-                coefficient_row["PABAK"], coefficient_row["AC1"],
-                coefficient_row[INTERVAL_LABEL]) == (
-            s["kappa"], s["kappa_max"], s["pabak"], s["ac1"], s["kappa_interval"])
+        assert same(row, s, {**COUNTS, **RATES, "PPV": "ppv", "NPV": "npv"}), row
+        assert same(coefficient_row, s, {"Kappa": "kappa", "kappa_max": "kappa_max",
+                                         "PABAK": "pabak", "AC1": "ac1",
+                                         INTERVAL_LABEL: "kappa_interval"})
     judge_cells = _cells(table_rows(lesson, "judge_2x2"))
     assert judge_cells["supported"]["Judge replied yes"] == shown[2]["Not flagged, supported"]
     action_cells = _cells(table_rows(lesson, "action_2x2"))
@@ -272,23 +265,13 @@ def test_the_student_review_is_compared_with_the_book(lesson):
     assert row["Replies reviewed"] == 32
     assert row["Same verdict as the book"] == 32 - len(DISAGREE)
     assert row["Kappa with the book"] == agreement.cohen_kappa(theirs, mine).text()
-    assert row[INTERVAL_LABEL] == agreement.bootstrap_kappa(
-        theirs, mine, resamples=RESAMPLES, seed=SEED).text()
+    assert row[INTERVAL_LABEL] == agreement.bootstrap_kappa(  # the book's verdicts as reference
+        mine, theirs, resamples=RESAMPLES, seed=SEED).text()
     assert "No review of your own was found" not in markdown_outputs(lesson)
     cross = {r["Book's verdict"]: r for r in table_rows(lesson, "student_cross:student.csv")}
     assert cross["supported"]["Yours: not supported"] == 1  # R002
     assert cross["not applicable"]["Yours: not supported"] == 1  # R005
 
-
-def test_computed_prose(lesson):
-    prose = markdown_outputs(lesson)
-    rows = record()
-    verdicts = Counter(r["verdict"] for r in rows)
-    assert (f"Of the {len(rows)} replies, {verdicts['supported']} are supported by what they "
-            f"cite, {verdicts['not supported']} are not") in prose
-    assert "This page ran in" in prose and "live mode on this machine" in prose
-    assert "))" not in prose  # no doubled parenthesis where a label nests in a remark
-    assert "No review of your own was found" not in prose  # a student review was present
 
 
 
@@ -311,11 +294,16 @@ def test_misses_by_reason_for_every_signal(lesson, expected):
     assert f"The screen lets through {missed} of the {len(unsupported)}" in prose
 
 
-def test_the_judge_scope_is_stated_with_counts(lesson):
+def test_computed_prose_and_the_judge_scope(lesson):
     rows = record()
     asked = [r for r in rows if r["verdict"] in YES_NO]
     unparsed = [r for r in rows if r["reason"] == review.PARSE_FAILURE_REASON]
     prose = markdown_outputs(lesson)
+    verdicts = Counter(r["verdict"] for r in rows)
+    assert (f"Of the {len(rows)} replies, {verdicts['supported']} are supported by what they "
+            f"cite, {verdicts['not supported']} are not") in prose
+    assert "This page ran in" in prose and "live mode on this machine" in prose
+    assert "))" not in prose  # no doubled parenthesis where a label nests in a remark
     assert (f"The judge is asked about {len(asked)} of the {len(rows)} replies, the ones with "
             "a yes-or-no verdict") in prose
     assert f"The other {len(rows) - len(asked)} are not asked:" in prose
@@ -340,7 +328,7 @@ def test_revised_rows_and_context_notes_are_listed(lesson, expected):
     days = []
     for day in sorted({r["reviewed_on"] for r in first_read}):
         that_day = [r for r in first_read if r["reviewed_on"] == day]
-        systems = list(dict.fromkeys(review.system_label(r["reader"], r["decoding"])
+        systems = list(dict.fromkeys(reviews.system_label(r["reader"], r["decoding"])
                                      for r in that_day))
         days.append(f"{day} ({len(that_day)} row{'s' if len(that_day) != 1 else ''}: "
                     f"{', '.join(systems)})")
@@ -380,9 +368,10 @@ def test_without_a_student_review_the_page_says_how_to_add_one(lesson_without_re
     prose = markdown_outputs(lesson_without_review)
     folder = "tests/no-student-reviews"
     assert f"No review of your own was found in `{folder}/`" in prose
-    assert f"`python -m helpers.review template {folder}/my-review.csv`" in prose
+    assert f"`python -m runtime review template {folder}/my-review.csv`" in prose
     assert "Kappa with the book" not in str(tables(lesson_without_review))
     shown = set(tables(lesson_without_review))
+    assert {"vocabulary", "action_differs"} <= shown  # tables no other test reads
     assert not {name for name in shown if name.startswith("student_")}
     # Everything else is computed as with a student review.
     assert shown == {name for name in tables(lesson) if not name.startswith("student_")}
@@ -390,10 +379,6 @@ def test_without_a_student_review_the_page_says_how_to_add_one(lesson_without_re
 
 
 # ------------------------------------------------------------------ per class, by system
-
-
-def _judged(expected):
-    return yes_no(expected)
 
 
 def test_the_screen_is_read_per_class_with_exact_intervals(lesson_without_review, expected):
@@ -419,7 +404,7 @@ def test_the_screen_is_read_per_class_with_exact_intervals(lesson_without_review
     prose = markdown_outputs(lesson_without_review)
     assert (f"the screen holds {counts.flagged_unsupported} of the "
             f"{counts.flagged_unsupported + counts.passed_unsupported} unsupported ones") in prose
-    models = [r for r in _judged(expected) if r["reader"] != baseline.BASELINE_READER]
+    models = [r for r in yes_no(expected) if r["reader"] != baseline.BASELINE_READER]
     model_counts = agreement.confusion([r["held"] for r in models],
                                        [r["verdict"] == review.NOT_SUPPORTED for r in models])
     model_coefficients = agreement.table_coefficients(model_counts)
@@ -429,7 +414,7 @@ def test_the_screen_is_read_per_class_with_exact_intervals(lesson_without_review
 
 
 def test_every_signal_is_split_by_system(lesson_without_review, expected):
-    judged = _judged(expected)
+    judged = yes_no(expected)
     systems = list(dict.fromkeys(r["system"] for r in expected))
     shown = table_rows(lesson_without_review, "by_system")
     assert len(shown) == len(SIGNALS) * len(systems)
@@ -439,12 +424,7 @@ def test_every_signal_is_split_by_system(lesson_without_review, expected):
             [r["verdict"] == review.NOT_SUPPORTED for r in judged], systems)
         for row, computed in zip(shown[start:start + len(systems)], table.to_dict("records")):
             assert row["Signal"] == name and row["System"] == computed["group"]
-            assert (row["Replies"], row["Flagged, not supported"], row["Flagged, supported"],
-                    row["Not flagged, not supported"], row["Not flagged, supported"],
-                    row["Sensitivity"], row["Specificity"], row["Kappa"]) == (
-                computed["rows"], computed["flagged_unsupported"], computed["flagged_supported"],
-                computed["passed_unsupported"], computed["passed_supported"],
-                computed["sensitivity"], computed["specificity"], computed["kappa"])
+            assert same(row, computed, {"Replies": "rows", **COUNTS, **RATES, "Kappa": "kappa"})
     # The rule that knows only the system, beside the signals.
     rule = agreement.majority_by_group([r["system"] for r in judged],
                                        [r["verdict"] == review.NOT_SUPPORTED for r in judged])
@@ -458,7 +438,7 @@ def test_every_signal_is_split_by_system(lesson_without_review, expected):
 
 def test_the_bootstrap_resamples_questions_and_counts_what_it_leaves_out(
         lesson_without_review, expected):
-    judged = _judged(expected)
+    judged = yes_no(expected)
     models = [r for r in judged if r["reader"] != baseline.BASELINE_READER]
     cases = [(judged, signal) for signal in SIGNALS.values()] + \
         [(models, SIGNALS["support screen"])]
@@ -468,8 +448,8 @@ def test_the_bootstrap_resamples_questions_and_counts_what_it_leaves_out(
         flagged = [bool(signal(r)) for r in frame]
         unsupported = [r["verdict"] == review.NOT_SUPPORTED for r in frame]
         for row, units in zip(pair, ([r["question_id"] for r in frame], None)):
-            interval = agreement.bootstrap_table_kappa(flagged, unsupported, units,
-                                                       resamples=RESAMPLES, seed=SEED)
+            interval = agreement.bootstrap_kappa(flagged, unsupported, units,
+                                                 resamples=RESAMPLES, seed=SEED)
             assert (row["Resamples with no supported reply"],
                     row["Resamples with no unsupported reply"]) == (
                 interval.no_supported, interval.no_unsupported)
@@ -482,7 +462,7 @@ def test_the_bootstrap_resamples_questions_and_counts_what_it_leaves_out(
 
 
 def test_the_graded_signal_auc_and_its_split_half_threshold(lesson_without_review, expected):
-    judged = _judged(expected)
+    judged = yes_no(expected)
     texts = dict(zip(load_riverton().handbook["passage_id"], load_riverton().handbook["text"]))
     cited = [" ".join(texts[p] for p in r["cited"] if p in texts) for r in judged]
     similarity = np.full(len(judged), -1.0)
@@ -500,7 +480,7 @@ def test_the_graded_signal_auc_and_its_split_half_threshold(lesson_without_revie
                                                           int((~bad[mask]).sum()))
         # scikit-learn's AUC, an independent implementation, on our scores.
         assert row["Area under the ROC curve"] == f"{roc_auc_score(bad[mask], -similarity[mask]):.2f}"
-    grammar = review.system_label(judge.JUDGE_READER, "grammar-constrained (llguidance)")
+    grammar = reviews.system_label(judge.JUDGE_READER, "grammar-constrained (llguidance)")
     assert shown[f"{grammar} only"]["Area under the ROC curve"].startswith("undefined: ")
     # The threshold: chosen on one half of the questions, reported on the other.
     questions = [r["question_id"] for r in judged]
@@ -518,7 +498,7 @@ def test_the_graded_signal_auc_and_its_split_half_threshold(lesson_without_revie
 
 
 def test_circular_checks_and_the_judge_floor_are_stated(lesson_without_review, expected):
-    judged = _judged(expected)
+    judged = yes_no(expected)
     shared = {r["Screen check"]: r for r in table_rows(lesson_without_review, "shared_tests")}
     for check, (reason, how) in review.SHARED_TESTS.items():
         given = [r for r in expected if r["reason"] == reason]

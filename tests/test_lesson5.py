@@ -16,9 +16,15 @@ import pandas as pd
 import pytest
 
 from helpers import attacks as attack_helpers
-from helpers import defences, intervals, pinned_reader, reader
-from helpers.fixture import load_attack_fixture, load_riverton
-from helpers.paths import LESSONS_DIR
+from helpers import defences, intervals
+from helpers.parsing import parse_reader_output
+from helpers.retrieval import TfidfRetriever
+from runtime import server
+from runtime.attack_runs import attack_prompts
+from runtime.fixture import load_attack_fixture, load_riverton
+from runtime.paths import LESSONS_DIR
+from runtime.readers import PINNED_READER, load_reader
+from runtime.registry import get_reader_spec, weights_available
 
 from lesson_outputs import markdown_outputs, table_rows, tables
 
@@ -28,6 +34,7 @@ pytestmark = pytest.mark.slow
 
 ATTACKS = [f"A0{i}" for i in range(1, 7)]
 PROMPTS = list(attack_helpers.PROMPT_COLUMNS)
+VISIBLE = "Raw reply (`⏎` marks a line break)"
 RUN = re.compile(r"^(A\d{2}) (?:without the attack|wording (\d+), (first|last)), (.+)$")
 
 
@@ -53,10 +60,6 @@ def inputs(attack):
                                                attack.passages, attack.wordings)
 
 
-def _visible_to_raw(text: str) -> str:
-    return text.replace(" ⏎ ", "\n")
-
-
 @pytest.fixture(scope="module")
 def replies(lesson):
     """The raw replies table read back as run_attacks' rows."""
@@ -70,7 +73,7 @@ def replies(lesson):
                      else attack_helpers.WITHOUT_ATTACK,
                      "wording": int(wording or 0), "position": position or "none",
                      "prompt": prompt, "decoding": "constrained",
-                     "raw_output": _visible_to_raw(row["Raw reply (`⏎` marks a line break)"])})
+                     "raw_output": row[VISIBLE].replace(" ⏎ ", "\n")})
     return pd.DataFrame(rows)
 
 
@@ -79,22 +82,7 @@ def outcomes(replies, rules):
     return attack_helpers.paired_outcomes(replies, rules)
 
 
-def _printed(lesson) -> str:
-    return "\n".join(
-        output.get("text", "") for cell in lesson.cells for output in cell.get("outputs", [])
-        if output.get("output_type") == "stream")
-
-
-def test_every_table_is_shown(lesson):
-    expected = {"planted", "attacks", "wordings", "fingerprints", "attack_ranks", "routes",
-                "routed_gold", "rewordings", "routing_cost", "evasions", "evasion_rates",
-                "conflicts", "conflict_pairs", "qwen_lookup", "raw_replies", "asr",
-                "variation", "controls", "verdicts", "control_verdicts", "attack_by_defence",
-                "control_by_defence", "prompt_effects", "security_utility"}
-    assert expected <= set(tables(lesson))
-
-
-def test_fixture_tables(lesson, attack):
+def test_fixture_tables_and_the_refused_handbook(lesson, attack):
     assert [r["Passage ID"] for r in table_rows(lesson, "planted")] == [
         "P01", "P02", "P03", "P04", "S01"]
     shown = table_rows(lesson, "attacks")
@@ -106,10 +94,9 @@ def test_fixture_tables(lesson, attack):
     parts = {r["File"]: r["Part of"] for r in table_rows(lesson, "fingerprints")}
     assert parts["riverton-handbook.csv"] == parts["support-review.csv"] == "normal fixture"
     assert list(parts.values())[-4:] == ["attack fixture (lesson 5 only)"] * 4
-
-
-def test_an_edited_handbook_table_is_refused(lesson):
-    assert "the handbook table is not the fingerprinted riverton-handbook.csv" in _printed(lesson)
+    printed = [o.get("text", "") for c in lesson.cells for o in c.get("outputs", [])]
+    assert any("the handbook table is not the fingerprinted riverton-handbook.csv" in text
+               for text in printed)
 
 
 def test_the_attacks_are_retrieved(lesson, inputs):
@@ -125,11 +112,11 @@ def test_the_attacks_are_retrieved(lesson, inputs):
 
 def test_routes(lesson):
     routes = {(r["Question"], r["Set"]): r["Goes to"] for r in table_rows(lesson, "routes")}
-    expected = {"Q1": "a person", "Q2": "a person", "Q3": "the reader", "Q4": "a person",
-                "Q5": "the reader", "Q6": "the reader"}
-    assert {q: routes[(q, "lesson 1 question")] for q in expected} == expected
-    for attack_id, person in (("A01", True), ("A02", True), ("A03", False), ("A04", True),
-                              ("A05", True), ("A06", False)):
+    # Q2 is a genuine deadline question: routed, and that is the rule working.
+    assert {q: routes[(q, "lesson 1 question")] == "a person" for q in ("Q1", "Q2", "Q3", "Q4",
+            "Q5", "Q6")} == {"Q1": True, "Q2": True, "Q3": False, "Q4": True, "Q5": False,
+                             "Q6": False}
+    for attack_id, person in zip(ATTACKS, (True, True, False, True, True, False)):
         for asked in ("attack question", "attack question, without the attack"):
             assert routes[(attack_id, asked)] == ("a person" if person else "the reader")
     prose = markdown_outputs(lesson)
@@ -169,8 +156,6 @@ def test_routing_costs_what_the_table_shows_and_the_fix_keeps_every_sensitive_qu
 
 
 def test_the_evasions_are_routed_as_the_rule_routes_them(lesson, attack, handbook):
-    from helpers.retrieval import TfidfRetriever
-
     shown = {r["Evasion"]: r for r in table_rows(lesson, "evasions")}
     asked = attack.evasions.rename(columns={"evasion_id": "question_id"})
     normal = attack_helpers.attack_index(handbook, attack.passages, ())
@@ -205,17 +190,19 @@ def test_the_contradiction_check_flags_what_the_helper_finds(lesson, inputs):
 
 
 def test_the_transcript_is_asked_about_every_attack_prompt(lesson, inputs):
-    prompts = attack_helpers.attack_record_inputs(inputs)
-    recorded = reader.load_reader(pinned_reader.PINNED_READER, mode="recorded")
-    expected = pinned_reader.transcript_lookup(recorded, prompts, ("question_id",))
+    prompts = attack_prompts(inputs)
+    recorded = load_reader(PINNED_READER, mode="recorded")
+    expected = pd.DataFrame({"question_id": prompts["question_id"],
+                             "key": [recorded.key(m)[:12] + "…" for m in prompts["messages"]],
+                             "recorded": [recorded.holds(m) for m in prompts["messages"]]})
     lookup = table_rows(lesson, "qwen_lookup")
     assert [(r["Prompt"], r["Transcript key of the prompt"], r["Recorded entry found"])
             for r in lookup] == list(expected.itertuples(index=False, name=None))
     n_recorded, n_prompts = int(expected["recorded"].sum()), len(expected)
     prose = markdown_outputs(lesson)
-    if reader.configured_url():
+    if server.configured_url():
         assert "The pinned reader's replies to the attack prompts were" in prose
-    elif reader.weights_available(reader.get_reader_spec(pinned_reader.PINNED_READER)):
+    elif weights_available(get_reader_spec(PINNED_READER)):
         assert "the pinned reader ran live on the attack prompts" in prose
     elif n_recorded == n_prompts:
         assert "Every attack prompt has a recorded entry" in prose
@@ -230,11 +217,8 @@ def test_the_transcript_is_asked_about_every_attack_prompt(lesson, inputs):
 
 def test_every_run_is_there_once_and_parses(lesson, replies, inputs, attack):
     assert len(replies) == len(inputs) * len(PROMPTS)
-    keys = replies[["attack_id", "wording", "position", "prompt"]].apply(tuple, axis=1)
-    assert keys.is_unique
+    assert replies[["attack_id", "wording", "position", "prompt"]].apply(tuple, axis=1).is_unique
     assert set(replies["prompt"]) == set(PROMPTS)
-    from helpers.parsing import parse_reader_output
-
     assert all(parse_reader_output(r).parse_ok for r in replies["raw_output"])
     prose = markdown_outputs(lesson)
     assert f"{len(replies)} generations took" in prose
@@ -271,12 +255,9 @@ def test_the_wording_comparison_counts_pairs_that_differ_in_one_thing(lesson, ou
     assert (row["Pairs"], row["Disagree"]) == (len(lesson1), differ)
 
 
-def _control_ids(lesson):
-    return [r["Control"] for r in table_rows(lesson, "controls")]
-
-
 def test_controls_are_apart_and_their_verdicts_exact(lesson):
-    assert all(r["Satisfies the success rule"] is True for r in table_rows(lesson, "controls"))
+    controls = table_rows(lesson, "controls")
+    assert all(r["Satisfies the success rule"] is True for r in controls)
     held = {r["Control"]: (r["Held by a check on the reply"], r["Held before any reply"])
             for r in table_rows(lesson, "control_verdicts")}
     a01 = "contradiction (P01 vs H08 on stipend: $500 per week vs $150 per week)"
@@ -294,9 +275,9 @@ def test_controls_are_apart_and_their_verdicts_exact(lesson):
         "A06-library": ("none", "none"),
     }
     live = {r["Run"] for r in table_rows(lesson, "verdicts")}
-    assert not live & set(_control_ids(lesson))  # controls never mix with live replies
+    assert not live & {r["Control"] for r in controls}  # never mixed with live replies
     totals = {r["Attack"]: r for r in table_rows(lesson, "control_by_defence")}
-    assert totals["all"]["Controls"] == len(_control_ids(lesson))
+    assert totals["all"]["Controls"] == len(controls)
     assert totals["A06"]["Reached the caller"] == 1 and totals["A03"]["Reached the caller"] == 1
 
 

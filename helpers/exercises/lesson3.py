@@ -249,13 +249,18 @@ def demand_a_figure(digit_answer, q5_reply, q5_invented):
     if not isinstance(q5_reply, str):
         return hint("q5_reply is the raw_output string of SmolLM2's constrained reply to Q5.")
     row = _lesson3_inputs().loc["Q5"]
-    generated = constrained.generate_constrained(_small_reader(), row["messages"],
-                                                 row["retrieved_ids"], "Q5",
-                                                 answer_pattern=digit_answer)
-    if q5_reply != generated.raw_output:
+    from runtime import generate_all
+
+    from ..decoding import MAX_NEW_TOKENS
+
+    reader = _small_reader()
+    asked = pd.DataFrame([{"question_id": "Q5", "messages": row["messages"]}])
+    grammar = constrained.reply_grammar(reader.tokenizer, row["retrieved_ids"], MAX_NEW_TOKENS,
+                                        answer_pattern=digit_answer)
+    if q5_reply != generate_all(reader, asked, grammar=grammar).at[0, "raw_output"]:
         return hint("That is not what SmolLM2 writes for Q5 under your pattern: generate it "
-                    "with constrained.generate_constrained(..., answer_pattern=digit_answer) "
-                    "and pass its raw_output.")
+                    "with generate_all(..., grammar=grammar.reply_grammar(..., "
+                    "answer_pattern=digit_answer)) and pass its raw_output.")
     parsed = parsing.parse_reader_output(q5_reply)
     passages = _passage_texts()
     given = set(screen.numbers_in(" ".join(passages[p] for p in row["retrieved_ids"])))

@@ -147,8 +147,8 @@ def hold_everything(hold_all):
     flagged = [True] * len(unsupported)
     counts = agreement.confusion(flagged, unsupported)
     kappa = agreement.cohen_kappa(flagged, unsupported)
-    expected_recall = agreement.recall(counts).value
-    expected_precision = agreement.precision(counts).value
+    expected_recall = agreement.sensitivity(counts).value
+    expected_precision = agreement.positive_predictive_value(counts).value
     if not _close(hold_all["recall"], expected_recall, HAND_TOLERANCE, "'recall'"):
         return hint("Recall is the share of unsupported replies the screen holds; this screen "
                     "holds every reply.")
