@@ -71,9 +71,9 @@ def next_tokens(scores, seen, penalty: float, allowed=None):
 
     scores = penalise_repeats(scores.to(dtype=torch.float32), seen, penalty)
     for row, permitted in enumerate(allowed or ()):
-        if permitted is not None:
+        if permitted is not None:  # a forbidden token gets a score of minus infinity
             scores[row] = scores[row].masked_fill(~permitted, float("-inf"))
-    return scores.argmax(dim=-1)
+    return scores.argmax(dim=-1)  # greedy: each row's highest score
 
 
 def stopping_diagnostics(new_ids: list[int], eos_ids: set[int], max_new_tokens: int):

