@@ -59,11 +59,14 @@ Adding exercises to a lesson (lesson 4, say) is a mechanical step:
 
 1. in ``lesson4.py``, one checker per exercise, decorated with ``@exercise("4.1",
    "Title", expects="...")``; its docstring must start ``Lesson 4, exercise 4.1:`` (the
-   decorator refuses anything else) and it returns :func:`correct` or :func:`hint`. It
+   decorator refuses anything else) and it returns :func:`correct` or :func:`hint`, or
+   lets :func:`~helpers.exercises.framework._first_hint` (a table of known mistakes and
+   their hints), ``_figure``, ``_known`` or ``_reply`` end the check with a hint. It
    reads the answer with the framework's validators (``_require_keys``, ``_id_list``,
-   ``_number``), or raises :class:`AnswerShapeError` itself, so that a malformed answer
-   (a string where a number belongs, say) becomes a hint, and it caches what it derives
-   from the fixture with :func:`fixture_cache`, never with a plain ``functools.cache``;
+   ``_number``, ``_pair``), or raises :class:`AnswerShapeError` itself, so that a
+   malformed answer (a string where a number belongs, say) becomes a hint, and it caches
+   what it derives from the fixture with :func:`fixture_cache`, never with a plain
+   ``functools.cache``;
 2. in the notebook, the four cells above for each exercise, and ``exercises`` added to
    the "Set up" cell's imports;
 3. in the tests, the lesson in ``LESSONS`` (tests/exercise_cells.py) and at least one
@@ -74,39 +77,12 @@ Adding exercises to a lesson (lesson 4, say) is a mechanical step:
 """
 
 from . import lesson1, lesson2, lesson3, lesson4, lesson5  # noqa: E402 - they register the checkers
-from .framework import (
-    CORRECT,
-    DECIMALS,
-    EXERCISES,
-    EXTENDED_FILE,
-    FIXTURE_CACHES,
-    HAND_DECIMALS,
-    HAND_TOLERANCE,
-    HINT,
-    NOT_ATTEMPTED,
-    TOLERANCE,
-    VERDICT_MIME,
-    AnswerShapeError,
-    Exercise,
-    Verdict,
-    check,
-    correct,
-    exercise,
-    fixture_cache,
-    fixture_fingerprint,
-    hint,
-    lesson_exercises,
-    not_attempted,
-)
+from .framework import (CORRECT, DECIMALS, EXERCISES, EXTENDED_FILE, FIXTURE_CACHES, HAND_DECIMALS,
+                        HAND_TOLERANCE, HINT, NOT_ATTEMPTED, TOLERANCE, VERDICT_MIME,
+                        AnswerShapeError, Exercise, Verdict, check, correct, exercise,
+                        fixture_cache, fixture_fingerprint, hint, lesson_exercises, not_attempted)
 from .lesson1 import F1_PROBES
 from .lesson2 import CODE_QUESTIONS, MIN_CONTENT_WORDS, WEIGHT_GRID
 from .lesson5 import PLANTED_ID
 
-__all__ = [
-    "CODE_QUESTIONS", "CORRECT", "DECIMALS", "EXERCISES", "EXTENDED_FILE", "F1_PROBES",
-    "FIXTURE_CACHES", "HAND_DECIMALS", "HAND_TOLERANCE", "HINT", "MIN_CONTENT_WORDS",
-    "NOT_ATTEMPTED", "PLANTED_ID", "TOLERANCE", "VERDICT_MIME", "WEIGHT_GRID",
-    "AnswerShapeError", "Exercise", "Verdict", "check", "correct", "exercise",
-    "fixture_cache", "fixture_fingerprint", "hint", "lesson_exercises", "lesson1", "lesson2",
-    "lesson3", "lesson4", "lesson5", "not_attempted",
-]
+__all__ = sorted(name for name in dir() if not name.startswith("_"))

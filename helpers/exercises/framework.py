@@ -4,24 +4,27 @@ Introduced in lesson 1, "Exercises" (see :mod:`helpers.exercises` for how an exe
 sits in a lesson and how a check works). A lesson's checkers live in that lesson's module
 (:mod:`helpers.exercises.lesson1` ...) and use what is here: :func:`exercise` registers a
 checker, :func:`correct` and :func:`hint` are what it returns, the validators
-(:func:`_require_keys`, :func:`_id_list`, :func:`_number` ...) read an answer or raise
-:class:`AnswerShapeError`, and :func:`fixture_cache` caches what a checker derives from
-the fixture until a fixture file changes.
+(:func:`_require_keys`, :func:`_id_list`, :func:`_number`, :func:`_pair` ...) read an
+answer or raise :class:`AnswerShapeError`, :func:`_first_hint` ends a check with the hint
+of the first known mistake a table of ``(condition, hint)`` cases finds (:func:`_figure`
+does so for a number, :func:`_known` for an unknown ID, :func:`_reply` for a reply that
+does not parse), and :func:`fixture_cache` caches what a checker derives from the fixture
+until a fixture file changes.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import html
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .. import retrieval
+from .. import parsing, retrieval, screen
 from runtime import DATA_DIR
 
 #: Decimals a figure worked out by hand needs: any rounding to this many passes.
@@ -50,7 +53,7 @@ SMOLLM2 = "smollm2_135m_instruct"
 # --------------------------------------------------------------------------- verdicts
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Verdict:
     """What a check says about an answer: its status and a message for the student.
 
@@ -70,40 +73,31 @@ class Verdict:
         return f"{head} {self.message}" if self.message else head
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        colour = _COLOURS[self.status]
-        body = (
-            f'<div class="riverton-exercise riverton-exercise-{self.status.replace(" ", "-")} '
-            f'tex2jax_ignore mathjax_ignore" style="border-left: 4px solid {colour}; '
-            f'padding: 0.3rem 0.7rem; margin: 0.3rem 0;">'
-            f"<strong>Exercise {html.escape(self.key)}: {_HEADLINES[self.status]}.</strong> "
-            f"{html.escape(self.message)}</div>"
-        )
-        return {
-            "text/plain": str(self),
-            "text/html": body,
-            VERDICT_MIME: {"key": self.key, "status": self.status, "message": self.message},
-        }
+        body = (f'<div class="riverton-exercise riverton-exercise-{self.status.replace(" ", "-")} '
+                f'tex2jax_ignore mathjax_ignore" style="border-left: 4px solid '
+                f'{_COLOURS[self.status]}; padding: 0.3rem 0.7rem; margin: 0.3rem 0;">'
+                f"<strong>Exercise {html.escape(self.key)}: {_HEADLINES[self.status]}.</strong> "
+                f"{html.escape(self.message)}</div>")
+        return {"text/plain": str(self), "text/html": body,
+                VERDICT_MIME: {"key": self.key, "status": self.status, "message": self.message}}
 
 
-@dataclass(frozen=True)
-class _Outcome:
-    status: str
-    message: str
+# A checker returns a verdict without its key; the registry's wrapper fills the key in.
 
 
-def correct(message: str = "") -> _Outcome:
+def correct(message: str = "") -> Verdict:
     """A checker's "correct", with an optional remark for the student."""
-    return _Outcome(CORRECT, message)
+    return Verdict("", CORRECT, message)
 
 
-def hint(message: str) -> _Outcome:
+def hint(message: str) -> Verdict:
     """A checker's "not yet", with a hint that must not give the answer away."""
-    return _Outcome(HINT, message)
+    return Verdict("", HINT, message)
 
 
-def not_attempted(message: str = "") -> _Outcome:
+def not_attempted(message: str = "") -> Verdict:
     """A checker's "not attempted yet" (for answers that cannot hold a ``...``)."""
-    return _Outcome(NOT_ATTEMPTED, message or _NOT_ATTEMPTED_MESSAGE)
+    return Verdict("", NOT_ATTEMPTED, message or _NOT_ATTEMPTED_MESSAGE)
 
 
 _NOT_ATTEMPTED_MESSAGE = (
@@ -111,10 +105,34 @@ _NOT_ATTEMPTED_MESSAGE = (
 )
 
 
+class AnswerShapeError(Exception):
+    """An answer that does not have the form its check expects; the check shows a hint.
+
+    Raised by the validators of this module (a dict without a key, a set where the order
+    matters); the message names the answer and what is wrong with its form.
+    """
+
+
+class _Hint(Exception):
+    """A hint that ends a check from inside a helper (:func:`_first_hint`, :func:`_figure`,
+    :func:`_known`, :func:`_reply` ...); the check shows its message. It is raised only on
+    purpose, for a known mistake in the answer, never for a fault of the check."""
+
+
+def _first_hint(*cases: tuple[Any, str | Callable[[], str]]) -> None:
+    """End the check with the message of the first ``(condition, message)`` whose condition
+    holds; return when none does. The cases are a checker's known mistakes in the order it
+    tests them, so every condition must be safe to evaluate on its own; a message that can
+    only be written when its condition holds is given as a function that writes it."""
+    for condition, message in cases:
+        if condition:
+            raise _Hint(message() if callable(message) else message)
+
+
 # --------------------------------------------------------------------------- registry
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Exercise:
     """One registered exercise: its key ("1.2"), lesson, title, checker and answer form."""
 
@@ -128,39 +146,14 @@ class Exercise:
 EXERCISES: dict[str, Exercise] = {}
 
 
-def _unfinished(value: Any, name: str) -> list[str]:
-    """Where ``value`` still holds the starter's ``...`` (names for the message)."""
-    if value is Ellipsis:
-        return [name]
+def _leaves(value: Any, name: str) -> list[tuple[str, Any]]:
+    """(name, leaf) for every leaf of an answer: through dicts (a leaf named by its key),
+    lists and tuples. An empty container has no leaf."""
     if isinstance(value, Mapping):
-        return [part for key, item in value.items() for part in _unfinished(item, repr(key))]
+        return [leaf for key, item in value.items() for leaf in _leaves(item, repr(key))]
     if isinstance(value, (list, tuple)):
-        return [part for item in value for part in _unfinished(item, name)]
-    return []
-
-
-def _filled(value: Any) -> bool:
-    """Whether ``value`` holds anything besides the starter's ``...`` (keys do not count)."""
-    if value is Ellipsis:
-        return False
-    if isinstance(value, Mapping):
-        return any(_filled(item) for item in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_filled(item) for item in value)
-    return True
-
-
-class AnswerShapeError(Exception):
-    """An answer that does not have the form its check expects; the check shows a hint.
-
-    Raised by the validators of this module (a dict without a key, a set where the order
-    matters); the message names the answer and what is wrong with its form.
-    """
-
-
-def _shape_hint(key: str, error: AnswerShapeError, expects: str) -> Verdict:
-    return Verdict(key, HINT, f"The check could not use your answer: {error}. "
-                              f"It expects {expects}.")
+        return [leaf for item in value for leaf in _leaves(item, name)]
+    return [(name, value)]
 
 
 def exercise(key: str, title: str, *, expects: str) -> Callable:
@@ -176,7 +169,7 @@ def exercise(key: str, title: str, *, expects: str) -> Callable:
     if not (lesson.isdigit() and number.isdigit()):
         raise ValueError(f"exercise keys look like '1.2', got {key!r}")
 
-    def register(checker: Callable[..., _Outcome]) -> Callable[..., Verdict]:
+    def register(checker: Callable[..., Verdict]) -> Callable[..., Verdict]:
         prefix = f"Lesson {lesson}, exercise {key}:"
         if not (checker.__doc__ or "").startswith(prefix):
             raise ValueError(f"the docstring of {checker.__name__} must start {prefix!r}")
@@ -189,20 +182,22 @@ def exercise(key: str, title: str, *, expects: str) -> Callable:
             if len(answers) != len(names):
                 return Verdict(key, HINT, f"The check takes {len(names)} answer(s), "
                                           f"{', '.join(names)}; it was given {len(answers)}.")
-            missing = [part for answer, name in zip(answers, names)
-                       for part in _unfinished(answer, name)]
-            if missing:
-                if not any(_filled(answer) for answer in answers):
-                    return Verdict(key, NOT_ATTEMPTED, _NOT_ATTEMPTED_MESSAGE)
-                return Verdict(key, NOT_ATTEMPTED,
-                               "Still ... in " + ", ".join(dict.fromkeys(missing))
-                               + ": fill in every part, then run this cell again.")
+            leaves = [leaf for answer, name in zip(answers, names)
+                      for leaf in _leaves(answer, name)]
+            missing = [name for name, leaf in leaves if leaf is Ellipsis]
+            if missing:  # every part still ... (keys do not count), or only some parts
+                return Verdict(key, NOT_ATTEMPTED, _NOT_ATTEMPTED_MESSAGE if len(missing) == len(
+                    leaves) else f"Still ... in {', '.join(dict.fromkeys(missing))}: fill in "
+                                 "every part, then run this cell again.")
             _refresh_caches(read_bytes=True)
             try:
                 outcome = checker(*answers)
             except AnswerShapeError as error:
-                return _shape_hint(key, error, expects)
-            return Verdict(key, outcome.status, outcome.message)
+                outcome = hint(f"The check could not use your answer: {error}. "
+                               f"It expects {expects}.")
+            except _Hint as stop:
+                outcome = hint(str(stop))
+            return dataclasses.replace(outcome, key=key)
 
         run.exercise_key = key
         EXERCISES[key] = Exercise(key, int(lesson), title, expects, run)
@@ -312,6 +307,13 @@ def _questions() -> pd.DataFrame:
     return _riverton().questions
 
 
+def _all_questions() -> pd.DataFrame:
+    """Lesson 1's six questions, then the extended set: the 42 ordinary questions, each
+    with its ``question_set`` ("original six" or "extended")."""
+    return pd.concat([_questions().assign(question_set="original six"),
+                      _extended_questions().assign(question_set="extended")], ignore_index=True)
+
+
 def _passage_texts() -> dict[str, str]:
     return dict(zip(_handbook()["passage_id"], _handbook()["text"]))
 
@@ -325,16 +327,30 @@ def _tfidf(stop_words: frozenset[str] | None = None) -> retrieval.TfidfRetriever
     return retrieval.TfidfRetriever.fit(_handbook(), stop_words=stop_words)
 
 
+@fixture_cache
+def _ranking() -> pd.DataFrame:
+    """Lesson 1's tf-idf top three for each of its six questions."""
+    return _tfidf().rank(_questions(), k=3)
+
+
 def _top_ids(ranked: pd.DataFrame, question_id: str) -> tuple[str, ...]:
     rows = ranked[ranked["question_id"] == question_id].sort_values("rank")
     return tuple(rows["passage_id"])
 
 
-@fixture_cache
 def _retrieved_ids() -> dict[str, tuple[str, ...]]:
     """Lesson 1's tf-idf top three per original question."""
-    ranked = _tfidf().rank(_questions(), k=3)
-    return {q: _top_ids(ranked, q) for q in _questions()["question_id"]}
+    return {q: _top_ids(_ranking(), q) for q in _questions()["question_id"]}
+
+
+def _failed_checks(parsed: parsing.ParsedReply, retrieved: Sequence[str]) -> list[str]:
+    """The screen checks a parsed reply fails, given the passages it was retrieved."""
+    values = screen.screen_reply(parsed.answer, parsed.sources, parsed.parse_ok, parsed.action,
+                                 retrieved, _passage_texts())
+    return [c for c in screen.CHECKS if not values[c]]
+
+
+# --------------------------------------------------------------------------- validators
 
 
 #: What counts as a number in an answer: Python's and NumPy's ints and floats. A string
@@ -352,10 +368,9 @@ def _number(value: Any, name: str) -> float:
     if not _is_number(value):
         what = "the string " if isinstance(value, str) else ""
         raise AnswerShapeError(f"{name} must be a number, not {what}{value!r}")
-    number = float(value)
-    if math.isnan(number):
+    if math.isnan(float(value)):
         raise AnswerShapeError(f"{name} is NaN")
-    return number
+    return float(value)
 
 
 def _whole_number(value: Any, name: str) -> int:
@@ -370,9 +385,28 @@ def _whole_number(value: Any, name: str) -> int:
 def _close(value: Any, target: float, tolerance: float, name: str = "the figure") -> bool:
     """Whether the answer ``value`` (a number, see :func:`_number`) is within
     ``tolerance`` of ``target``."""
-    number = _number(value, name)
     # The 1e-12 absorbs floating-point error at the edge (1 - 0.995 > 0.005 in floats).
-    return abs(number - target) <= tolerance + 1e-12
+    return abs(_number(value, name) - target) <= tolerance + 1e-12
+
+
+def _figure(value: Any, name: str, target: float, tolerance: float, otherwise: str,
+            mistakes: Sequence[tuple[float | None, str]] = ()) -> float:
+    """``value`` as a number (:func:`_number`) when it is within ``tolerance`` of
+    ``target``; otherwise end the check with the hint of the first known mistake
+    ``(what it gives, hint)`` that ``value`` is within ``tolerance`` of (a mistake of
+    value None is skipped), or with ``otherwise``."""
+    number = _number(value, name)
+    if not _close(number, target, tolerance):
+        _first_hint(*((wrong is not None and _close(number, wrong, tolerance), message)
+                      for wrong, message in mistakes), (True, otherwise))
+    return number
+
+
+def _pair(value: Any, name: str, parts: str) -> tuple:
+    """``value`` as a pair (a list or tuple of two), or an :class:`AnswerShapeError`."""
+    if not (isinstance(value, (list, tuple)) and len(value) == 2):
+        raise AnswerShapeError(f"{name} must be a pair {parts}")
+    return tuple(value)
 
 
 def _id_list(value: Any, what: str) -> list[str]:
@@ -386,6 +420,21 @@ def _id_list(value: Any, what: str) -> list[str]:
     return [v.strip() for v in value]
 
 
+def _known(ids: Iterable[Any], known: Iterable[Any], what: str) -> None:
+    """End the check with the hint "'X' is not ``what``." for the first of ``ids`` that is
+    not one of ``known``."""
+    known = list(known)
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise _Hint(f"{unknown[0]!r} is not {what}.")
+
+
+def _passage_ids(ids: Iterable[Any]) -> None:
+    """End the check with a hint naming the first of ``ids`` that is no handbook passage ID."""
+    known = sorted(_passage_texts())
+    _known(ids, known, f"a handbook passage ID ({known[0]} to {known[-1]})")
+
+
 def _require_keys(answer: Any, name: str, keys: Sequence[str]) -> None:
     if not isinstance(answer, Mapping):
         raise AnswerShapeError(f"{name} is a {type(answer).__name__}, not a dict")
@@ -394,6 +443,16 @@ def _require_keys(answer: Any, name: str, keys: Sequence[str]) -> None:
         raise AnswerShapeError(f"{name} has no key {', '.join(map(repr, missing))}")
 
 
+def _reply(value: Any, name: str, called: str | None = None) -> parsing.ParsedReply:
+    """A raw reply of the student's, parsed; a hint when it is not a string or when the
+    strict parser rejects it (naming the reply ``called``, ``name`` by default)."""
+    if not isinstance(value, str):
+        raise _Hint(f"{name} must be a string: a raw reply, two lines.")
+    parsed = parsing.parse_reader_output(value)
+    if not parsed.parse_ok:
+        raise _Hint(f"The strict parser rejects {called or name}: {parsed.problem}.")
+    return parsed
+
+
 def _plural(n: int, one: str, many: str) -> str:
     return f"{n} {one if n == 1 else many}"
-

@@ -4,27 +4,11 @@ from __future__ import annotations
 import math
 import re
 
-from .. import parsing, scoring, screen, text
-from .framework import (
-    HAND_TOLERANCE,
-    TOLERANCE,
-    _close,
-    _handbook,
-    _id_list,
-    _is_number,
-    _passage_texts,
-    _plural,
-    _question_texts,
-    _questions,
-    _require_keys,
-    _retrieved_ids,
-    _tfidf,
-    _top_ids,
-    correct,
-    exercise,
-    hint,
-    not_attempted,
-)
+from .. import scoring, screen, text
+from .framework import (HAND_TOLERANCE, TOLERANCE, _close, _failed_checks, _figure, _first_hint,
+                        _handbook, _id_list, _is_number, _passage_ids, _passage_texts, _plural,
+                        _question_texts, _questions, _ranking, _reply, _require_keys,
+                        _retrieved_ids, _tfidf, _top_ids, correct, exercise, hint, not_attempted)
 
 
 @exercise("1.1", 'Score "Oct 15" by hand', expects="a dict with keys 'normalized', 'em' and 'f1'")
@@ -36,33 +20,27 @@ def score_oct15(oct15):
     actions, and retrieval").
     """
     _require_keys(oct15, "oct15", ("normalized", "em", "f1"))
-    answer = "Oct 15"
+    answer, given = "Oct 15", oct15["normalized"]
     variants = _questions().set_index("question_id").loc["Q2", "acceptable_list"]
-    normalized = text.normalize_answer(answer)
     em, f1 = scoring.best_reference_scores(answer, variants)
-    given = oct15["normalized"]
     if not isinstance(given, str):
         return hint("'normalized' is the string that normalisation turns \"Oct 15\" into.")
-    if given != normalized:
-        if given.lower() != given:
-            return hint("Normalisation lower-cases first: 'normalized' should have no capitals.")
-        if given.strip() != given or "  " in given:
-            return hint("The last step squeezes runs of spaces and trims both ends.")
-        return hint("Apply the four steps in order (lower-case, drop punctuation and "
-                    "symbols, drop articles, squeeze spaces) to \"Oct 15\".")
-    if not _close(oct15["em"], em, 0, "'em'"):
-        return hint("EM is 1 when the normalised answer equals *any* normalised variant. "
-                    "Normalise each of Q2's variants the way you normalised \"Oct 15\", "
-                    "then compare again.")
-    if not _close(oct15["f1"], f1, HAND_TOLERANCE, "'f1'"):
-        for variant in variants:
-            alone = scoring.token_f1(answer, variant)
-            if alone != f1 and _close(oct15["f1"], alone, HAND_TOLERANCE):
-                return hint(f"That is the F1 against {variant!r} alone; the score is the "
-                            "best over all of Q2's variants.")
-        return hint("Count the tokens the normalised answer shares with each normalised "
-                    "variant, take precision and recall, F1 = 2PR / (P + R), and keep the "
-                    "best over the variants.")
+    wrong = given != text.normalize_answer(answer)
+    _first_hint(
+        (given.lower() != given, "Normalisation lower-cases first: 'normalized' should have no "
+                                 "capitals."),
+        (wrong and (given.strip() != given or "  " in given), "The last step squeezes runs of "
+                                                               "spaces and trims both ends."),
+        (wrong, "Apply the four steps in order (lower-case, drop punctuation and symbols, drop "
+                "articles, squeeze spaces) to \"Oct 15\"."))
+    _figure(oct15["em"], "'em'", em, 0, "EM is 1 when the normalised answer equals *any* "
+            "normalised variant. Normalise each of Q2's variants the way you normalised \"Oct "
+            "15\", then compare again.")
+    _figure(oct15["f1"], "'f1'", f1, HAND_TOLERANCE, "Count the tokens the normalised answer "
+            "shares with each normalised variant, take precision and recall, F1 = 2PR / (P + R), "
+            "and keep the best over the variants.",
+            [(scoring.token_f1(answer, variant), f"That is the F1 against {variant!r} alone; the "
+              "score is the best over all of Q2's variants.") for variant in variants])
     return correct("Normalisation makes an abbreviation with or without its full stop "
                    "the same string.")
 
@@ -79,40 +57,32 @@ def keep_at(q3_with_at, other_changed):
     given = _id_list(q3_with_at, "q3_with_at")
     changed = set(_id_list(other_changed, "other_changed")) - {"Q3"}
     keep = frozenset(text.STOP_WORDS - {"at"})
-    with_at = _tfidf(keep).rank(_questions(), k=3)
-    base = _retrieved_ids()
+    with_at, base = _tfidf(keep).rank(_questions(), k=3), _retrieved_ids()
     expected = list(_top_ids(with_at, "Q3"))
-    unknown = sorted(set(given) - set(_passage_texts()))
-    if unknown:
-        return hint(f"{', '.join(unknown)} is not a handbook passage ID.")
-    if given == list(base["Q3"]):
-        return hint("That is what Q3 retrieves with the lesson's stop-word list. Fit a new "
-                    "retriever whose list keeps 'at', with TfidfRetriever.fit(handbook, "
-                    "stop_words=...), and rank Q3 with it.")
-    if given != expected:
-        if len(given) > 3:
-            return hint("The reader sees at most three passages: give the top three (k=3).")
-        no_stop = _top_ids(_tfidf(frozenset()).rank(_questions(), k=3), "Q3")
-        if given == list(no_stop) and no_stop != tuple(expected):
-            return hint("That is Q3's retrieval with no stop words at all. Keep every other "
-                        "stop word and take only 'at' out of the list.")
-        if sorted(given) == sorted(expected):
-            return hint("Right passages, wrong order: list them by rank (score descending, "
-                        "ties by passage ID).")
-        return hint("Not the passages Q3 retrieves with 'at' kept. Pass the new list to "
-                    "TfidfRetriever.fit, so the idf is fitted again, and rank Q3 with that "
-                    "retriever (k=3).")
+    no_stop = list(_top_ids(_tfidf(frozenset()).rank(_questions(), k=3), "Q3"))
+    _passage_ids(given)
+    _first_hint(
+        (given == list(base["Q3"]), "That is what Q3 retrieves with the lesson's stop-word list. "
+         "Fit a new retriever whose list keeps 'at', with TfidfRetriever.fit(handbook, "
+         "stop_words=...), and rank Q3 with it."),
+        (given != expected and len(given) > 3, "The reader sees at most three passages: give the "
+                                               "top three (k=3)."),
+        (given == no_stop != expected, "That is Q3's retrieval with no stop words at all. Keep "
+                                       "every other stop word and take only 'at' out of the list."),
+        (given != expected and sorted(given) == sorted(expected), "Right passages, wrong order: "
+         "list them by rank (score descending, ties by passage ID)."),
+        (given != expected, "Not the passages Q3 retrieves with 'at' kept. Pass the new list to "
+         "TfidfRetriever.fit, so the idf is fitted again, and rank Q3 with that retriever (k=3)."))
     expected_changed = {q for q in _questions()["question_id"]
                         if q != "Q3" and _top_ids(with_at, q) != base[q]}
     extra = sorted(changed - expected_changed)
-    if extra:
-        return hint(f"The candidate list of {', '.join(extra)} does not change: its scores "
-                    "may move, but compare the passage IDs in rank order.")
-    if expected_changed - changed:
-        found = (f"You list {_plural(len(changed), 'question', 'questions')} whose candidates "
-                 "change; there are more." if changed else
-                 "Another question's candidates change too.")
-        return hint(found + " Compare every question's top three with and without 'at'.")
+    _first_hint(
+        (extra, f"The candidate list of {', '.join(extra)} does not change: its scores may move, "
+                "but compare the passage IDs in rank order."),
+        (expected_changed - changed, (f"You list {_plural(len(changed), 'question', 'questions')} "
+                                      "whose candidates change; there are more." if changed else
+                                      "Another question's candidates change too.")
+         + " Compare every question's top three with and without 'at'."))
     q3 = _question_texts()["Q3"]
     shared = {p: text.shared_content_words(q3, _passage_texts()[p], keep) for p in expected}
     words = sorted({w for ws in shared.values() for w in ws})
@@ -138,26 +108,25 @@ F1_PROBES = [
     ("   ", "October 15", "empty"),
 ]
 
+#: What a mismatch on a probe of each kind suggests, in the order the hints are tried.
 _F1_HINTS = {
+    "empty": "An empty prediction (or one that is empty after normalisation) must score 0.",
     "normalise": "Normalise both strings first (text.normalize_answer): case, punctuation "
                  "and symbols must not count.",
     "articles": "Normalisation also removes the articles a, an and the.",
-    "multiset": "Your F1 treats tokens as a set; count repeats: a token shared twice "
-                "counts twice.",
     "clip": "A repeated token counts at most as often as the other string has it "
             "(Counter & Counter).",
-    "empty": "An empty prediction (or one that is empty after normalisation) must score 0.",
+    "multiset": "Your F1 treats tokens as a set; count repeats: a token shared twice "
+                "counts twice.",
+    None: "Precision is shared tokens / predicted tokens, recall is shared tokens / reference "
+          "tokens, F1 = 2PR / (P + R).",
 }
 
 
 def _set_f1(prediction: str, reference: str) -> float:
-    predicted = set(text.normalize_answer(prediction).split())
-    gold = set(text.normalize_answer(reference).split())
-    shared = len(predicted & gold)
-    if not shared:
-        return 0.0
-    p, r = shared / len(predicted), shared / len(gold)
-    return 2 * p * r / (p + r)
+    """Token F1 over the sets of normalised tokens: what a student who ignores repeats gets."""
+    return scoring.token_f1(*(" ".join(set(text.normalize_answer(s).split()))
+                              for s in (prediction, reference)))
 
 
 @exercise("1.3", "Write token F1 yourself", expects="my_token_f1, a function "
@@ -196,14 +165,10 @@ def own_token_f1(my_token_f1):
                     + _F1_HINTS["clip"])
     if all(_close(v, _set_f1(p, r), TOLERANCE) for p, r, _, v in wrong):
         return hint(_F1_HINTS["multiset"])
-    for kind in ("empty", "normalise", "articles", "clip", "multiset"):
-        for p, r, k, v in wrong:
-            if k == kind:
-                return hint(f"my_token_f1({p!r}, {r!r}) gives {v!r}. " + _F1_HINTS[kind])
-    p, r, _, v = wrong[0]
-    return hint(f"my_token_f1({p!r}, {r!r}) gives {v!r}, which is not its token F1. "
-                "Precision is shared tokens / predicted tokens, recall is shared tokens / "
-                "reference tokens, F1 = 2PR / (P + R).")
+    # The first wrong probe of the first kind in _F1_HINTS's order (min keeps the first).
+    p, r, kind, v = min(wrong, key=lambda w: list(_F1_HINTS).index(w[2]))
+    return hint(f"my_token_f1({p!r}, {r!r}) gives {v!r}"
+                + (", which is not its token F1. " if kind is None else ". ") + _F1_HINTS[kind])
 
 
 #: What makes exercise 1.4's amount a weekly one: "per week", "a week", "/week", "weekly".
@@ -220,48 +185,29 @@ def screen_replies(held_reply, wrong_but_clear):
     the word *week* or *weekly*, as Q1 asks for a weekly stipend ("Screen citations and
     surface support", "Show screen controls").
     """
-    passages = _passage_texts()
     retrieved = _retrieved_ids()["Q1"]
-    screened = {}
-    for name, reply in (("held_reply", held_reply), ("wrong_but_clear", wrong_but_clear)):
-        if not isinstance(reply, str):
-            return hint(f"{name} must be a string: the reader's raw reply, two lines.")
-        parsed = parsing.parse_reader_output(reply)
-        if not parsed.parse_ok:
-            return hint(f"The strict parser rejects {name}: {parsed.problem}. Both replies "
-                        "must parse.")
-        values = screen.screen_reply(parsed.answer, parsed.sources, True, parsed.action,
-                                     retrieved, passages)
-        screened[name] = (parsed, [c for c in screen.CHECKS if not values[c]])
-    _, failed = screened["held_reply"]
-    controls = screen.screen_table(screen.control_outputs(), _tfidf().rank(_questions(), k=3),
-                                   _handbook())
+    held = _failed_checks(_reply(held_reply, "held_reply"), retrieved)
+    clear = _reply(wrong_but_clear, "wrong_but_clear")
+    clear_failed = _failed_checks(clear, retrieved)
+    controls = screen.screen_table(screen.control_outputs(), _ranking(), _handbook())
     shown_by_controls = {c for c in screen.CHECKS if not controls[c].all()}
-    if not failed:
-        return hint("The screen does not flag held_reply: all six checks pass. Which of "
-                    "them can a reply that parses still fail?")
-    if set(failed) <= shown_by_controls:
-        return hint(f"held_reply is held, but only for {', '.join(failed)}, which the "
-                    "lesson's controls already show. Make it fail one of the other checks.")
-    parsed, failed = screened["wrong_but_clear"]
-    if failed:
-        return hint(f"The screen holds wrong_but_clear ({', '.join(failed)}): it must pass "
-                    "all six checks.")
-    if parsed.action != "answer":
-        return hint("wrong_but_clear must be an answer, not an abstention or a premise flag.")
-    figures = screen.numbers_in(parsed.answer)
-    stipend = set(screen.numbers_in(passages["H08"])) & set(
-        screen.numbers_in(" ".join(_questions().set_index("question_id")
-                                   .loc["Q1", "acceptable_list"])))
-    if not figures:
-        return hint("State a weekly amount in wrong_but_clear: the exercise is about a "
-                    "figure the screen cannot judge.")
-    if set(figures) & stipend:
-        return hint("That is the stipend H08 gives; state a different amount that the "
-                    "screen still lets through.")
-    if not _WEEKLY.search(parsed.answer):
-        return hint("Q1 asks for a weekly stipend: wrong_but_clear must say that its amount "
-                    "is paid each week, as a reply to Q1 would.")
+    figures = screen.numbers_in(clear.answer)
+    stipend = set(screen.numbers_in(_passage_texts()["H08"])) & set(screen.numbers_in(
+        " ".join(_questions().set_index("question_id").loc["Q1", "acceptable_list"])))
+    _first_hint(
+        (not held, "The screen does not flag held_reply: all six checks pass. Which of them can "
+                   "a reply that parses still fail?"),
+        (set(held) <= shown_by_controls, f"held_reply is held, but only for {', '.join(held)}, "
+         "which the lesson's controls already show. Make it fail one of the other checks."),
+        (clear_failed, f"The screen holds wrong_but_clear ({', '.join(clear_failed)}): it must "
+                       "pass all six checks."),
+        (clear.action != "answer", "wrong_but_clear must be an answer, not an abstention or a "
+                                   "premise flag."),
+        (not figures, "State a weekly amount in wrong_but_clear: the exercise is about a figure "
+                      "the screen cannot judge."),
+        (set(figures) & stipend, "That is the stipend H08 gives; state a different amount that "
+                                 "the screen still lets through."),
+        (not _WEEKLY.search(clear.answer), "Q1 asks for a weekly stipend: wrong_but_clear must "
+         "say that its amount is paid each week, as a reply to Q1 would."))
     return correct("The screen checks that each figure appears in the cited passage, not "
                    "what the figure counts there.")
-

@@ -7,38 +7,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import retrieval, text
-from .framework import (
-    TOLERANCE,
-    AnswerShapeError,
-    _close,
-    _extended_questions,
-    _handbook,
-    _id_list,
-    _number,
-    _passage_texts,
-    _plural,
-    _questions,
-    _require_keys,
-    _tfidf,
-    correct,
-    exercise,
-    fixture_cache,
-    hint,
-)
+from .. import dense, retrieval, text
+from .framework import (TOLERANCE, AnswerShapeError, _all_questions, _close, _first_hint, _handbook,
+                        _id_list, _is_number, _number, _pair, _passage_ids, _passage_texts,
+                        _plural, _require_keys, _tfidf, correct, exercise, fixture_cache, hint)
 
 
 @fixture_cache
 def _dense_retriever():
-    from .. import dense
-
     return dense.DenseRetriever.fit(_handbook())
-
-
-def _all_questions() -> pd.DataFrame:
-    return pd.concat([_questions().assign(question_set="original six"),
-                      _extended_questions().assign(question_set="extended")],
-                     ignore_index=True)
 
 
 @fixture_cache
@@ -48,29 +25,16 @@ def _score_matrices() -> tuple[np.ndarray, np.ndarray]:
     return _dense_retriever().score(texts), _tfidf().score(texts)
 
 
-def _gold_table(scores: np.ndarray, question_set: str, floor: float | None) -> pd.DataFrame:
-    everything = _all_questions()
-    subset = everything[everything["question_set"] == question_set]
-    ranked = retrieval.rank_scores(np.asarray(scores)[subset.index], _tfidf().passage_ids,
-                                   subset["question_id"].tolist(), k=None,
-                                   min_score=-np.inf if floor is None else floor)
-    return retrieval.gold_ranks(ranked, subset)
-
-
-def _fused(weight: float) -> tuple[np.ndarray, float | None]:
-    from .. import dense
-
-    dense_scores, tfidf_scores = _score_matrices()
-    # Weight 0 is tf-idf alone, which keeps its zero floor (as in lesson 2's sweep).
-    return dense.weighted_fusion(dense_scores, tfidf_scores, weight), (0.0 if weight == 0 else None)
-
-
 @fixture_cache
 def _mrr(weight: float, question_set: str) -> float:
-    from .. import dense
-
-    scores, floor = _fused(weight)
-    return dense.retrieval_metrics(_gold_table(scores, question_set, floor))["mrr"]
+    """The hybrid's MRR on one question set with dense weight ``weight``, as lesson 2's
+    sweep computes it (weight 0 is tf-idf alone, which keeps its zero floor)."""
+    everything = _all_questions()
+    subset = everything[everything["question_set"] == question_set]
+    scores = dense.weighted_fusion(*_score_matrices(), weight)[subset.index]
+    ranked = retrieval.rank_scores(scores, _tfidf().passage_ids, subset["question_id"].tolist(),
+                                   k=None, min_score=0.0 if weight == 0 else -np.inf)
+    return dense.retrieval_metrics(retrieval.gold_ranks(ranked, subset))["mrr"]
 
 
 #: The fewest content words exercise 2.1's question may have.
@@ -88,24 +52,20 @@ def own_paraphrase(paraphrase):
     """
     _require_keys(paraphrase, "paraphrase", ("passage_id", "question"))
     passage_id, question = paraphrase["passage_id"], paraphrase["question"]
-    passages = _passage_texts()
-    if not isinstance(passage_id, str) or passage_id not in passages:
-        return hint(f"{passage_id!r} is not a handbook passage ID (H01 to H{len(passages):02d}).")
+    _passage_ids([passage_id])
     if not isinstance(question, str) or not question.strip().endswith("?"):
         return hint("'question' must be a question: a string ending with '?'.")
-    existing = {q.strip().lower(): qid for qid, q in zip(
-        _all_questions()["question_id"], _all_questions()["question"])}
-    if question.strip().lower() in existing:
-        return hint(f"That is {existing[question.strip().lower()]} from the lesson's "
-                    "question sets; write a question of your own.")
-    words = text.content_words(question)
-    if len(words) < MIN_CONTENT_WORDS:
-        return hint(f"Write a real question: at least {MIN_CONTENT_WORDS} content words (not "
-                    "stop words).")
-    shared = text.shared_content_words(question, passages[passage_id])
-    if shared:
-        return hint(f"Your question shares {', '.join(repr(w) for w in shared)} with "
-                    f"{passage_id}; find other words for the same thing.")
+    existing = dict(zip(_all_questions()["question"].str.strip().str.lower(),
+                        _all_questions()["question_id"]))
+    shared = text.shared_content_words(question, _passage_texts()[passage_id])
+    _first_hint(
+        (question.strip().lower() in existing, f"That is {existing.get(question.strip().lower())} "
+                                               "from the lesson's question sets; write a question "
+                                               "of your own."),
+        (len(text.content_words(question)) < MIN_CONTENT_WORDS, "Write a real question: at least "
+         f"{MIN_CONTENT_WORDS} content words (not stop words)."),
+        (shared, f"Your question shares {', '.join(repr(w) for w in shared)} with {passage_id}; "
+                 "find other words for the same thing."))
     ranked = _dense_retriever().rank(pd.DataFrame({"question_id": ["mine"],
                                                    "question": [question]}), k=None)
     rank = int(ranked.loc[ranked["passage_id"] == passage_id, "rank"].iloc[0])
@@ -122,19 +82,15 @@ CODE_QUESTIONS = ("When does DSC-104 meet?", "When does DSC-106 meet?")
 
 @fixture_cache
 def _code_tops() -> dict[str, dict[str, str | None]]:
-    from .. import dense
-
-    probe = pd.DataFrame({"question_id": [f"code{i}" for i in range(len(CODE_QUESTIONS))],
-                          "question": list(CODE_QUESTIONS)})
+    """Each retriever's top passage (None: nothing retrieved) for each course-code question."""
+    probe = pd.DataFrame({"question_id": list(CODE_QUESTIONS), "question": list(CODE_QUESTIONS)})
     retrievers = {"tf-idf": _tfidf(), "dense": _dense_retriever(),
                   "hybrid": dense.HybridRetriever(_tfidf(), _dense_retriever())}
-    tops: dict[str, dict[str, str | None]] = {}
-    for qid, question in zip(probe["question_id"], CODE_QUESTIONS):
-        tops[question] = {}
-        for name, retriever in retrievers.items():
-            ranked = retriever.rank(probe, k=1)
-            first = ranked.loc[ranked["question_id"] == qid, "passage_id"]
-            tops[question][name] = first.iloc[0] if len(first) else None
+    tops: dict[str, dict[str, str | None]] = {question: {} for question in CODE_QUESTIONS}
+    for name, retriever in retrievers.items():
+        first = retriever.rank(probe, k=1).set_index("question_id")["passage_id"]
+        for question in CODE_QUESTIONS:
+            tops[question][name] = first.get(question)
     return tops
 
 
@@ -148,29 +104,24 @@ def code_lookup(code_tops):
     two").
     """
     _require_keys(code_tops, "code_tops", CODE_QUESTIONS)
-    expected = _code_tops()
-    passages = _passage_texts()
-    for question in CODE_QUESTIONS:
-        given = code_tops[question]
-        _require_keys(given, f"code_tops[{question!r}]", ("tf-idf", "dense", "hybrid"))
-        for name, top in expected[question].items():
-            value = given[name]
+    for question, expected in _code_tops().items():
+        _require_keys(code_tops[question], f"code_tops[{question!r}]", tuple(expected))
+        for name, top in expected.items():
+            value = code_tops[question][name]
             if value is not None and not isinstance(value, str):
-                return hint(f"Give each retriever's top passage as an ID string such as "
-                            f"'H01', or None; code_tops[{question!r}][{name!r}] is {value!r}.")
+                raise AnswerShapeError(f"code_tops[{question!r}][{name!r}] must be a passage ID "
+                                       f"such as 'H01', or None, not {value!r}")
             if value == top:
                 continue
-            if value is not None and value not in passages:
-                return hint(f"{value!r} is not a handbook passage ID.")
-            if top is None:
-                return hint(f"{name} retrieves nothing at all for {question!r}: give None.")
-            if value is None:
-                return hint(f"{name} does retrieve passages for {question!r}: give the one "
-                            "it ranks first.")
-            others = [other for other, t in expected[question].items() if other != name and t == value]
-            if others and value is not None:
-                return hint(f"For {question!r} you give {name} the passage that {others[0]} ranks "
-                            f"first; rank the question with the {name} retriever itself.")
+            _passage_ids([] if value is None else [value])
+            others = [other for other, t in expected.items() if other != name and t == value]
+            _first_hint(
+                (top is None, f"{name} retrieves nothing at all for {question!r}: give None."),
+                (value is None, f"{name} does retrieve passages for {question!r}: give the one it "
+                                "ranks first."),
+                (others, lambda: f"For {question!r} you give {name} the passage that "
+                                 f"{others[0]} ranks first; rank the question with the {name} "
+                                 "retriever itself."))
             return hint(f"{value!r} is not the passage {name} ranks first for {question!r}. "
                         "Rank the question with k=1 (or read rank 1 of a longer list).")
     return correct()
@@ -181,7 +132,9 @@ WEIGHT_GRID = tuple(round(0.05 * i, 2) for i in range(21))
 
 
 def _weights(value: Any, what: str) -> list[float]:
-    if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+    """The weights of an answer, sorted and distinct: a number or a list of numbers, each on
+    :data:`WEIGHT_GRID`."""
+    if _is_number(value):
         value = [value]
     if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
         raise AnswerShapeError(f"{what} must be a list of weights from exercises.WEIGHT_GRID")
@@ -191,6 +144,10 @@ def _weights(value: Any, what: str) -> list[float]:
         raise AnswerShapeError(f"{what} holds {off_grid[0]}, which is not on the grid "
                                "exercises.WEIGHT_GRID")
     return sorted(set(weights))
+
+
+def _best(values: dict[float, float]) -> list[float]:
+    return [w for w, v in values.items() if abs(v - max(values.values())) < 1e-12]
 
 
 @exercise("2.3", "Tune the dense weight on six questions", expects="a dict with keys "
@@ -205,53 +162,39 @@ def tune_weight(tuning):
     of the two").
     """
     _require_keys(tuning, "tuning", ("best_on_original", "extended_mrr_range", "best_on_extended"))
-    original = {w: _mrr(w, "original six") for w in WEIGHT_GRID}
     extended = {w: _mrr(w, "extended") for w in WEIGHT_GRID}
-
-    def best(values: dict[float, float]) -> list[float]:
-        top = max(values.values())
-        return [w for w, v in values.items() if abs(v - top) < 1e-12]
-
-    best_original, best_extended = best(original), best(extended)
+    best_original = _best({w: _mrr(w, "original six") for w in WEIGHT_GRID})
+    best_extended = _best(extended)
     given = _weights(tuning["best_on_original"], "best_on_original")
-    if given != best_original:
-        if given == best_extended:
-            return hint("Those weights maximise MRR on the extended set. Tune on the original "
-                        "six questions only, then look at the extended set.")
-        if set(given) < set(best_original):
-            return hint("More weights tie at the best MRR on the original six than you "
-                        "list: give every one of them.")
-        worse = [w for w in given if w not in best_original]
-        if worse:
-            return hint(f"Weight {worse[0]} does not reach the best MRR on the original six.")
-        return hint("List every weight on the grid whose MRR on the original six equals the "
-                    "best one.")
-    span = tuning["extended_mrr_range"]
+    worse = [w for w in given if w not in best_original]
+    _first_hint(
+        (given != best_original and given == best_extended, "Those weights maximise MRR on the "
+         "extended set. Tune on the original six questions only, then look at the extended set."),
+        (set(given) < set(best_original), "More weights tie at the best MRR on the original six "
+                                          "than you list: give every one of them."),
+        (worse, lambda: f"Weight {worse[0]} does not reach the best MRR on the original six."),
+        (given != best_original, "List every weight on the grid whose MRR on the original six "
+                                 "equals the best one."))
+    span = _pair(tuning["extended_mrr_range"], "'extended_mrr_range'", "(lowest, highest)")
     low, high = min(extended[w] for w in best_original), max(extended[w] for w in best_original)
-    if not (isinstance(span, (list, tuple)) and len(span) == 2):
-        return hint("'extended_mrr_range' is a pair: (lowest, highest).")
-    if not (_close(span[0], low, TOLERANCE, "'extended_mrr_range'")
-            and _close(span[1], high, TOLERANCE, "'extended_mrr_range'")):
+    if not all(_close(v, t, TOLERANCE, "'extended_mrr_range'") for v, t in zip(span, (low, high))):
         return hint("'extended_mrr_range' is the lowest and the highest MRR on the extended "
                     "set among the weights in best_on_original (three decimals).")
     given = _weights(tuning["best_on_extended"], "best_on_extended")
-    if given != best_extended:
-        if set(given) < set(best_extended):
-            return hint("More weights tie at the best MRR on the extended set: list all.")
-        return hint("'best_on_extended' lists every weight whose MRR on the extended set is "
-                    "the highest.")
+    _first_hint(
+        (set(given) < set(best_extended), "More weights tie at the best MRR on the extended set: "
+                                          "list all."),
+        (given != best_extended, "'best_on_extended' lists every weight whose MRR on the extended "
+                                 "set is the highest."))
     return correct(f"{len(best_original)} of the {len(WEIGHT_GRID)} weights tie on the "
                    f"original six, and between them the extended MRR spans {high - low:.3f}.")
 
 
 @fixture_cache
 def _hybrid_top() -> pd.Series:
-    from .. import dense
-
-    dense_scores, tfidf_scores = _score_matrices()
-    fused = dense.weighted_fusion(dense_scores, tfidf_scores)
-    everything = _all_questions()
-    return pd.Series(fused.max(axis=1), index=everything["question_id"].tolist())
+    """The hybrid's top score (the lesson's weight) per question of both sets."""
+    fused = dense.weighted_fusion(*_score_matrices())
+    return pd.Series(fused.max(axis=1), index=_all_questions()["question_id"].tolist())
 
 
 @exercise("2.4", "A threshold chosen on six questions", expects="a dict with keys 't', "
@@ -266,30 +209,26 @@ def six_question_threshold(threshold):
     """
     _require_keys(threshold, "threshold", ("t", "stopped_with_gold", "read_unanswerable"))
     t = _number(threshold["t"], "'t'")
-    top = _hybrid_top()
-    everything = _all_questions().set_index("question_id")
-    six = everything[everything["question_set"] == "original six"]
-    leaking = [q for q in six.index if six.loc[q, "expected_action"] == "abstain" and top[q] > t]
-    if leaking:
-        return hint(f"With t = {t:g}, {', '.join(leaking)} still reaches the reader: its top "
-                    "score is above t. Raise t.")
-    lost = [q for q in six.index if pd.notna(six.loc[q, "gold_passage_id"]) and top[q] <= t]
-    if lost:
-        return hint(f"With t = {t:g}, {', '.join(lost)} would be stopped although it has a "
-                    "gold passage. Choose t from the original six so that none is lost.")
-    ext = everything[everything["question_set"] == "extended"]
-    stopped = [q for q in ext.index if pd.notna(ext.loc[q, "gold_passage_id"]) and top[q] <= t]
-    read = [q for q in ext.index if ext.loc[q, "expected_action"] == "abstain" and top[q] > t]
+    rows = _all_questions().set_index("question_id")
+    reads = _hybrid_top()[rows.index] > t
+    six, abstain = rows["question_set"] == "original six", rows["expected_action"] == "abstain"
+    gold = rows["gold_passage_id"].notna()
+    leaking, lost = list(rows.index[six & abstain & reads]), list(rows.index[six & gold & ~reads])
+    _first_hint(
+        (leaking, f"With t = {t:g}, {', '.join(leaking)} still reaches the reader: its top score "
+                  "is above t. Raise t."),
+        (lost, f"With t = {t:g}, {', '.join(lost)} would be stopped although it has a gold "
+               "passage. Choose t from the original six so that none is lost."))
+    stopped, read = set(rows.index[~six & gold & ~reads]), set(rows.index[~six & abstain & reads])
     given_stopped = set(_id_list(threshold["stopped_with_gold"], "stopped_with_gold"))
     given_read = set(_id_list(threshold["read_unanswerable"], "read_unanswerable"))
-    if given_stopped == set(read) and given_read == set(stopped) and stopped != read:
-        return hint("The two lists are swapped.")
+    _first_hint((given_stopped == read and given_read == stopped and stopped != read,
+                 "The two lists are swapped."))
     for name, given, expected, what in (
-        ("stopped_with_gold", given_stopped, set(stopped),
-         "extended questions with a gold passage (answer or flag premise) whose hybrid top "
-         "score is at or below t"),
-        ("read_unanswerable", given_read, set(read),
-         "extended questions that expect an abstention whose hybrid top score is above t"),
+        ("stopped_with_gold", given_stopped, stopped, "extended questions with a gold passage "
+         "(answer or flag premise) whose hybrid top score is at or below t"),
+        ("read_unanswerable", given_read, read, "extended questions that expect an abstention "
+         "whose hybrid top score is above t"),
     ):
         if given != expected:
             missed, extra = len(expected - given), len(given - expected)
@@ -298,7 +237,6 @@ def six_question_threshold(threshold):
                 f"{_plural(extra, 'question does', 'questions do')} not belong" if extra else "",
             ) if part)
             return hint(f"'{name}' lists the {what}: {detail}.")
-    return correct(f"Perfect on the six, this t stops {len(stopped)} extended questions "
-                   f"that have a gold passage and lets {len(read)} of "
-                   f"{int((ext['expected_action'] == 'abstain').sum())} unanswerable ones through.")
-
+    return correct(f"Perfect on the six, this t stops {len(stopped)} extended questions that "
+                   f"have a gold passage and lets {len(read)} of "
+                   f"{int((~six & abstain).sum())} unanswerable ones through.")

@@ -1,25 +1,16 @@
 """Lesson 3's exercises, one checker each (see :mod:`helpers.exercises`)."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 
-from .. import parsing, screen
-from .framework import (
-    SMOLLM2,
-    _id_list,
-    _passage_texts,
-    _plural,
-    _question_texts,
-    _require_keys,
-    _whole_number,
-    correct,
-    exercise,
-    fixture_cache,
-    hint,
-)
+from .. import grammar, parsing, prompts, screen
+from ..decoding import MAX_NEW_TOKENS
+from .framework import (SMOLLM2, _failed_checks, _first_hint, _handbook, _Hint, _id_list,
+                        _passage_texts, _plural, _question_texts, _questions, _ranking, _reply,
+                        _require_keys, _whole_number, correct, exercise, fixture_cache, hint)
 
 
 def _small_reader():
@@ -28,31 +19,19 @@ def _small_reader():
     return load_reader(SMOLLM2, mode="live")
 
 
-def _tokenizer():
-    return _small_reader().tokenizer
-
-
 @fixture_cache
-def _lesson3_inputs() -> pd.DataFrame:
-    from runtime import load_riverton
-
-    from .. import prompts, retrieval
-
-    fixture = load_riverton()
-    retrieved = retrieval.TfidfRetriever.fit(fixture.handbook).rank(fixture.questions, k=3)
-    return prompts.reader_inputs(fixture.questions, retrieved, fixture.handbook).set_index("question_id")
+def _inputs() -> pd.DataFrame:
+    """Lesson 3's reader inputs (lesson 1's prompts for its tf-idf top three), by question."""
+    return prompts.reader_inputs(_questions(), _ranking(), _handbook()).set_index("question_id")
 
 
-def _constrained():
-    from .. import grammar
-
-    return grammar
+def _ids(question_id: str) -> tuple[str, ...]:
+    return tuple(_inputs().loc[question_id, "retrieved_ids"])
 
 
 def _accepts(ids: Iterable[str], reply: str, pattern: str | None = None) -> bool:
-    constrained = _constrained()
-    return constrained.grammar_accepts(_tokenizer(), tuple(ids), reply,
-                                       answer_pattern=pattern or constrained.ANSWER_PATTERN)
+    return grammar.grammar_accepts(_small_reader().tokenizer, tuple(ids), reply,
+                                   answer_pattern=pattern or grammar.ANSWER_PATTERN)
 
 
 @exercise("3.1", "Parsed, yet outside the grammar", expects="reply, a raw two-line reply "
@@ -63,12 +42,7 @@ def parser_not_grammar(reply):
     The reply may cite only H08 (Q1's one retrieved passage) or none, so the reason
     cannot be the probe the lesson already shows ("Force the format with a grammar").
     """
-    if not isinstance(reply, str):
-        return hint("reply must be a string: a raw reply, two lines.")
-    parsed = parsing.parse_reader_output(reply)
-    if not parsed.parse_ok:
-        return hint(f"The strict parser rejects it: {parsed.problem}.")
-    ids = _lesson3_inputs().loc["Q1", "retrieved_ids"]
+    parsed, ids = _reply(reply, "reply", "it"), _ids("Q1")
     if not set(parsed.sources) <= set(ids):
         return hint(f"Cite only {', '.join(ids)} or none: a citation outside the retrieved "
                     "passages is the case the lesson's probes already show.")
@@ -82,15 +56,11 @@ def parser_not_grammar(reply):
 
 def _largest_limits() -> dict[str, int]:
     """Per question, the largest answer limit whose longest reply fits in the token cap."""
-    constrained = _constrained()
-    from ..decoding import MAX_NEW_TOKENS
-
-    tokenizer = _tokenizer()
-    limits = {}
-    for qid, row in _lesson3_inputs().iterrows():
+    limits, tokenizer = {}, _small_reader().tokenizer
+    for qid in _inputs().index:
         n = 1
-        while constrained.reply_token_bound(tokenizer, row["retrieved_ids"],
-                                            answer_max_tokens=n + 1) <= MAX_NEW_TOKENS:
+        while grammar.reply_token_bound(tokenizer, _ids(qid),
+                                        answer_max_tokens=n + 1) <= MAX_NEW_TOKENS:
             n += 1
         limits[qid] = n
     return limits
@@ -105,32 +75,24 @@ def answer_limit(limit):
     retrieved IDs; ``deciding`` lists the questions whose longest reply then reaches the
     cap ("Force the format with a grammar").
     """
-    constrained = _constrained()
-    from ..decoding import MAX_NEW_TOKENS
-
     _require_keys(limit, "limit", ("answer_max_tokens", "deciding"))
     value = _whole_number(limit["answer_max_tokens"], "'answer_max_tokens'")
     per_question = _largest_limits()
     best = min(per_question.values())
-    deciding = sorted(q for q, n in per_question.items() if n == best)
-    if value != best:
-        if value == constrained.ANSWER_MAX_TOKENS:
-            return hint(f"{value} is the lesson's limit, chosen with room to spare; find the "
-                        "largest that still fits.")
-        if value > best:
-            over = [q for q, n in per_question.items() if n < value]
-            loosest = [q for q, n in per_question.items() if n == value]
-            if loosest:
-                return hint(f"{value} keeps the longest reply of {', '.join(loosest)} inside "
-                            "the cap, but not every question's. Which question allows the "
-                            "longest Sources line?")
-            return hint(f"At {value} the longest reply of {_plural(len(over), 'question', 'questions')} "
-                        f"would run past the cap of {MAX_NEW_TOKENS} tokens.")
-        return hint(f"At {value} every reply fits with room to spare: the largest limit "
-                    "that still fits is higher. Raise it until one more token would break "
-                    "the cap.")
-    given = sorted(set(_id_list(limit["deciding"], "deciding")))
-    if given != deciding:
+    # At the right value, the questions it keeps in the cap with no token to spare decide it.
+    loosest = [q for q, n in per_question.items() if n == value]
+    over = sum(n < value for n in per_question.values())
+    _first_hint(
+        (value != best and value == grammar.ANSWER_MAX_TOKENS, f"{value} is the lesson's limit, "
+         "chosen with room to spare; find the largest that still fits."),
+        (value > best and loosest, f"{value} keeps the longest reply of {', '.join(loosest)} "
+         "inside the cap, but not every question's. Which question allows the longest Sources "
+         "line?"),
+        (value > best, f"At {value} the longest reply of {_plural(over, 'question', 'questions')} "
+                       f"would run past the cap of {MAX_NEW_TOKENS} tokens."),
+        (value < best, f"At {value} every reply fits with room to spare: the largest limit that "
+                       "still fits is higher. Raise it until one more token would break the cap."))
+    if sorted(set(_id_list(limit["deciding"], "deciding"))) != sorted(loosest):
         return hint("'deciding' lists the questions that set the limit: every question "
                     "whose longest reply would run past the cap at one token more.")
     return correct()
@@ -144,19 +106,10 @@ _TRIAL_ANSWERS = ("No", "NOT IN HANDBOOK", "PREMISE NOT SUPPORTED: it is", "It t
 @fixture_cache
 def _open_checks(ids: tuple[str, ...]) -> frozenset[str]:
     """Screen checks that some reply admitted by the grammar for ``ids`` fails."""
-    constrained = _constrained()
-    passages = _passage_texts()
-    failing: set[str] = set()
-    for answer in _TRIAL_ANSWERS:
-        for sources in constrained.source_lists(ids):
-            reply = f"Answer: {answer}\nSources: {sources}"
-            if not _accepts(ids, reply):
-                continue
-            parsed = parsing.parse_reader_output(reply)
-            values = screen.screen_reply(parsed.answer, parsed.sources, parsed.parse_ok,
-                                         parsed.action, ids, passages)
-            failing |= {c for c in screen.CHECKS if not values[c]}
-    return frozenset(failing)
+    replies = [f"Answer: {answer}\nSources: {sources}"
+               for answer in _TRIAL_ANSWERS for sources in grammar.source_lists(ids)]
+    return frozenset(check for reply in replies if _accepts(ids, reply)
+                     for check in _failed_checks(parsing.parse_reader_output(reply), ids))
 
 
 @exercise("3.3", "What the grammar leaves open", expects="a dict from screen check names "
@@ -167,32 +120,26 @@ def grammar_leaves_open(open_checks):
     Each reply must be admitted by Q4's grammar and fail its check; the set of checks must
     be exactly those some admitted reply can fail ("Parsed is not the same as right").
     """
-    if not isinstance(open_checks, Mapping):
-        return hint("open_checks must be a dict: {check name: reply}.")
-    ids = tuple(_lesson3_inputs().loc["Q4", "retrieved_ids"])
+    _require_keys(open_checks, "open_checks", ())
+    ids = _ids("Q4")
     unknown = [name for name in open_checks if name not in screen.CHECKS]
     if unknown:
         return hint(f"{unknown[0]!r} is not a screen check; they are {', '.join(screen.CHECKS)}.")
-    passages = _passage_texts()
     truly_open = _open_checks(ids)
     for name, reply in open_checks.items():
         if not isinstance(reply, str):
             return hint(f"The reply for {name} must be a string.")
         if not _accepts(ids, reply):
-            if name not in truly_open:
-                return hint(f"The grammar rejects your reply for {name}. Can any reply the "
-                            f"grammar admits fail {name}?")
-            return hint(f"The grammar rejects your reply for {name}: it must be one the "
-                        f"grammar admits (two lines, citing only {', '.join(ids)} or none).")
-        parsed = parsing.parse_reader_output(reply)
-        values = screen.screen_reply(parsed.answer, parsed.sources, parsed.parse_ok,
-                                     parsed.action, ids, passages)
-        if values[name]:
+            return hint(f"The grammar rejects your reply for {name}. Can any reply the grammar "
+                        f"admits fail {name}?" if name not in truly_open else
+                        f"The grammar rejects your reply for {name}: it must be one the grammar "
+                        f"admits (two lines, citing only {', '.join(ids)} or none).")
+        if name not in _failed_checks(parsing.parse_reader_output(reply), ids):
             return hint(f"Your reply for {name} passes that check; it must fail it.")
-    missing = truly_open - set(open_checks)
+    missing = len(truly_open - set(open_checks))
     if missing:
-        return hint(f"There {'is' if len(missing) == 1 else 'are'} "
-                    f"{_plural(len(missing), 'more check', 'more checks')} that a reply the "
+        return hint(f"There {'is' if missing == 1 else 'are'} "
+                    f"{_plural(missing, 'more check', 'more checks')} that a reply the "
                     "grammar admits can still fail.")
     guaranteed = [c for c in screen.CHECKS if c not in truly_open]
     return correct(f"The grammar guarantees only {', '.join(guaranteed)}; the other checks "
@@ -211,25 +158,23 @@ _DIGIT_PROBES = (
 )
 
 
-def _digit_pattern_problem(pattern: Any) -> str | None:
-    """Why ``pattern`` is not a digit-demanding answer rule for Q5, or None."""
-    constrained = _constrained()
+def _digit_pattern(pattern: Any, before: str = "") -> None:
+    """End the check with a hint (after ``before``) unless ``pattern`` is a digit-demanding
+    answer rule for Q5: one the probe replies show admits exactly the one-line answers that
+    start with a visible character and hold a digit."""
     if not isinstance(pattern, str):
-        return "digit_answer must be a string: a Lark regular expression between slashes."
-    ids = tuple(_lesson3_inputs().loc["Q5", "retrieved_ids"])
+        raise _Hint(f"{before}digit_answer must be a string: a Lark regular expression between "
+                    "slashes.")
     try:
-        constrained.build_grammar(ids, answer_pattern=pattern)
-        results = [(probe, must, what, _accepts(ids, probe, pattern))
+        grammar.build_grammar(_ids("Q5"), answer_pattern=pattern)
+        results = [(probe, must, what, _accepts(_ids("Q5"), probe, pattern))
                    for probe, must, what in _DIGIT_PROBES]
-    except (ValueError, constrained.ConstrainedDecodingError) as error:
-        return f"The grammar cannot be built with digit_answer: {error}"
-    for probe, must, what, accepted in results:
-        if accepted != must:
-            verb = "rejects" if must else "admits"
-            return (f"Your pattern {verb} {what}: {parsing.show_line_breaks(probe)!r}. It must "
-                    "admit every one-line answer that starts with a visible character and "
-                    "holds a digit, and nothing else.")
-    return None
+    except (ValueError, grammar.ConstrainedDecodingError) as error:
+        raise _Hint(f"{before}The grammar cannot be built with digit_answer: {error}") from error
+    _first_hint(*((accepted != must, f"{before}Your pattern {'rejects' if must else 'admits'} "
+                   f"{what}: {parsing.show_line_breaks(probe)!r}. It must admit every one-line "
+                   "answer that starts with a visible character and holds a digit, and nothing "
+                   "else.") for probe, must, what, accepted in results))
 
 
 @exercise("3.4", "Demand a figure", expects="digit_answer (a pattern), q5_reply (a string) "
@@ -242,30 +187,23 @@ def demand_a_figure(digit_answer, q5_reply, q5_invented):
     runs in no retrieved passage and not in the question ("Parsed is not the same as
     right").
     """
-    constrained = _constrained()
-    problem = _digit_pattern_problem(digit_answer)
-    if problem:
-        return hint(problem)
-    if not isinstance(q5_reply, str):
-        return hint("q5_reply is the raw_output string of SmolLM2's constrained reply to Q5.")
-    row = _lesson3_inputs().loc["Q5"]
     from runtime import generate_all
 
-    from ..decoding import MAX_NEW_TOKENS
-
-    reader = _small_reader()
+    _digit_pattern(digit_answer)
+    if not isinstance(q5_reply, str):
+        return hint("q5_reply is the raw_output string of SmolLM2's constrained reply to Q5.")
+    reader, row = _small_reader(), _inputs().loc["Q5"]
+    reply_grammar = grammar.reply_grammar(reader.tokenizer, row["retrieved_ids"], MAX_NEW_TOKENS,
+                                          answer_pattern=digit_answer)
     asked = pd.DataFrame([{"question_id": "Q5", "messages": row["messages"]}])
-    grammar = constrained.reply_grammar(reader.tokenizer, row["retrieved_ids"], MAX_NEW_TOKENS,
-                                        answer_pattern=digit_answer)
-    if q5_reply != generate_all(reader, asked, grammar=grammar).at[0, "raw_output"]:
+    if q5_reply != generate_all(reader, asked, grammar=reply_grammar).at[0, "raw_output"]:
         return hint("That is not what SmolLM2 writes for Q5 under your pattern: generate it "
                     "with generate_all(..., grammar=grammar.reply_grammar(..., "
                     "answer_pattern=digit_answer)) and pass its raw_output.")
     parsed = parsing.parse_reader_output(q5_reply)
-    passages = _passage_texts()
-    given = set(screen.numbers_in(" ".join(passages[p] for p in row["retrieved_ids"])))
-    given |= set(screen.numbers_in(_question_texts()["Q5"]))
-    invented = [n for n in screen.numbers_in(parsed.answer) if n not in given]
+    known = set(screen.numbers_in(" ".join(_passage_texts()[p] for p in row["retrieved_ids"])))
+    known |= set(screen.numbers_in(_question_texts()["Q5"]))
+    invented = [n for n in screen.numbers_in(parsed.answer) if n not in known]
     if not (isinstance(q5_invented, (list, tuple))
             and sorted(map(str, q5_invented)) == sorted(invented)):
         return hint("q5_invented lists the figures (digit runs, as screen.numbers_in finds "
@@ -283,23 +221,15 @@ def digit_loophole(digit_answer, loophole):
     The reply must parse, hold no digit in its answer, and be admitted by the grammar
     built with the student's pattern for Q5 ("Force the format with a grammar").
     """
-    problem = _digit_pattern_problem(digit_answer)
-    if problem:
-        return hint("Finish exercise 3.4 first. " + problem)
-    if not isinstance(loophole, str):
-        return hint("loophole must be a string: a raw reply, two lines.")
-    parsed = parsing.parse_reader_output(loophole)
-    if not parsed.parse_ok:
-        return hint(f"The strict parser rejects it: {parsed.problem}.")
+    _digit_pattern(digit_answer, "Finish exercise 3.4 first. ")
+    parsed = _reply(loophole, "loophole", "it")
     if any(ch.isdigit() for ch in parsed.answer):
         return hint("Your reply's answer holds a digit; find one without any that the "
                     "grammar still admits.")
-    ids = tuple(_lesson3_inputs().loc["Q5", "retrieved_ids"])
-    if not _accepts(ids, loophole, digit_answer):
+    if not _accepts(_ids("Q5"), loophole, digit_answer):
         return hint("Your grammar rejects it, as the pattern says it should. Read the whole "
                     "answer rule of the grammar: is there anything besides the pattern that "
                     "can end the answer?")
     return correct("The answer rule's token limit ends the answer whether or not the "
                    "pattern is complete, so the digit is guaranteed only in answers shorter "
                    "than the limit.")
-

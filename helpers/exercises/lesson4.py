@@ -1,35 +1,15 @@
 """Lesson 4's exercises, one checker each (see :mod:`helpers.exercises`)."""
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
-from .. import parsing, screen
-from .framework import (
-    HAND_TOLERANCE,
-    TOLERANCE,
-    _close,
-    _extended_questions,
-    _handbook,
-    _number,
-    _plural,
-    _questions,
-    _require_keys,
-    _whole_number,
-    correct,
-    exercise,
-    fixture_cache,
-    hint,
-)
-
-
-def _review_module():
-    # Imported on first use, like the lesson's other helpers.
-    from .. import review
-
-    return review
+from .. import agreement, parsing, review, screen
+from ..baseline import BASELINE_READER
+from .framework import (HAND_TOLERANCE, TOLERANCE, _all_questions, _close, _figure, _first_hint,
+                        _handbook, _known, _number, _pair, _plural, _require_keys, _whole_number,
+                        correct, exercise, fixture_cache, hint)
 
 
 @fixture_cache
@@ -42,7 +22,6 @@ def _review_rows() -> pd.DataFrame:
     """
     from runtime import load_review, recorded_replies
 
-    review = _review_module()
     replies = recorded_replies()
     parsed = parsing.parse_outputs(replies)
     screened = []
@@ -66,7 +45,6 @@ def _review_rows() -> pd.DataFrame:
 
 def _judged() -> pd.DataFrame:
     """The reviewed replies with a yes-or-no verdict, the ones the 2x2 tables count."""
-    review = _review_module()
     rows = _review_rows()
     return rows[rows["verdict"].isin([review.SUPPORTED, review.NOT_SUPPORTED])]
 
@@ -84,8 +62,6 @@ def kappa_by_hand(screen_kappa):
     within :data:`HAND_TOLERANCE` of :func:`helpers.agreement.cohen_kappa` on the replies
     with a yes-or-no verdict ("The screen against the review").
     """
-    from .. import agreement
-
     _require_keys(screen_kappa, "screen_kappa", ("p_o", "p_e", "kappa"))
     held, unsupported = _screen_lists()
     counts = agreement.confusion(held, unsupported)
@@ -93,38 +69,30 @@ def kappa_by_hand(screen_kappa):
     n = counts.rows
     flag_share = (counts.flagged_unsupported + counts.flagged_supported) / n
     bad_share = (counts.flagged_unsupported + counts.passed_unsupported) / n
-    p_o = _number(screen_kappa["p_o"], "'p_o'")
-    p_e = _number(screen_kappa["p_e"], "'p_e'")
-    given = _number(screen_kappa["kappa"], "'kappa'")
-    if not _close(p_o, kappa.observed, HAND_TOLERANCE):
-        if _close(p_o, counts.flagged_unsupported / n, HAND_TOLERANCE):
-            return hint("'p_o' counts agreement in both directions: the replies the screen "
-                        "holds and the review rejects, *and* those it lets through and the "
-                        "review finds supported.")
-        return hint("'p_o' is the share of the table's replies on which the screen and the "
-                    "review say the same thing: the two agreeing cells over all the rows.")
-    if not _close(p_e, kappa.expected, HAND_TOLERANCE):
-        if _close(p_e, 0.5, HAND_TOLERANCE):
-            return hint("Chance agreement is not one half: it comes from how often each side "
-                        "uses each label.")
-        one_sided = (bad_share ** 2 + (1 - bad_share) ** 2, flag_share ** 2 + (1 - flag_share) ** 2)
-        if any(_close(p_e, value, HAND_TOLERANCE) for value in one_sided):
-            return hint("You used one side's shares twice. For each label, multiply the "
-                        "screen's share by the review's share, then add the two products.")
-        return hint("'p_e' adds, over the two labels, the screen's share of that label times "
-                    "the review's share of it (held with not supported, not flagged with "
-                    "supported).")
-    if not _close(given, kappa.value, HAND_TOLERANCE):
-        if _close(given, kappa.observed - kappa.expected, HAND_TOLERANCE):
-            return hint("p_o - p_e is only the numerator: kappa divides it by the most "
-                        "agreement beyond chance there could be, 1 - p_e.")
-        if _close(given, (kappa.observed - kappa.expected) / (1 - kappa.observed), HAND_TOLERANCE):
-            return hint("The denominator is 1 - p_e, not 1 - p_o.")
-        if p_e != 1 and _close(given, (p_o - p_e) / (1 - p_e), HAND_TOLERANCE):
-            return hint("Right formula, but your p_o and p_e are rounded: kappa divides by "
-                        "1 - p_e, which is small when p_e is high, so two decimals move it. "
-                        "Use the exact fractions and round only at the end.")
-        return hint("kappa = (p_o - p_e) / (1 - p_e).")
+    p_o, p_e, given = (_number(screen_kappa[k], f"'{k}'") for k in ("p_o", "p_e", "kappa"))
+    _figure(p_o, "'p_o'", kappa.observed, HAND_TOLERANCE, "'p_o' is the share of the table's "
+            "replies on which the screen and the review say the same thing: the two agreeing "
+            "cells over all the rows.", [(counts.flagged_unsupported / n, "'p_o' counts agreement "
+            "in both directions: the replies the screen holds and the review rejects, *and* those "
+            "it lets through and the review finds supported.")])
+    one_sided = "You used one side's shares twice. For each label, multiply the screen's share " \
+                "by the review's share, then add the two products."
+    _figure(p_e, "'p_e'", kappa.expected, HAND_TOLERANCE, "'p_e' adds, over the two labels, the "
+            "screen's share of that label times the review's share of it (held with not "
+            "supported, not flagged with supported).", [
+                (0.5, "Chance agreement is not one half: it comes from how often each side uses "
+                      "each label."),
+                (bad_share ** 2 + (1 - bad_share) ** 2, one_sided),
+                (flag_share ** 2 + (1 - flag_share) ** 2, one_sided)])
+    _figure(given, "'kappa'", kappa.value, HAND_TOLERANCE, "kappa = (p_o - p_e) / (1 - p_e).", [
+        (kappa.observed - kappa.expected, "p_o - p_e is only the numerator: kappa divides it by "
+                                          "the most agreement beyond chance there could be, "
+                                          "1 - p_e."),
+        ((kappa.observed - kappa.expected) / (1 - kappa.observed) if kappa.observed != 1 else None,
+         "The denominator is 1 - p_e, not 1 - p_o."),
+        ((p_o - p_e) / (1 - p_e) if p_e != 1 else None, "Right formula, but your p_o and p_e are "
+         "rounded: kappa divides by 1 - p_e, which is small when p_e is high, so two decimals "
+         "move it. Use the exact fractions and round only at the end.")])
     return correct(f"agreement.cohen_kappa gives {kappa.value:.4f}. The screen agrees with the "
                    f"review on {kappa.observed:.0%} of the replies, but chance alone would "
                    f"give {kappa.expected:.0%}; kappa credits only the agreement beyond that, "
@@ -140,8 +108,6 @@ def hold_everything(hold_all):
     a yes-or-no verdict; each figure within :data:`HAND_TOLERANCE` ("The screen against
     the review").
     """
-    from .. import agreement
-
     _require_keys(hold_all, "hold_all", ("recall", "precision", "kappa"))
     _, unsupported = _screen_lists()
     flagged = [True] * len(unsupported)
@@ -149,24 +115,21 @@ def hold_everything(hold_all):
     kappa = agreement.cohen_kappa(flagged, unsupported)
     expected_recall = agreement.sensitivity(counts).value
     expected_precision = agreement.positive_predictive_value(counts).value
-    if not _close(hold_all["recall"], expected_recall, HAND_TOLERANCE, "'recall'"):
-        return hint("Recall is the share of unsupported replies the screen holds; this screen "
-                    "holds every reply.")
-    if not _close(hold_all["precision"], expected_precision, HAND_TOLERANCE, "'precision'"):
-        if _close(hold_all["precision"], 1, HAND_TOLERANCE):
-            return hint("Precision is the share of held replies that the review rejects, and "
-                        "this screen holds the supported replies too.")
-        return hint("Precision is the share of held replies that the review rejects: "
-                    "unsupported replies over all the replies it holds.")
+    _figure(hold_all["recall"], "'recall'", expected_recall, HAND_TOLERANCE, "Recall is the "
+            "share of unsupported replies the screen holds; this screen holds every reply.")
+    _figure(hold_all["precision"], "'precision'", expected_precision, HAND_TOLERANCE, "Precision "
+            "is the share of held replies that the review rejects: unsupported replies over all "
+            "the replies it holds.", [(1, "Precision is the share of held replies that the review "
+                                          "rejects, and this screen holds the supported replies "
+                                          "too.")])
     if hold_all["kappa"] is None or isinstance(hold_all["kappa"], str):
         return hint("Kappa is defined here: only the screen gives a single label to "
                     "everything, so chance agreement is not 1. Work out p_o and p_e.")
-    if not _close(hold_all["kappa"], kappa.value, HAND_TOLERANCE, "'kappa'"):
-        if _close(hold_all["kappa"], expected_precision, HAND_TOLERANCE):
-            return hint("That is the observed agreement p_o. Kappa subtracts the agreement "
-                        "chance would give, p_e, and divides by 1 - p_e.")
-        return hint("Work out p_o (how often the two agree) and p_e (the screen's share of "
-                    "each label times the review's), then kappa = (p_o - p_e) / (1 - p_e).")
+    _figure(hold_all["kappa"], "'kappa'", kappa.value, HAND_TOLERANCE, "Work out p_o (how often "
+            "the two agree) and p_e (the screen's share of each label times the review's), then "
+            "kappa = (p_o - p_e) / (1 - p_e).", [(expected_precision, "That is the observed "
+            "agreement p_o. Kappa subtracts the agreement chance would give, p_e, and divides by "
+            "1 - p_e.")])
     return correct(f"Recall {expected_recall:.2f} and precision {expected_precision:.2f}, yet "
                    "kappa is 0: a screen that holds everything agrees with the review exactly "
                    "as often as chance would, its recall is perfect by construction, and its "
@@ -179,8 +142,6 @@ def _is_none(value: Any) -> bool:
 
 def _models_judged() -> pd.DataFrame:
     """The replies of the two models (not the sentence baseline's) with a yes-or-no verdict."""
-    from ..baseline import BASELINE_READER
-
     judged = _judged()
     return judged[judged["reader"] != BASELINE_READER]
 
@@ -196,49 +157,39 @@ def only_reading_finds(misses):
     of the retrieved passages does (the gold passage of the question, if it was
     retrieved) ("The screen against the review").
     """
-    from ..baseline import BASELINE_READER
-
-    if not isinstance(misses, Mapping):
-        return hint("misses must be a dict: {review ID: passage ID or None}.")
+    _require_keys(misses, "misses", ())
     rows = _review_rows().set_index("review_id")
     judged = _models_judged()
     expected_ids = list(judged.loc[judged["unsupported"] & ~judged["held"], "review_id"])
-    unknown = [r for r in misses if r not in rows.index]
-    if unknown:
-        return hint(f"{unknown[0]!r} is not a review ID of the record (R001 to R{len(rows):03d}).")
-    for review_id in misses:
-        if review_id in expected_ids:
-            continue
-        if rows.at[review_id, "reader"] == BASELINE_READER:
-            return hint(f"{review_id} is one of the sentence baseline's replies; list only the "
-                        "two models' replies.")
-        if rows.at[review_id, "held"]:
-            return hint(f"The screen holds {review_id}; list only the replies it lets through.")
-        return hint(f"The review does not reject {review_id} (its verdict is "
-                    f"{rows.at[review_id, 'verdict']}); list only unsupported replies.")
+    _known(misses, rows.index, f"a review ID of the record (R001 to R{len(rows):03d})")
+    for review_id in (r for r in misses if r not in expected_ids):
+        _first_hint(
+            (rows.at[review_id, "reader"] == BASELINE_READER, f"{review_id} is one of the sentence "
+             "baseline's replies; list only the two models' replies."),
+            (rows.at[review_id, "held"], f"The screen holds {review_id}; list only the replies it "
+                                         "lets through."),
+            (True, f"The review does not reject {review_id} (its verdict is "
+                   f"{rows.at[review_id, 'verdict']}); list only unsupported replies."))
     missing = len(set(expected_ids) - set(misses))
     if missing:
         return hint(f"The screen lets {_plural(missing, 'more unsupported reply', 'more unsupported replies')} "
                     "through than you list.")
-    questions = pd.concat([_questions(), _extended_questions()]).set_index("question_id")
+    questions = _all_questions().set_index("question_id")
     for review_id in expected_ids:
         question_id = rows.at[review_id, "question_id"]
         retrieved = tuple(rows.at[review_id, "retrieved_ids"])
         gold = questions.at[question_id, "gold_passage_id"]
         answer = gold if isinstance(gold, str) and gold in retrieved else None
-        given = misses[review_id]
-        if _is_none(given):
-            if answer is not None:
-                return hint(f"One of the passages {review_id}'s reader was given does answer "
-                            f"{question_id}: read them again.")
-            continue
-        if given not in retrieved:
-            return hint(f"{given!r} was not among the passages retrieved for {question_id} "
-                        f"({', '.join(retrieved)}): the review reads only what the reader "
-                        "was given.")
-        if given != answer:
-            return hint(f"{given} was retrieved for {question_id}, but it does not answer "
-                        f"what {question_id} asks.")
+        given = None if _is_none(misses[review_id]) else misses[review_id]
+        _first_hint(
+            (given is None and answer is not None, f"One of the passages {review_id}'s reader was "
+                                                   f"given does answer {question_id}: read them "
+                                                   "again."),
+            (given is not None and given not in retrieved, f"{given!r} was not among the passages "
+             f"retrieved for {question_id} ({', '.join(retrieved)}): the review reads only what "
+             "the reader was given."),
+            (given != answer, f"{given} was retrieved for {question_id}, but it does not answer "
+                              f"what {question_id} asks."))
     return correct("Every one of them passes all six checks: an abstention cites nothing and "
                    "states no figure, and a copy of a retrieved passage cites a real, "
                    "retrieved passage and repeats only its figures. Whether a passage answers "
@@ -247,8 +198,6 @@ def only_reading_finds(misses):
 
 def _baseline_screen() -> tuple[int, int]:
     """The screen on the sentence baseline's unsupported replies: (held, unsupported)."""
-    from ..baseline import BASELINE_READER
-
     judged = _judged()
     bad = judged[(judged["reader"] == BASELINE_READER) & judged["unsupported"]]
     return int(bad["held"].sum()), len(bad)
@@ -266,34 +215,26 @@ def none_held(sensitivity):
     :data:`TOLERANCE` of :func:`helpers.agreement.exact_interval` ("The screen against the
     review").
     """
-    from .. import agreement
-
     _require_keys(sensitivity, "sensitivity", ("held", "unsupported", "interval"))
     given_held = _whole_number(sensitivity["held"], "'held'")
     given_total = _whole_number(sensitivity["unsupported"], "'unsupported'")
-    interval = sensitivity["interval"]
-    if not (isinstance(interval, (list, tuple)) and len(interval) == 2):
-        return hint("'interval' is a pair: (low, high).")
+    interval = _pair(sensitivity["interval"], "'interval'", "(low, high)")
     low = _number(interval[0], "the interval's low end")
     high = _number(interval[1], "the interval's high end")
     held, unsupported = _baseline_screen()
-    from ..baseline import BASELINE_READER
-
     judged = _judged()
     baseline_rows = judged[judged["reader"] == BASELINE_READER]
-    if given_total != unsupported:
-        if given_total == len(baseline_rows):
-            return hint("Count only the baseline's unsupported replies: sensitivity is a "
-                        "share of the replies a person rejects.")
-        per_retriever = baseline_rows[baseline_rows["unsupported"]]["decoding"].value_counts()
-        if given_total in set(per_retriever):
-            return hint("The baseline replies twice, once with each retriever's passages; "
-                        "count the unsupported replies of both.")
-        return hint("'unsupported' is the number of the baseline's replies with the verdict "
-                    "not supported (rows of judged whose reader is the baseline).")
-    if given_held != held:
-        return hint("'held' counts the baseline's unsupported replies that the screen holds "
-                    "(the column held).")
+    per_retriever = baseline_rows[baseline_rows["unsupported"]]["decoding"].value_counts()
+    wrong_total = given_total != unsupported
+    _first_hint(
+        (wrong_total and given_total == len(baseline_rows), "Count only the baseline's "
+         "unsupported replies: sensitivity is a share of the replies a person rejects."),
+        (wrong_total and given_total in set(per_retriever), "The baseline replies twice, once "
+         "with each retriever's passages; count the unsupported replies of both."),
+        (wrong_total, "'unsupported' is the number of the baseline's replies with the verdict "
+                      "not supported (rows of judged whose reader is the baseline)."),
+        (given_held != held, "'held' counts the baseline's unsupported replies that the screen "
+                             "holds (the column held)."))
     level = agreement.INTERVAL_LEVEL
     exact = agreement.exact_interval(held, unsupported, level)
     if _close(low, exact.low, TOLERANCE) and _close(high, exact.high, TOLERANCE):
@@ -305,16 +246,16 @@ def none_held(sensitivity):
                        f"3/{unsupported} = {3 / unsupported:.3f}, is a quick one-sided "
                        "approximation of that upper end. A zero is an estimate with an "
                        "interval, like any share.")
-    if _close(high, low, TOLERANCE) and _close(high, held / unsupported, TOLERANCE):
-        return hint("That is the share itself, not an interval: which true sensitivities "
-                    "could have given the counts you found?")
-    if held == 0 and _close(high, 3 / unsupported, TOLERANCE):
-        return hint("That is the rule of three, an approximation for a one-sided interval; "
-                    "the exact two-sided interval puts half the rest of the level in each tail.")
-    one_sided = 1 - (1 - level) ** (1 / unsupported) if held == 0 else None
-    if one_sided is not None and _close(high, one_sided, TOLERANCE):
-        return hint("That upper end leaves all of the rest of the level above it (one-sided); "
-                    "the two-sided interval leaves half of it above the upper end.")
+    _first_hint(
+        (_close(high, low, TOLERANCE) and _close(high, held / unsupported, TOLERANCE), "That is "
+         "the share itself, not an interval: which true sensitivities could have given the "
+         "counts you found?"),
+        (held == 0 and _close(high, 3 / unsupported, TOLERANCE), "That is the rule of three, an "
+         "approximation for a one-sided interval; the exact two-sided interval puts half the "
+         "rest of the level in each tail."),
+        (held == 0 and _close(high, 1 - (1 - level) ** (1 / unsupported), TOLERANCE), "That upper "
+         "end leaves all of the rest of the level above it (one-sided); the two-sided interval "
+         "leaves half of it above the upper end."))
     return hint("The exact (Clopper-Pearson) interval: agreement.exact_interval(held, "
                 "unsupported), or, for zero held, solve (1 - p) ** n = (1 - LEVEL) / 2 for "
                 "the upper end.")
@@ -334,48 +275,37 @@ def kappa_max_and_pabak(given, by_hand):
     :class:`helpers.agreement.Confusion`); each figure within :data:`HAND_TOLERANCE` of
     :func:`helpers.agreement.table_coefficients` ("The screen against the review").
     """
-    from .. import agreement
-
     counts = agreement.Confusion(*GIVEN_TABLE)
     if given != counts:
         return hint("Keep the table as the starter cell gives it; the check computes the "
                     "figures of that table.")
     _require_keys(by_hand, "by_hand", ("kappa", "kappa_max", "pabak"))
     expected = agreement.table_coefficients(counts)
-    kappa = _number(by_hand["kappa"], "'kappa'")
-    kappa_max = _number(by_hand["kappa_max"], "'kappa_max'")
-    pabak = _number(by_hand["pabak"], "'pabak'")
+    kappa, kappa_max, pabak = (_number(by_hand[name], f"'{name}'")
+                               for name in ("kappa", "kappa_max", "pabak"))
     n = counts.rows
     flagged = (counts.flagged_unsupported + counts.flagged_supported) / n
     bad = (counts.flagged_unsupported + counts.passed_unsupported) / n
     p_o, p_e = expected["kappa"].observed, expected["kappa"].expected
-    if not _close(kappa, expected["kappa"].value, HAND_TOLERANCE):
-        if _close(kappa, p_o, HAND_TOLERANCE):
-            return hint("That is the observed agreement p_o; kappa subtracts chance agreement "
-                        "and divides by 1 - p_e.")
-        return hint("kappa = (p_o - p_e) / (1 - p_e), with p_e the judge's share of flags "
-                    "times the review's share of unsupported replies, plus the same for the "
-                    "other label.")
-    if not _close(kappa_max, expected["kappa_max"].value, HAND_TOLERANCE):
-        if _close(kappa_max, 1, HAND_TOLERANCE):
-            return hint("kappa_max is 1 only when the two sides give each label to the same "
-                        "share of replies; here they do not.")
-        largest = min(flagged, bad) + min(1 - flagged, 1 - bad)
-        if _close(kappa_max, largest, HAND_TOLERANCE):
-            return hint("That is the largest agreement the shares allow; kappa_max puts it in "
-                        "place of p_o in kappa's formula.")
-        widest = max(flagged, bad) + max(1 - flagged, 1 - bad)
-        if _close(kappa_max, (widest - p_e) / (1 - p_e), HAND_TOLERANCE):
-            return hint("For each label take the smaller of the two sides' shares: two raters "
-                        "can agree on a label at most as often as the one who uses it less.")
-        return hint("The largest agreement the margins allow is the smaller of the two "
-                    "shares of 'not supported' plus the smaller of the two shares of "
-                    "'supported'; put it in place of p_o.")
-    if not _close(pabak, expected["pabak"].value, HAND_TOLERANCE):
-        if _close(pabak, p_o, HAND_TOLERANCE):
-            return hint("That is p_o itself. PABAK takes chance agreement as one half: "
-                        "2 * p_o - 1.")
-        return hint("PABAK = 2 * p_o - 1: kappa with chance agreement fixed at one half.")
+    _figure(kappa, "'kappa'", expected["kappa"].value, HAND_TOLERANCE, "kappa = (p_o - p_e) / "
+            "(1 - p_e), with p_e the judge's share of flags times the review's share of "
+            "unsupported replies, plus the same for the other label.", [(p_o, "That is the "
+            "observed agreement p_o; kappa subtracts chance agreement and divides by 1 - p_e.")])
+    largest = min(flagged, bad) + min(1 - flagged, 1 - bad)
+    widest = max(flagged, bad) + max(1 - flagged, 1 - bad)
+    _figure(kappa_max, "'kappa_max'", expected["kappa_max"].value, HAND_TOLERANCE, "The largest "
+            "agreement the margins allow is the smaller of the two shares of 'not supported' plus "
+            "the smaller of the two shares of 'supported'; put it in place of p_o.", [
+                (1, "kappa_max is 1 only when the two sides give each label to the same share of "
+                    "replies; here they do not."),
+                (largest, "That is the largest agreement the shares allow; kappa_max puts it in "
+                          "place of p_o in kappa's formula."),
+                ((widest - p_e) / (1 - p_e), "For each label take the smaller of the two sides' "
+                 "shares: two raters can agree on a label at most as often as the one who uses it "
+                 "less.")])
+    _figure(pabak, "'pabak'", expected["pabak"].value, HAND_TOLERANCE, "PABAK = 2 * p_o - 1: kappa "
+            "with chance agreement fixed at one half.", [(p_o, "That is p_o itself. PABAK takes "
+            "chance agreement as one half: 2 * p_o - 1.")])
     return correct(f"Kappa {expected['kappa'].value:.2f} is well below its kappa_max "
                    f"{expected['kappa_max'].value:.2f}, and PABAK is "
                    f"{expected['pabak'].value:.2f}: the judge agrees on {p_o:.0%} of the "

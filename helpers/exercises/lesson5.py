@@ -6,22 +6,11 @@ from typing import Any
 
 import pandas as pd
 
-from .. import parsing, retrieval, screen, text
-from .framework import (
-    AnswerShapeError,
-    _handbook,
-    _id_list,
-    _plural,
-    _question_texts,
-    _questions,
-    _retrieved_ids,
-    _tfidf,
-    _riverton,
-    correct,
-    exercise,
-    fixture_cache,
-    hint,
-)
+from .. import attacks, defences, retrieval, screen, text
+from .framework import (AnswerShapeError, _all_questions, _first_hint, _handbook, _id_list,
+                        _known, _plural, _question_texts, _questions, _ranking, _reply,
+                        _require_keys, _retrieved_ids, _riverton, _tfidf, correct, exercise,
+                        fixture_cache, hint)
 
 
 @fixture_cache
@@ -36,8 +25,6 @@ def _attack_fixture():
 def _attack_inputs() -> dict[tuple[str, str], Any]:
     """Lesson 5's retrieval for every attack, by (attack, condition): the run without it,
     and, under it, wording 1 with its planted passage first (what the controls answer)."""
-    from .. import attacks
-
     fixture = _attack_fixture()
     frame = attacks.attack_reader_inputs(fixture.questions, _handbook(), fixture.passages,
                                          fixture.wordings)
@@ -49,42 +36,26 @@ def _attack_inputs() -> dict[tuple[str, str], Any]:
 @fixture_cache
 def _handbook_index() -> pd.DataFrame:
     """Lesson 5's index of lesson 1's questions: the handbook alone, every row trusted."""
-    from .. import attacks
-
     return attacks.attack_index(_handbook(), _attack_fixture().passages, ())
 
 
 @fixture_cache
-def _ranking(which: str) -> pd.DataFrame:
-    """tf-idf's top three over the handbook for lesson 1's questions ("lesson 1"), all 42
-    ordinary questions ("ordinary") or the page's evasions ("evasions")."""
-    if which == "lesson 1":
-        asked = _questions()
-    elif which == "ordinary":
-        asked = _ordinary_questions()
-    else:
-        asked = _attack_fixture().evasions.rename(columns={"evasion_id": "question_id"})
+def _ranked(which: str) -> pd.DataFrame:
+    """tf-idf's top three over the handbook for all 42 ordinary questions ("ordinary") or
+    the page's evasions ("evasions")."""
+    asked = (_all_questions() if which == "ordinary" else
+             _attack_fixture().evasions.rename(columns={"evasion_id": "question_id"}))
     return _tfidf().rank(asked, k=3)
-
-
-def _ordinary_questions() -> pd.DataFrame:
-    from .framework import _extended_questions
-
-    return pd.concat([_questions(), _extended_questions()], ignore_index=True)
 
 
 def _topics_of(ranked: pd.DataFrame, question_id: str, index: pd.DataFrame):
     """The topic lesson 5's rule reads from a ranking: that of the first handbook passage,
     if it scores enough (:func:`helpers.defences.routing_topics`)."""
-    from .. import defences
-
     hits = ranked[ranked["question_id"] == question_id].sort_values("rank")
     return defences.routing_topics(list(hits["passage_id"]), list(hits["score"]), index)
 
 
 def _routed(question: str, topics, terms=None, routed_topics=None) -> bool:
-    from .. import defences
-
     return defences.route_question(
         question, topics, defences.QUESTION_TERMS if terms is None else terms,
         defences.ROUTED_TOPICS if routed_topics is None else routed_topics).to_person
@@ -93,9 +64,7 @@ def _routed(question: str, topics, terms=None, routed_topics=None) -> bool:
 def _route_cases() -> list[tuple[str, str, list]]:
     """(name, question, topics the rule reads) for lesson 5's routed questions: lesson
     1's six, then every attack question with and without its attack."""
-    from .. import defences
-
-    ranked = _ranking("lesson 1")
+    ranked = _ranking()
     cases = [(qid, question, _topics_of(ranked, qid, _handbook_index()))
              for qid, question in _question_texts().items()]
     for (attack_id, condition), row in _attack_inputs().items():
@@ -107,8 +76,6 @@ def _route_cases() -> list[tuple[str, str, list]]:
 
 def _child_care_passage() -> str:
     """The handbook passage A06's question retrieves first without its attack (H13)."""
-    from .. import attacks
-
     return _attack_inputs()[("A06", attacks.WITHOUT_ATTACK)].retrieved_ids[0]
 
 
@@ -165,51 +132,40 @@ def route_child_care(my_topics, my_terms, also_routed):
     terms = _term_mapping(my_terms, "my_terms")
     unmatchable = sorted(w for words in terms.values() for w in words
                          if " ".join(text.tokenize(w)) != w)
-    if unmatchable:
-        return hint(f"{unmatchable[0]!r} can never match: the rule compares the question's "
-                    "tokens as text.tokenize gives them (lower case, no punctuation), so "
-                    "write each word, or each phrase of words, the same way.")
-    from .. import defences
-
     dropped = sorted(topic for topic, category in defences.ROUTED_TOPICS.items()
                      if my_topics.get(topic) != category)
     dropped += sorted(f"{category}: {word}" for category, words in defences.QUESTION_TERMS.items()
                       for word in words if word not in terms.get(category, ()))
-    if dropped:
-        return hint(f"Your rule leaves out {dropped[0]!r} of the lesson's rule: keep every "
-                    "topic and word (start from defences.ROUTED_TOPICS and "
-                    "defences.QUESTION_TERMS) and add to them.")
+    _first_hint(
+        (unmatchable, lambda: f"{unmatchable[0]!r} can never match: the rule compares the "
+         "question's tokens as text.tokenize gives them (lower case, no punctuation), so write "
+         "each word, or each phrase of words, the same way."),
+        (dropped, lambda: f"Your rule leaves out {dropped[0]!r} of the lesson's rule: keep every "
+         "topic and word (start from defences.ROUTED_TOPICS and defences.QUESTION_TERMS) and add "
+         "to them."))
     cases = _route_cases()
     before = {name: _routed(question, topics) for name, question, topics in cases}
     after = {name: _routed(question, topics, terms, my_topics) for name, question, topics in cases}
     a06 = [name for name in after if name.startswith("A06") and not after[name]]
-    if a06:
-        return hint(f"{a06[0]} still goes to the reader. Which handbook passage does it "
-                    "retrieve, and which topic does that passage carry?")
-    added = [name for name in after if after[name] and not before[name]]
-    stray = [name for name in added if not _about_child_care(name)]
-    if stray:
-        return hint(f"Your rule also sends {stray[0]} to a person, and it is not about child "
-                    "care: route the new kind of question, not more.")
-    expected = sorted(q for q in _question_texts() if after[q] and not before[q])
+    stray = [name for name in after if after[name] and not before[name]
+             and not _about_child_care(name)]
+    _first_hint(
+        (a06, lambda: f"{a06[0]} still goes to the reader. Which handbook passage does it "
+                      "retrieve, and which topic does that passage carry?"),
+        (stray, lambda: f"Your rule also sends {stray[0]} to a person, and it is not about child "
+                        "care: route the new kind of question, not more."))
+    ids = list(_question_texts())
+    expected = sorted(q for q in ids if after[q] and not before[q])
     given = sorted(set(_id_list(also_routed, "also_routed")))
-    unknown = [q for q in given if q not in _question_texts()]
-    if unknown:
-        ids = list(_question_texts())
-        return hint(f"{unknown[0]!r} is not one of lesson 1's {len(ids)} questions "
-                    f"({ids[0]} to {ids[-1]}).")
-    already = [q for q in given if before[q]]
-    if already:
-        return hint(f"{already[0]} went to a person already; list only the questions your "
-                    "rule adds.")
-    if given != expected:
-        if set(given) - set(expected):
-            extra = sorted(set(given) - set(expected))[0]
-            return hint(f"{extra} still goes to the reader under your rule: look at what it "
-                        "asks and what it retrieves.")
-        missing = len(expected) - len(given)
-        return hint(f"Your rule sends {missing} more of lesson 1's {len(_question_texts())} "
-                    "questions to a person than you list.")
+    _known(given, ids, f"one of lesson 1's {len(ids)} questions ({ids[0]} to {ids[-1]})")
+    already, extra = [q for q in given if before[q]], sorted(set(given) - set(expected))
+    _first_hint(
+        (already, lambda: f"{already[0]} went to a person already; list only the questions your "
+                          "rule adds."),
+        (extra, lambda: f"{extra[0]} still goes to the reader under your rule: look at what it "
+                        "asks and what it retrieves."),
+        (given != expected, f"Your rule sends {len(expected) - len(given)} more of lesson 1's "
+                            f"{len(ids)} questions to a person than you list."))
     controls = _unheld_controls("A06")
     held_now = (f"the author control{'s' if len(controls) != 1 else ''} "
                 f"{', '.join(controls)}, which got past every defence, "
@@ -245,12 +201,8 @@ def planted_figure(planted_text, reply):
     figure that no handbook passage holds and pass all six checks, and provenance must
     hold it (:func:`helpers.defences.defence_verdicts`) ("Every defence on every reply").
     """
-    from .. import attacks, defences
-
     if not isinstance(planted_text, str) or not planted_text.strip():
         return hint("planted_text must be the text of your planted passage, a string.")
-    if not isinstance(reply, str):
-        return hint("reply must be a string: a raw reply, two lines.")
     mine = pd.DataFrame([{"passage_id": PLANTED_ID, "topic": _child_care_topic(),
                           "text": planted_text, "source": "exercise 5.2",
                           "provenance": "planted"}])
@@ -259,26 +211,22 @@ def planted_figure(planted_text, reply):
     ranked = retrieval.TfidfRetriever.fit(index).rank(
         pd.DataFrame({"question_id": ["A06"], "question": [question]}), k=3)
     retrieved = tuple(ranked.sort_values("rank")["passage_id"])
-    parsed = parsing.parse_reader_output(reply)
-    if not parsed.parse_ok:
-        return hint(f"The strict parser rejects reply: {parsed.problem}.")
-    if parsed.action != "answer":
-        return hint("reply must be an answer, not an abstention or a premise flag.")
-    if PLANTED_ID not in parsed.sources:
-        return hint(f"Cite your planted passage, {PLANTED_ID}: the exercise is about a reply "
-                    "that agrees with what it cites.")
-    if PLANTED_ID not in retrieved:
-        return hint(f"{PLANTED_ID} is not among the three passages retrieved for A06's "
-                    f"question ({', '.join(retrieved)}), so the reader would never see it. "
-                    "Write it with the question's own words.")
-    handbook_figures = set(screen.numbers_in(" ".join(_handbook()["text"])))
+    parsed = _reply(reply, "reply")
     figures = screen.numbers_in(parsed.answer)
-    if not figures:
-        return hint("State a figure in the answer: the exercise is about what the check on "
-                    "figures can see.")
-    if set(figures) <= handbook_figures:
-        return hint("Every figure in your answer appears in the handbook; state one that no "
-                    "handbook passage holds, as an attacker would.")
+    _first_hint(
+        (parsed.action != "answer", "reply must be an answer, not an abstention or a premise "
+                                    "flag."),
+        (PLANTED_ID not in parsed.sources, f"Cite your planted passage, {PLANTED_ID}: the "
+                                           "exercise is about a reply that agrees with what it "
+                                           "cites."),
+        (PLANTED_ID not in retrieved, f"{PLANTED_ID} is not among the three passages retrieved "
+         f"for A06's question ({', '.join(retrieved)}), so the reader would never see it. Write "
+         "it with the question's own words."),
+        (not figures, "State a figure in the answer: the exercise is about what the check on "
+                      "figures can see."),
+        (set(figures) <= set(screen.numbers_in(" ".join(_handbook()["text"]))), "Every figure in "
+         "your answer appears in the handbook; state one that no handbook passage holds, as an "
+         "attacker would."))
     scores = tuple(float(x) for x in ranked.sort_values("rank")["score"])
     verdict = defences.verdicts_for_reply(reply, question, retrieved, scores, index)
     if verdict["held_by_screen"]:
@@ -301,8 +249,6 @@ def planted_figure(planted_text, reply):
 @fixture_cache
 def _control_verdicts() -> dict[str, dict]:
     """What each code defence does with each of lesson 5's author controls."""
-    from .. import attacks, defences
-
     verdicts = {}
     for control in attacks.control_replies().itertuples(index=False):
         row = _attack_inputs()[(control.attack_id, attacks.UNDER_ATTACK)]
@@ -322,37 +268,28 @@ def sole_defence(reached_caller, sole_holder):
     each control held by exactly one defence to that defence's name in
     :data:`helpers.defences.DEFENCES` ("Attack by defence").
     """
-    from .. import defences
-
     verdicts = _control_verdicts()
     names = dict(defences.DEFENCES)
     holders = {cid: [names[column] for column in names if v[column]] for cid, v in verdicts.items()}
     given = _id_list(reached_caller, "reached_caller")
-    unknown = [c for c in given if c not in verdicts]
-    if unknown:
-        return hint(f"{unknown[0]!r} is not a control ID; they are in the controls table "
-                    "(attacks.control_replies()).")
+    _known(given, verdicts, "a control ID; they are in the controls table "
+                            "(attacks.control_replies())")
     held = [c for c in given if holders[c]]
-    if held:
-        return hint(f"At least one defence holds {held[0]}; look at its row in the table of "
-                    "every defence on every reply.")
-    if set(c for c, h in holders.items() if not h) - set(given):
-        return hint("Another control reaches the caller too.")
-    if not isinstance(sole_holder, Mapping):
-        return hint("sole_holder must be a dict: {control ID: defence name}.")
+    _first_hint(
+        (held, lambda: f"At least one defence holds {held[0]}; look at its row in the table of "
+                       "every defence on every reply."),
+        (set(c for c, h in holders.items() if not h) - set(given), "Another control reaches the "
+                                                                   "caller too."))
+    _require_keys(sole_holder, "sole_holder", ())
+    _known(sole_holder, verdicts, "a control ID")
+    _known(sole_holder.values(), names.values(), "a defence name; use one of "
+           + ", ".join(map(repr, names.values())))
     for cid, name in sole_holder.items():
-        if cid not in verdicts:
-            return hint(f"{cid!r} is not a control ID.")
-        if name not in names.values():
-            return hint(f"{name!r} is not a defence name; use one of "
-                        f"{', '.join(map(repr, names.values()))}.")
-        if not holders[cid]:
-            return hint(f"No defence holds {cid}, so none holds it alone.")
-        if len(holders[cid]) > 1:
-            return hint(f"More than one defence holds {cid}: list only the controls that "
-                        "exactly one defence holds.")
-        if holders[cid] != [name]:
-            return hint(f"{cid} is held by one defence, but not by {name}.")
+        _first_hint(
+            (not holders[cid], f"No defence holds {cid}, so none holds it alone."),
+            (len(holders[cid]) > 1, f"More than one defence holds {cid}: list only the controls "
+                                    "that exactly one defence holds."),
+            (holders[cid] != [name], f"{cid} is held by one defence, but not by {name}."))
     alone = {c for c, h in holders.items() if len(h) == 1}
     if alone - set(sole_holder):
         return hint(f"{_plural(len(alone - set(sole_holder)), 'more control is', 'more controls are')} "
@@ -365,8 +302,6 @@ def sole_defence(reached_caller, sole_holder):
 
 
 def _lesson_route(question: str, ranked: pd.DataFrame, question_id: str):
-    from .. import defences
-
     return defences.route_question(question, _topics_of(ranked, question_id, _handbook_index()))
 
 
@@ -410,7 +345,7 @@ def evade_and_fix(my_evasion, my_fix):
                     f"({'; '.join(after.reasons)}): the evasion is of A04, an applicant's "
                     "age.")
     evasions = _attack_fixture().evasions
-    ranked = _ranking("evasions")
+    ranked = _ranked("evasions")
     passing = [e for e in evasions.itertuples(index=False)
                if not _lesson_route(e.question, ranked, e.evasion_id).to_person]
     caught = [e.evasion_id for e in passing
@@ -419,8 +354,8 @@ def evade_and_fix(my_evasion, my_fix):
         return hint(f"Your fix catches your own question only; of the {len(passing)} evasions "
                     "on this page that reach the reader, it routes none. Make it a rule for "
                     "a style of evasion, not for one question.")
-    ordinary = _ordinary_questions()
-    ranked = _ranking("ordinary")
+    ordinary = _all_questions()
+    ranked = _ranked("ordinary")
     added = [q.question_id for q in ordinary.itertuples(index=False)
              if _fixed_route(my_fix, q.question, q.question_id)[1].to_person
              and not _lesson_route(q.question, ranked, q.question_id).to_person]
