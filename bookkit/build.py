@@ -36,23 +36,9 @@ from pathlib import Path
 import yaml
 
 from bookkit import quarto as quarto_tools
-from bookkit.cache import (
-    ExecutionCache,
-    KeyInputError,
-    LessonKey,
-    PageCache,
-    ProjectInputs,
-    explain,
-    has_code,
-    installed_distributions,
-    server_reason,
-)
-from bookkit.cellopts import (
-    CellOptionError,
-    parse_cell_options,
-    quarto_markdown_to_commonmark,
-    split_front_matter,
-)
+from bookkit.cache import (ExecutionCache, KeyInputError, LessonKey, PageCache, ProjectInputs, explain,
+                           has_code, installed_distributions, server_reason)
+from bookkit.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark, split_front_matter
 from bookkit.offline import find_remote_assets
 from runtime.progress import build_environment
 
@@ -66,6 +52,11 @@ GENERATOR = "bookkit (nbclient + nbconvert; Quarto was not found)"
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
+def say(line: str) -> None:
+    """Print one line of the build's report."""
+    print(f"[build] {line}", flush=True)
+
+
 class BuildError(Exception):
     """The build cannot go on; `exit_code` says why (see the module docstring)."""
 
@@ -75,24 +66,16 @@ class BuildError(Exception):
 
 
 class ChapterFailure(BuildError):
-    """A chapter's cell raised: names the notebook, the cell and the error."""
+    """A chapter's cell raised: names the notebook, the cell (and its label) and the error."""
 
     def __init__(self, notebook: str, cell_number: int | None, n_cells: int, label: str | None,
                  ename: str, evalue: str, traceback_tail: list[str]):
-        self.notebook = notebook
-        self.cell_number = cell_number
-        self.label = label
-        self.ename = ename
-        self.evalue = evalue
         where = f"cell {cell_number} of {n_cells}" if cell_number else "before its first cell"
-        if label:
-            where += f" (label: {label})"
+        where += f" (label: {label})" if label else ""
         lines = [f"{notebook}: {where} failed with {ename}"]
-        detail = f"{ename}: {evalue}" if evalue else ename
-        lines += ["  " + line for line in detail.splitlines()[:60]]
+        lines += ["  " + line for line in (f"{ename}: {evalue}" if evalue else ename).splitlines()[:60]]
         if traceback_tail:
-            lines.append("  last traceback lines:")
-            lines += ["    " + line for line in traceback_tail]
+            lines += ["  last traceback lines:", *("    " + line for line in traceback_tail)]
         super().__init__("\n".join(lines), EXIT_CHAPTER_FAILED)
 
 
@@ -131,17 +114,15 @@ class BookConfig:
             if self.project_type != "book" or chapter.unnumbered:
                 chapter.number = None
             elif chapter.appendix:
-                chapter.number = chr(ord("A") + letter)
-                letter += 1
+                chapter.number, letter = chr(ord("A") + letter), letter + 1
             else:
-                number += 1
-                chapter.number = number
+                chapter.number = number = number + 1
 
 
 def _flatten_chapters(items, where="book.chapters") -> list[str]:
-    out: list[str] = []
     if not isinstance(items, list):
         raise BuildError(f"_quarto.yml: {where} must be a list of files")
+    out: list[str] = []
     for i, item in enumerate(items):
         if isinstance(item, str):
             out.append(item)
@@ -167,53 +148,38 @@ def load_book_config(root: Path) -> BookConfig:
         raise BuildError(f"{path}: not valid YAML: {error}") from None
     project = config.get("project") or {}
     book = config.get("book") or config.get("website") or {}
-    items = book.get("chapters")
-    if items is None:
+    if book.get("chapters") is None:
         raise BuildError(f"{path}: book.chapters is missing")
     chapters = []
-    listed = [(source, False) for source in _flatten_chapters(items)]
-    listed += [(source, True) for source in
-               _flatten_chapters(book.get("appendices") or [], "book.appendices")]
-    for source, appendix in listed:
-        source = Path(source).as_posix()
-        if Path(source).suffix not in {".ipynb", ".qmd", ".md"}:
-            raise BuildError(f"{path}: chapter {source} is not a .ipynb, .qmd or .md file")
-        chapters.append(Chapter(source=source, page=str(Path(source).with_suffix(".html").as_posix()),
-                                appendix=appendix))
+    for appendix, where in ((False, "book.chapters"), (True, "book.appendices")):
+        for source in _flatten_chapters(book.get(where.split(".")[1]) or [], where):
+            source = Path(source).as_posix()
+            if Path(source).suffix not in {".ipynb", ".qmd", ".md"}:
+                raise BuildError(f"{path}: chapter {source} is not a .ipynb, .qmd or .md file")
+            chapters.append(Chapter(source, Path(source).with_suffix(".html").as_posix(), appendix=appendix))
     execute = config.get("execute") or {}
-    formats = config.get("format") or {}
     pdf = None
-    if isinstance(formats, dict) and "typst" in formats:
-        stem = book.get("output-file") or str(book.get("title") or "index").replace(" ", "-")
-        pdf = f"{stem}.pdf"
+    if isinstance(config.get("format"), dict) and "typst" in config["format"]:
+        pdf = f"{book.get('output-file') or str(book.get('title') or 'index').replace(' ', '-')}.pdf"
     jupyter = config.get("jupyter", "python3")
-    kernel = jupyter if isinstance(jupyter, str) else (jupyter or {}).get("kernelspec", {}).get("name", "python3")
     return BookConfig(
-        root=root,
-        title=str(book.get("title") or config.get("title") or "Book"),
-        subtitle=str(book.get("subtitle") or ""),
-        output_dir=str(project.get("output-dir") or "_book"),
-        chapters=chapters,
-        execute_enabled=bool(execute.get("enabled", False)),
+        root=root, title=str(book.get("title") or config.get("title") or "Book"),
+        subtitle=str(book.get("subtitle") or ""), output_dir=str(project.get("output-dir") or "_book"),
+        chapters=chapters, execute_enabled=bool(execute.get("enabled", False)),
         execute_defaults={k: v for k, v in execute.items() if k not in {"enabled", "freeze", "cache", "daemon"}},
-        kernel=kernel,
-        project_type=str(project.get("type") or "default"),
-        pdf=pdf,
+        kernel=jupyter if isinstance(jupyter, str) else (jupyter or {}).get("kernelspec", {}).get("name", "python3"),
+        project_type=str(project.get("type") or "default"), pdf=pdf,
     )
 
 
 def select_chapter(config: BookConfig, only: str) -> Chapter:
     """The chapter named by `--only`: a listed path, a file name, a stem or its number prefix."""
     wanted = only.strip().rstrip("/")
-    matches = [
-        c for c in config.chapters
-        if wanted in {c.source, Path(c.source).name, Path(c.source).stem}
-        or Path(c.source).stem.startswith(wanted + "-")
-    ]
+    matches = [c for c in config.chapters if wanted in {c.source, Path(c.source).name, Path(c.source).stem}
+               or Path(c.source).stem.startswith(wanted + "-")]
     if len(matches) != 1:
-        names = ", ".join(c.source for c in config.chapters)
         what = "matches no chapter" if not matches else "matches several chapters"
-        raise BuildError(f"--only {only!r} {what}; chapters are: {names}")
+        raise BuildError(f"--only {only!r} {what}; chapters are: {', '.join(c.source for c in config.chapters)}")
     return matches[0]
 
 
@@ -225,25 +191,25 @@ def _qmd_to_notebook(text: str):
     import nbformat
 
     meta, body = split_front_matter(text)
-    cells = []
-    buffer: list[str] = []
-    code: list[str] | None = None
+    cells, buffer, code = [], [], None
+
+    def flush_markdown():
+        if "".join(buffer).strip():
+            cells.append(nbformat.v4.new_markdown_cell("\n".join(buffer).strip("\n")))
+        buffer.clear()
+
     for line in body.splitlines():
         if code is None and re.match(r"^```+\s*\{(python|python3)[^}]*\}\s*$", line):
-            if "".join(buffer).strip():
-                cells.append(nbformat.v4.new_markdown_cell("\n".join(buffer).strip("\n")))
-            buffer, code = [], []
+            flush_markdown()
+            code = []
         elif code is not None and re.match(r"^```+\s*$", line):
             cells.append(nbformat.v4.new_code_cell("\n".join(code)))
             code = None
-        elif code is not None:
-            code.append(line)
         else:
-            buffer.append(line)
+            (buffer if code is None else code).append(line)
     if code is not None:
         raise BuildError("a ```{python} chunk is never closed")
-    if "".join(buffer).strip():
-        cells.append(nbformat.v4.new_markdown_cell("\n".join(buffer).strip("\n")))
+    flush_markdown()
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata["book_front_matter"] = meta
     return nb
@@ -254,34 +220,31 @@ def read_chapter(root: Path, chapter: Chapter):
     import nbformat
 
     path = root / chapter.source
-    if path.suffix == ".ipynb":
+    if path.suffix != ".ipynb":
         try:
-            nb = nbformat.read(path, as_version=4)
-        except Exception as error:  # noqa: BLE001 - report any unreadable notebook by name
-            raise BuildError(f"{chapter.source}: cannot read the notebook: {error}", EXIT_CHAPTER_FAILED) from None
-        meta = {}
-        if nb.cells and nb.cells[0].cell_type == "raw" and nb.cells[0].source.lstrip().startswith("---"):
-            try:
-                meta, _ = split_front_matter(nb.cells[0].source.strip() + "\n")
-            except (yaml.YAMLError, ValueError) as error:
-                raise BuildError(f"{chapter.source}: cell 1 (front matter) is not valid YAML: {error}",
-                                 EXIT_CHAPTER_FAILED) from None
-            nb.cells = nb.cells[1:]
-            nb.metadata["book_front_matter_cells"] = 1
-        nb.metadata["book_front_matter"] = meta
-        return nb
+            return _qmd_to_notebook(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, ValueError) as error:
+            raise BuildError(f"{chapter.source}: {error}", EXIT_CHAPTER_FAILED) from None
     try:
-        return _qmd_to_notebook(path.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, ValueError) as error:
-        raise BuildError(f"{chapter.source}: {error}", EXIT_CHAPTER_FAILED) from None
-
-
-_TITLE_ATTRIBUTES = re.compile(r"^(.*?)\s*\{([^{}]*)\}\s*$")
+        nb = nbformat.read(path, as_version=4)
+    except Exception as error:  # noqa: BLE001 - report any unreadable notebook by name
+        raise BuildError(f"{chapter.source}: cannot read the notebook: {error}", EXIT_CHAPTER_FAILED) from None
+    meta = {}
+    if nb.cells and nb.cells[0].cell_type == "raw" and nb.cells[0].source.lstrip().startswith("---"):
+        try:
+            meta, _ = split_front_matter(nb.cells[0].source.strip() + "\n")
+        except (yaml.YAMLError, ValueError) as error:
+            raise BuildError(f"{chapter.source}: cell 1 (front matter) is not valid YAML: {error}",
+                             EXIT_CHAPTER_FAILED) from None
+        nb.cells = nb.cells[1:]
+        nb.metadata["book_front_matter_cells"] = 1
+    nb.metadata["book_front_matter"] = meta
+    return nb
 
 
 def split_title(text: str) -> tuple[str, list[str]]:
     """A Pandoc title and its classes: ``"Preface {.unnumbered}"`` -> ("Preface", ["unnumbered"])."""
-    match = _TITLE_ATTRIBUTES.match(str(text))
+    match = re.match(r"^(.*?)\s*\{([^{}]*)\}\s*$", str(text))
     if match is None:
         return str(text).strip(), []
     return match.group(1).strip(), re.findall(r"(?<![\w-])\.([\w-]+)", match.group(2))
@@ -299,12 +262,11 @@ def chapter_title(nb, chapter: Chapter) -> str:
     if title:
         return str(title)
     for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            match = re.search(r"^#\s+(.+?)\s*$", cell.source, re.M)
-            if match:
-                text, classes = split_title(match.group(1))
-                chapter.unnumbered = "unnumbered" in classes
-                return text
+        match = re.search(r"^#\s+(.+?)\s*$", cell.source, re.M) if cell.cell_type == "markdown" else None
+        if match:
+            text, classes = split_title(match.group(1))
+            chapter.unnumbered = "unnumbered" in classes
+            return text
     return Path(chapter.source).stem.replace("-", " ")
 
 
@@ -317,11 +279,10 @@ def cell_options(nb, chapter: Chapter, defaults: dict) -> list[dict]:
         opts = {**defaults, **front}
         if cell.cell_type == "code":
             try:
-                own, code = parse_cell_options(cell.source)
+                own, cell.metadata["book_code"] = parse_cell_options(cell.source)
             except CellOptionError as error:
                 raise BuildError(f"{chapter.source}: cell {index + 1 + offset}: {error}", EXIT_CHAPTER_FAILED) from None
             opts.update(own)
-            cell.metadata["book_code"] = code
         merged.append(opts)
     return merged
 
@@ -336,44 +297,32 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
     caller shuts it down; the test suite runs the exercise solutions there).
     """
     from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
+    from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
     offset = nb.metadata.get("book_front_matter_cells", 0)
-    n_cells = len(nb.cells) + offset
     skipped = {}
     for index, (cell, opts) in enumerate(zip(nb.cells, options)):
-        if cell.cell_type != "code":
-            continue
-        if opts.get("eval") is False:
-            skipped[index] = cell.source
-            cell.source = ""
+        if cell.cell_type == "code" and opts.get("eval") is False:
+            skipped[index], cell.source = cell.source, ""
         tags = list(cell.metadata.get("tags", []))
-        if opts.get("error") is True and "raises-exception" not in tags:
+        if cell.cell_type == "code" and opts.get("error") is True and "raises-exception" not in tags:
             cell.metadata["tags"] = tags + ["raises-exception"]
     current = {"index": None}
-
-    def on_cell_start(cell, cell_index):
-        current["index"] = cell_index
-
-    client = NotebookClient(
-        nb,
-        timeout=timeout,
-        kernel_name=config.kernel,
-        resources={"metadata": {"path": str(config.root)}},
-        on_cell_start=on_cell_start,
-        config=kernel_manager_config(),
-    )
+    client = NotebookClient(nb, timeout=timeout, kernel_name=config.kernel,
+                            resources={"metadata": {"path": str(config.root)}},
+                            on_cell_start=lambda cell, cell_index: current.update(index=cell_index),
+                            config=kernel_manager_config())
 
     def failure(ename, evalue, tb):
         index = current["index"]
-        label = options[index].get("label") if index is not None else None
         tail = [line for line in _ANSI.sub("", tb or "").splitlines() if line.strip()][-8:]
-        return ChapterFailure(chapter.source, None if index is None else index + 1 + offset, n_cells,
-                              label, ename, _ANSI.sub("", evalue or ""), tail)
+        return ChapterFailure(chapter.source, None if index is None else index + 1 + offset, len(nb.cells) + offset,
+                              None if index is None else options[index].get("label"), ename,
+                              _ANSI.sub("", evalue or ""), tail)
 
     try:
         try:
-            # Marked as a book build, so the lessons show no progress bars (helpers.progress).
+            # Marked as a book build, so the lessons show no progress bars (runtime.progress).
             client.execute(cleanup_kc=not keep_kernel, env=build_environment("nbclient", env))
         except BaseException:
             if keep_kernel and client.km is not None:
@@ -383,9 +332,7 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
         raise failure(error.ename, error.evalue, error.traceback) from None
     except CellTimeoutError as error:
         raise failure("CellTimeoutError", f"no result within {timeout} s: {error}", "") from None
-    except DeadKernelError as error:
-        raise failure("DeadKernelError", str(error), "") from None
-    except Exception as error:  # noqa: BLE001 - e.g. no such kernel; still name the chapter
+    except Exception as error:  # noqa: BLE001 - a dead kernel, no such kernel: still name the chapter
         raise failure(type(error).__name__, str(error), "") from None
     for index, source in skipped.items():
         nb.cells[index].source = source
@@ -405,11 +352,10 @@ def kernel_manager_config():
     config = Config()
     try:
         import zmq
-
-        if zmq.has("curve"):
-            config.KernelManager.transport_encryption = "auto"
     except ImportError:
-        pass
+        return config
+    if zmq.has("curve"):
+        config.KernelManager.transport_encryption = "auto"
     return config
 
 
@@ -417,20 +363,20 @@ def splice_outputs(current, executed) -> None:
     """Give ``current``'s code cells the outputs of ``executed``, whose code is the same.
 
     Markdown and raw cells stay as they are in ``current``: that is how a prose edit
-    reaches the page without executing anything.
+    reaches the page without executing anything. Returns False, and changes nothing, when
+    the code cells differ.
     """
     mine = [cell for cell in current.cells if cell.cell_type == "code"]
     theirs = [cell for cell in executed.cells if cell.cell_type == "code"]
     if len(mine) != len(theirs) or any(a.source != b.source for a, b in zip(mine, theirs)):
-        raise ValueError("the cached notebook's code cells differ from the lesson's")
+        return False
     for cell, done in zip(mine, theirs):
-        cell.outputs = done.get("outputs", [])
-        cell.execution_count = done.get("execution_count")
+        cell.outputs, cell.execution_count = done.get("outputs", []), done.get("execution_count")
         if "execution" in done.get("metadata", {}):
             cell.metadata["execution"] = done.metadata["execution"]
-    for name in ("language_info", "widgets"):
-        if name in executed.metadata:
-            current.metadata[name] = executed.metadata[name]
+    current.metadata.update({name: executed.metadata[name] for name in ("language_info", "widgets")
+                             if name in executed.metadata})
+    return True
 
 
 # --------------------------------------------------------------------------- export
@@ -519,17 +465,13 @@ body.book-page { margin: 0; padding: 0; background: #fff; font-family: system-ui
 """
 
 
-def _inline_markdown(text: str) -> str:
+def _markdown_to_html(text: str, inline: bool = False) -> str:
     import mistune
 
-    rendered = mistune.html(str(text)).strip()
-    match = re.fullmatch(r"<p>(.*)</p>", rendered, re.DOTALL)
-    return match.group(1) if match else rendered
-
-
-def _markdown_to_html(text: str) -> str:
-    import mistune
-
+    if inline:  # a caption: one paragraph's content, without the paragraph
+        rendered = mistune.html(str(text)).strip()
+        match = re.fullmatch(r"<p>(.*)</p>", rendered, re.DOTALL)
+        return match.group(1) if match else rendered
     return mistune.create_markdown(escape=False, plugins=["table", "strikethrough"])(text)
 
 
@@ -539,7 +481,6 @@ def _relative(target: str, page: str) -> str:
 
 def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list[Chapter]):
     """Apply Quarto cell options and markdown rewrites to a copy of an executed notebook."""
-
     nb = copy.deepcopy(nb)
     counters = {"tbl": 0, "fig": 0}
     crossrefs: dict[str, str] = {}
@@ -547,50 +488,37 @@ def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list
     prefix = f"{chapter.number}." if chapter.number is not None else ""
     for cell, opts in zip(nb.cells, options):
         label = opts.get("label")
-        if cell.cell_type == "code" and isinstance(label, str):
-            for kind, name in (("tbl", "Table"), ("fig", "Figure")):
-                if label.startswith(kind + "-"):
-                    counters[kind] += 1
-                    crossrefs[label] = f"{name} {prefix}{counters[kind]}"
-    link_targets = {}
-    for other in chapters:
-        link_targets[_relative(other.source, chapter.source)] = _relative(other.page, chapter.page)
-
+        for kind, name in (("tbl", "Table"), ("fig", "Figure")):
+            if cell.cell_type == "code" and isinstance(label, str) and label.startswith(kind + "-"):
+                counters[kind] += 1
+                crossrefs[label] = f"{name} {prefix}{counters[kind]}"
+    links = {_relative(other.source, chapter.source): _relative(other.page, chapter.page) for other in chapters}
     kept = []
     for cell, opts in zip(nb.cells, options):
         if opts.get("include") is False:
             continue
         if cell.cell_type == "markdown":
-            cell.source = quarto_markdown_to_commonmark(cell.source, crossrefs, link_targets)
+            cell.source = quarto_markdown_to_commonmark(cell.source, crossrefs, links)
         elif cell.cell_type == "code":
-            build = {}
             cell.source = cell.metadata.pop("book_code", cell.source)
             if opts.get("echo") is False:
                 cell.metadata.setdefault("transient", {})["remove_source"] = True
-            outputs = list(cell.get("outputs", []))
-            if opts.get("output") is False:
-                outputs = []
+            outputs = [] if opts.get("output") is False else list(cell.get("outputs", []))
             if opts.get("warning") is False:
                 outputs = [o for o in outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
-            if opts.get("output") == "asis":
-                outputs = _asis_outputs(outputs, crossrefs, link_targets)
-            cell.outputs = outputs
-            label = opts.get("label")
-            if isinstance(label, str):
-                build["label"] = label
+            cell.outputs = _asis_outputs(outputs, crossrefs, links) if opts.get("output") == "asis" else outputs
+            label = opts.get("label") if isinstance(opts.get("label"), str) else None
+            build = {"label": label} if label else {}
             for key, kind in (("tbl-cap", "tbl"), ("fig-cap", "fig")):
-                caption = opts.get(key)
-                if caption:
-                    number = crossrefs.get(label) if isinstance(label, str) else None
-                    prefix = f'<span class="book-caption-label">{html.escape(number)}:</span> ' if number else ""
-                    build[f"{kind}_caption"] = prefix + _inline_markdown(caption)
+                if opts.get(key):
+                    number = crossrefs.get(label)
+                    shown = f'<span class="book-caption-label">{html.escape(number)}:</span> ' if number else ""
+                    build[f"{kind}_caption"] = shown + _markdown_to_html(opts[key], inline=True)
             if isinstance(opts.get("fig-alt"), str):
                 build["fig_alt"] = opts["fig-alt"]
             cell.metadata["book_build"] = build
-        elif cell.cell_type == "raw":
-            fmt = cell.metadata.get("format") or cell.metadata.get("raw_mimetype") or ""
-            if "html" not in fmt:
-                continue
+        elif "html" not in (cell.metadata.get("format") or cell.metadata.get("raw_mimetype") or ""):
+            continue  # a raw cell for another format
         kept.append(cell)
     nb.cells = kept
     nb.metadata.setdefault("language_info", {"name": "python"})
@@ -598,86 +526,70 @@ def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list
     return nb
 
 
-def _asis_outputs(outputs, crossrefs, link_targets):
-    """`#| output: asis`: printed text is markdown; show it rendered."""
+def _asis_outputs(outputs, crossrefs, links):
+    """`#| output: asis`: printed text (or a Markdown display) is markdown; show it rendered."""
     import nbformat
 
     result = []
     for output in outputs:
         if output.get("output_type") == "stream" and output.get("name") == "stdout":
-            text = quarto_markdown_to_commonmark(output.get("text", ""), crossrefs, link_targets)
-            result.append(nbformat.v4.new_output("display_data", data={"text/html": _markdown_to_html(text)}))
+            text = output.get("text", "")
         elif output.get("output_type") in {"display_data", "execute_result"} and "text/markdown" in output.get("data", {}):
-            text = quarto_markdown_to_commonmark(output["data"]["text/markdown"], crossrefs, link_targets)
-            result.append(nbformat.v4.new_output("display_data", data={"text/html": _markdown_to_html(text)}))
+            text = output["data"]["text/markdown"]
         else:
             result.append(output)
+            continue
+        text = _markdown_to_html(quarto_markdown_to_commonmark(text, crossrefs, links))
+        result.append(nbformat.v4.new_output("display_data", data={"text/html": text}))
     return result
 
 
 def _navigation(config: BookConfig, current: Chapter) -> tuple[str, str]:
-    index_page = config.chapters[0].page if config.chapters else "index.html"
+    """The sidebar (every chapter, the current one marked) and the previous and next links."""
+    def href(chapter: Chapter) -> str:
+        return html.escape(_relative(chapter.page, current.page))
+
     items = []
+    first_appendix = next((c for c in config.chapters if c.appendix), None)
     for chapter in config.chapters:
-        css = ' class="book-current"' if chapter is current else ""
-        aria = ' aria-current="page"' if chapter is current else ""
-        href = html.escape(_relative(chapter.page, current.page))
-        if chapter.appendix and chapter is next(c for c in config.chapters if c.appendix):
+        if chapter is first_appendix:
             items.append('<li class="book-part">Appendices</li>')
         title = chapter.title
         if chapter.appendix and chapter.number is not None:
             title = f"Appendix {chapter.number}: {title}"  # as Quarto titles an appendix
-        items.append(f'<li{css}><a href="{href}"{aria}>{html.escape(title)}</a></li>')
+        css, aria = (' class="book-current"', ' aria-current="page"') if chapter is current else ("", "")
+        items.append(f'<li{css}><a href="{href(chapter)}"{aria}>{html.escape(title)}</a></li>')
     subtitle = f'<div class="book-subtitle">{html.escape(config.subtitle)}</div>' if config.subtitle else ""
-    nav = (
-        f'<div class="book-brand"><a href="{html.escape(_relative(index_page, current.page))}">'
-        f"{html.escape(config.title)}</a>{subtitle}</div>\n<ol>{''.join(items)}</ol>"
-    )
+    nav = (f'<div class="book-brand"><a href="{href(config.chapters[0])}">{html.escape(config.title)}</a>'
+           f"{subtitle}</div>\n<ol>{''.join(items)}</ol>")
     position = config.chapters.index(current)
-    links = []
-    if position > 0:
-        prev = config.chapters[position - 1]
-        links.append(f'<a class="book-prev" href="{html.escape(_relative(prev.page, current.page))}">&larr; {html.escape(prev.title)}</a>')
-    else:
-        links.append("<span></span>")
-    if position + 1 < len(config.chapters):
-        nxt = config.chapters[position + 1]
-        links.append(f'<a class="book-next" href="{html.escape(_relative(nxt.page, current.page))}">{html.escape(nxt.title)} &rarr;</a>')
-    pager = f'<nav class="book-pager" aria-label="Previous and next">{"".join(links)}</nav>'
-    return nav, pager
+    before = config.chapters[position - 1] if position > 0 else None
+    after = config.chapters[position + 1] if position + 1 < len(config.chapters) else None
+    links = [f'<a class="book-prev" href="{href(before)}">&larr; {html.escape(before.title)}</a>'
+             if before else "<span></span>"]
+    if after:
+        links.append(f'<a class="book-next" href="{href(after)}">{html.escape(after.title)} &rarr;</a>')
+    return nav, f'<nav class="book-pager" aria-label="Previous and next">{"".join(links)}</nav>'
 
 
 def make_exporter():
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(
-        template_name="lab",
-        extra_loaders=[DictLoader({"book.html.j2": _TEMPLATE})],
-        template_file="book.html.j2",
-        exclude_input_prompt=True,
-        exclude_output_prompt=True,
-        sanitize_html=False,
-    )
-    return exporter
+    return HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"book.html.j2": _TEMPLATE})],
+                        template_file="book.html.j2", exclude_input_prompt=True,
+                        exclude_output_prompt=True, sanitize_html=False)
 
 
 def export_page(exporter, nb, chapter: Chapter, config: BookConfig) -> str:
     nav, pager = _navigation(config, chapter)
-    front = nb.metadata.get("book_front_matter", {})
     nb.metadata["title"] = f"{chapter.title} – {config.title}" if chapter.title != config.title else config.title
     resources = {
         "metadata": {"name": Path(chapter.source).stem, "path": str(config.root)},
-        "book": {
-            "generator": GENERATOR,
-            "css": _CSS,
-            "nav": nav,
-            "pager": pager,
-            "page_title": front.get("title"),
-        },
+        "book": {"generator": GENERATOR, "css": _CSS, "nav": nav, "pager": pager,
+                 "page_title": nb.metadata.get("book_front_matter", {}).get("title")},
     }
-    body, _ = exporter.from_notebook_node(nb, resources=resources)
-    return body
+    return exporter.from_notebook_node(nb, resources=resources)[0]
 
 
 # --------------------------------------------------------------------------- main
@@ -687,43 +599,34 @@ def run_quarto(found: "quarto_tools.FoundQuarto", root: Path, output: str | None
                fresh: bool = False, preview: bool = False, extra: list[str] = ()) -> int:
     """Run `quarto render` (or `quarto preview --render html`) in ``root`` with this Python."""
     version = quarto_tools.quarto_version(found.path)
-    if fresh:
-        # Without its frozen results Quarto executes every lesson (or the one asked for).
-        target = root / "_freeze"
-        if only is not None:
-            target = target / Path(only.source).with_suffix("")
-        if target.exists():
-            shutil.rmtree(target)
-            print(f"[build] --fresh: removed {target.relative_to(root)}", flush=True)
+    # Without its frozen results Quarto executes every lesson (or the one asked for).
+    target = root / "_freeze" / (Path(only.source).with_suffix("") if only else "")
+    if fresh and target.exists():
+        shutil.rmtree(target)
+        say(f"--fresh: removed {target.relative_to(root)}")
     if preview:
-        print(f"[build] Quarto {version} found at {found.path} ({found.how})", flush=True)
+        say(f"Quarto {version} found at {found.path} ({found.how})")
         return quarto_tools.preview(found, root, [*([only.source] if only else []), *extra],
                                     say=lambda line: print(line, flush=True))
-    command = [found.path, "render"]
-    if only is not None:
-        command.append(only.source)
-    if output is not None:
-        command += ["--output-dir", output]
-    command += list(extra)
-    print(f"[build] Quarto {version} found at {found.path} ({found.how}); running: {' '.join(command)}", flush=True)
+    command = [found.path, "render", *([only.source] if only else []),
+               *(["--output-dir", output] if output is not None else []), *extra]
+    say(f"Quarto {version} found at {found.path} ({found.how}); running: {' '.join(command)}")
     # The kernels Quarto starts are marked as a book build (no progress bars on the pages).
-    env = build_environment("quarto", quarto_tools.quarto_environment())
-    status = subprocess.call(command, cwd=root, env=env)
-    outcome = "rendered the book" if status == 0 else f"failed with exit status {status}"
-    print(f"[build] engine: Quarto {version} ({found.path}) {outcome}", flush=True)
+    status = subprocess.call(command, cwd=root, env=build_environment("quarto", quarto_tools.quarto_environment()))
+    say(f"engine: Quarto {version} ({found.path}) "
+        + ("rendered the book" if status == 0 else f"failed with exit status {status}"))
     return status
 
 
 def _publish(staging: Path, output: Path, partial: bool) -> None:
+    """Put the pages of ``staging`` in ``output``: all at once, replacing the folder, or
+    (``partial``, a build of one chapter) added to what is there."""
     output.parent.mkdir(parents=True, exist_ok=True)
     if partial:
-        for path in sorted(staging.rglob("*")):
-            if path.is_file():
-                target = output / path.relative_to(staging)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, target)
-        return
-    if output.exists():
+        for path in (p for p in sorted(staging.rglob("*")) if p.is_file()):
+            (output / path.relative_to(staging)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, output / path.relative_to(staging))
+    elif output.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{output.name}.old-", dir=output.parent))
         old.rmdir()
         output.rename(old)
@@ -735,22 +638,25 @@ def _publish(staging: Path, output: Path, partial: bool) -> None:
 
 def _prepare_chapters(config: BookConfig, only: Chapter | None) -> tuple[list[Chapter], dict]:
     """Read every chapter (titles and numbers are needed for the navigation); return the targets."""
-    root = config.root
     targets = [c for c in config.chapters if only is None or c is only or c is config.chapters[0]]
     notebooks = {}
     for chapter in config.chapters:
-        if not (root / chapter.source).is_file():
-            if chapter in targets:
-                raise BuildError(f"{chapter.source}: listed in _quarto.yml but the file does not exist")
-            chapter.present = False
-            chapter.title = Path(chapter.source).stem.replace("-", " ")
-            print(f"[build] note: {chapter.source} does not exist yet; linked but not built", flush=True)
-            continue
-        nb = read_chapter(root, chapter)
-        chapter.title = chapter_title(nb, chapter)
-        notebooks[chapter.source] = nb
+        if (config.root / chapter.source).is_file():
+            notebooks[chapter.source] = nb = read_chapter(config.root, chapter)
+            chapter.title = chapter_title(nb, chapter)
+        elif chapter in targets:
+            raise BuildError(f"{chapter.source}: listed in _quarto.yml but the file does not exist")
+        else:
+            chapter.present, chapter.title = False, Path(chapter.source).stem.replace("-", " ")
+            say(f"note: {chapter.source} does not exist yet; linked but not built")
     config.number_chapters()
     return targets, notebooks
+
+
+def _reused(source: str, entry: dict) -> str:
+    decision = f"re-used: executed {entry.get('executed_at', '?')}, inputs unchanged"
+    say(f"{source}: {decision}")
+    return decision
 
 
 def _execute_or_reuse(nb, chapter: Chapter, options: list[dict], config: BookConfig, timeout: int,
@@ -764,33 +670,24 @@ def _execute_or_reuse(nb, chapter: Chapter, options: list[dict], config: BookCon
     entry that now holds the execution (None when none could be or was stored).
     """
     hit = None if fresh or always else cache.lookup(chapter.source, key.key)
-    if hit is not None:
-        try:
-            splice_outputs(nb, hit.notebook)
-        except ValueError:
-            hit = None
-    if hit is not None:
+    if hit is not None and splice_outputs(nb, hit.notebook):
         cache.touch(chapter.source, hit.entry)
-        decision = f"re-used: executed {hit.entry.get('executed_at', '?')}, inputs unchanged"
-        print(f"[build] {chapter.source}: {decision}", flush=True)
-        return decision, 0.0, hit.entry
+        return _reused(chapter.source, hit.entry), 0.0, hit.entry
     why = always or ("--fresh" if fresh else "; ".join(explain(cache.latest(chapter.source), key)))
-    print(f"[build] {chapter.source}: executing ({why}) ...", flush=True)
+    say(f"{chapter.source}: executing ({why}) ...")
     started = time.perf_counter()
     execute_chapter(nb, chapter, options, config, timeout)
-    seconds = time.perf_counter() - started
-    if always:
-        return f"executed: {why}", seconds, None  # no key vouches for it: nothing is kept
-    # The kernel read helpers/ and data/ from disk while it ran; an entry is written only
-    # if they are still what the key says, so an edit made meanwhile is never vouched for.
-    entry = None
-    if ProjectInputs.collect_files(config.root) == inputs.files:
+    seconds, entry = time.perf_counter() - started, None
+    # The kernel read the lessons' packages and data/ from disk while it ran; an entry is
+    # written only if they are still what the key says, so an edit made meanwhile is never
+    # vouched for. No key vouches for a server's replies: then nothing is kept.
+    if always is None and ProjectInputs.collect_files(config.root) != inputs.files:
+        say(f"note: files changed while {chapter.source} executed; its result is not cached")
+    elif always is None:
         try:
             entry = cache.store(chapter.source, key, _for_cache(nb), seconds)
         except OSError as error:  # a read-only checkout still builds, only slower next time
-            print(f"[build] note: could not cache {chapter.source}: {error}", flush=True)
-    else:
-        print(f"[build] note: files changed while {chapter.source} executed; its result is not cached", flush=True)
+            say(f"note: could not cache {chapter.source}: {error}")
     return f"executed: {why}", seconds, entry
 
 
@@ -836,85 +733,63 @@ NO_PDF = ("the PDF edition ({pdf}) is Quarto's Typst render of the book (format:
 def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None, timeout: int,
                          fresh: bool = False) -> int:
     started = time.perf_counter()
-    root = config.root
     targets, notebooks = _prepare_chapters(config, only)
-    cache = ExecutionCache(root)
-    pages = PageCache(root)
-    machinery = _machinery_digest()
+    cache, pages, machinery = ExecutionCache(config.root), PageCache(config.root), _machinery_digest()
     server = server_reason()  # replies from a server: execute every lesson, keep nothing
-    inputs = None
-    report = []
-    written: dict[str, str] = {}  # page -> HTML
-    exporter = None
+    inputs, report, written, exporter = None, [], {}, None
     for chapter in targets:
         nb = notebooks[chapter.source]
         options = cell_options(nb, chapter, config.execute_defaults)
-        key = entry = None
+        key = entry = page = None
+        seconds, decision = 0.0, "no code to execute"
         executes = config.execute_enabled and has_code(nb)
         if executes:
-            if inputs is None:
-                try:
-                    inputs = ProjectInputs.collect(root, config.kernel)
-                except KeyInputError as error:
-                    raise BuildError(f"{chapter.source}: {error}", EXIT_CHAPTER_FAILED) from None
+            try:
+                inputs = inputs or ProjectInputs.collect(config.root, config.kernel)
+            except KeyInputError as error:
+                raise BuildError(f"{chapter.source}: {error}", EXIT_CHAPTER_FAILED) from None
             key = LessonKey.compute(nb, inputs)
             entry = None if fresh or server else cache.entry(chapter.source, key.key)
         # An unchanged page of an unchanged execution is copied, not written again.
-        page_html = None
         if not fresh and (entry is not None or not executes):
-            page_html = pages.get(chapter.source, _page_key(config, chapter, entry, machinery))
-        if page_html is not None:
-            decision = (f"re-used: executed {entry.get('executed_at', '?')}, inputs unchanged"
-                        if executes else "no code to execute")
+            page = pages.get(chapter.source, _page_key(config, chapter, entry, machinery))
+        if page is not None and executes:
+            cache.touch(chapter.source, entry)
+            decision = _reused(chapter.source, entry)
+        elif page is None:
             if executes:
-                cache.touch(chapter.source, entry)
-                print(f"[build] {chapter.source}: {decision}", flush=True)
-            report.append((chapter, decision, 0.0))
-            written[chapter.page] = page_html
-            continue
-        seconds = 0.0
-        if executes:
-            decision, seconds, entry = _execute_or_reuse(nb, chapter, options, config, timeout, cache, key,
-                                                         inputs, fresh, always=server)
-        else:
-            decision = "no code to execute"
+                decision, seconds, entry = _execute_or_reuse(nb, chapter, options, config, timeout, cache, key,
+                                                             inputs, fresh, always=server)
+            exporter = exporter or make_exporter()
+            page = export_page(exporter, prepare_for_export(nb, chapter, options, config.chapters), chapter, config)
+            remote = find_remote_assets(page)
+            if remote:
+                raise BuildError(f"{chapter.page}: the page would load from the network: "
+                                 f"{', '.join(sorted(set(remote)))}", EXIT_CHAPTER_FAILED)
+            if entry is not None or not executes:
+                try:
+                    pages.put(chapter.source, _page_key(config, chapter, entry, machinery), page)
+                except OSError as error:
+                    say(f"note: could not cache the page {chapter.page}: {error}")
         report.append((chapter, decision, seconds))
-        if exporter is None:
-            exporter = make_exporter()
-        page_nb = prepare_for_export(nb, chapter, options, config.chapters)
-        page_html = export_page(exporter, page_nb, chapter, config)
-        remote = find_remote_assets(page_html)
-        if remote:
-            raise BuildError(f"{chapter.page}: the page would load from the network: {', '.join(sorted(set(remote)))}",
-                             EXIT_CHAPTER_FAILED)
-        written[chapter.page] = page_html
-        if entry is not None or not executes:
-            try:
-                pages.put(chapter.source, _page_key(config, chapter, entry, machinery), page_html)
-            except OSError as error:
-                print(f"[build] note: could not cache the page {chapter.page}: {error}", flush=True)
+        written[chapter.page] = page
 
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.building-", dir=output.parent))
     try:
-        for page, page_html in written.items():
-            target = staging / page
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(page_html, encoding="utf-8")
+        for name, page in written.items():
+            (staging / name).parent.mkdir(parents=True, exist_ok=True)
+            (staging / name).write_text(page, encoding="utf-8")
         _publish(staging, output, partial=only is not None)
     finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
-
-    print("[build] built without Quarto: nbclient executed the notebooks, nbconvert wrote the HTML", flush=True)
+        shutil.rmtree(staging, ignore_errors=True)
+    say("built without Quarto: nbclient executed the notebooks, nbconvert wrote the HTML")
     for chapter, decision, seconds in report:
-        timing = f"{seconds:7.1f} s" if decision.startswith("executed") else "        "
-        print(f"[build]   {chapter.page:<55} {timing}  {decision}", flush=True)
-    total = time.perf_counter() - started
-    print(f"[build] {len(targets)} page(s) written to {output} in {total:.1f} s", flush=True)
+        say(f"  {chapter.page:<55} {f'{seconds:7.1f} s' if decision.startswith('executed') else ' ' * 9}  {decision}")
+    say(f"{len(targets)} page(s) written to {output} in {time.perf_counter() - started:.1f} s")
     if config.pdf:
-        print(f"[build] no PDF: {NO_PDF.format(pdf=config.pdf)}", flush=True)
-    print("[build] engine: nbclient + nbconvert (Quarto was not found)", flush=True)
+        say(f"no PDF: {NO_PDF.format(pdf=config.pdf)}")
+    say("engine: nbclient + nbconvert (Quarto was not found)")
     return EXIT_OK
 
 
@@ -922,26 +797,22 @@ def main(argv: list[str] | None = None) -> int:
     from runtime.paths import PROJECT_ROOT
 
     parser = argparse.ArgumentParser(prog="python -m bookkit", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", help="output folder (default: project.output-dir of _quarto.yml, i.e. _book)")
-    parser.add_argument("--only", metavar="LESSON", help="build one chapter: its path, file name, stem or number (01)")
-    parser.add_argument("--project", type=Path, default=PROJECT_ROOT, help="project folder holding _quarto.yml")
-    parser.add_argument("--engine", choices=["auto", "quarto", "nbclient"], default="auto",
-                        help="auto: Quarto when one is found ($QUARTO, PATH, quarto-cli in this "
-                             "environment), otherwise nbclient + nbconvert")
-    parser.add_argument("--fresh", action="store_true",
-                        help="ignore earlier executions (the cache, or Quarto's _freeze/) and execute every lesson")
-    parser.add_argument("--install-quarto", action="store_true",
-                        help=f"when no Quarto is found, try once to pip-install {quarto_tools.QUARTO_CLI} "
-                             "into this virtual environment (make book does)")
-    parser.add_argument("--retry-quarto-install", action="store_true",
-                        help="forget an earlier failed quarto-cli install and try again")
-    parser.add_argument("--preview", action="store_true",
-                        help="run `quarto preview --render html` (needs Quarto), restarted when helpers/, runtime/ or data/ change")
-    parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds allowed per cell")
-    parser.add_argument("quarto_args", nargs="*", metavar="-- QUARTO-ARGUMENT",
-                        help="after --: more arguments for quarto render or preview (e.g. -- --no-browser --port 4200)")
+    option = parser.add_argument
+    option("--output", help="output folder (default: project.output-dir of _quarto.yml, i.e. _book)")
+    option("--only", metavar="LESSON", help="build one chapter: its path, file name, stem or number (01)")
+    option("--project", type=Path, default=PROJECT_ROOT, help="project folder holding _quarto.yml")
+    option("--engine", choices=["auto", "quarto", "nbclient"], default="auto",
+           help="auto: Quarto when one is found ($QUARTO, PATH, quarto-cli here), else nbclient + nbconvert")
+    option("--fresh", action="store_true", help="ignore earlier executions (the cache, or _freeze/)")
+    option("--install-quarto", action="store_true",
+           help=f"without Quarto, try once to pip-install {quarto_tools.QUARTO_CLI} here (make book does)")
+    option("--retry-quarto-install", action="store_true", help="forget a failed quarto-cli install; try again")
+    option("--preview", action="store_true",
+           help="quarto preview --render html, restarted when helpers/, runtime/ or data/ change")
+    option("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds allowed per cell")
+    option("quarto_args", nargs="*", metavar="-- QUARTO-ARGUMENT",
+           help="after --: more arguments for quarto render or preview (e.g. -- --no-browser --port 4200)")
     args = parser.parse_args(argv)
-
     root = args.project.resolve()
     try:
         config = load_book_config(root)
@@ -962,10 +833,8 @@ def main(argv: list[str] | None = None) -> int:
                               extra=args.quarto_args)
         if args.quarto_args:
             raise BuildError(f"arguments for Quarto ({' '.join(args.quarto_args)}) but no Quarto is used")
-        print("[build] Quarto not found: executing with nbclient and writing HTML with nbconvert", flush=True)
-        output = Path(args.output or config.output_dir)
-        if not output.is_absolute():
-            output = root / output
+        say("Quarto not found: executing with nbclient and writing HTML with nbconvert")
+        output = root / (args.output or config.output_dir)  # an absolute --output stays as it is
         return build_without_quarto(config, output, only, args.timeout, fresh=args.fresh)
     except BuildError as error:
         print(f"[build] FAILED: {error}", file=sys.stderr, flush=True)

@@ -61,9 +61,10 @@ ENV_PREFIX = "RIVERTON_"
 CACHE_DIR_NAME = ".book-cache"
 #: Executed notebooks kept per lesson: the newest few, so that undoing an edit is free.
 KEEP_PER_LESSON = 3
+#: The packages a lesson imports, whose files are in every lesson's key.
+LESSON_PACKAGES = ("helpers", "runtime")
 
 _IGNORED_PARTS = {"__pycache__", ".ipynb_checkpoints"}
-_IGNORED_SUFFIXES = {".pyc", ".pyo"}
 _INLINE_CODE = re.compile(r"`\{python3?\}")
 
 
@@ -87,35 +88,27 @@ def files_under(folder: Path) -> list[Path]:
     """Every file under ``folder`` that the key covers (``__pycache__`` and compiled files aside)."""
     if not folder.is_dir():
         return []
-    return [
-        path for path in sorted(folder.rglob("*"))
-        if not any(part in _IGNORED_PARTS for part in path.relative_to(folder).parts)
-        and path.suffix not in _IGNORED_SUFFIXES and path.is_file()
-    ]
+    return [path for path in sorted(folder.rglob("*"))
+            if not _IGNORED_PARTS.intersection(path.relative_to(folder).parts)
+            and path.suffix not in {".pyc", ".pyo"} and path.is_file()]
 
 
-def file_digests(root: Path, folder: Path, label: str) -> dict[str, str]:
+def file_digests(folder: Path, label: str) -> dict[str, str]:
     """SHA-256 of every file under ``folder``, by ``label/relative/path``."""
     return {f"{label}/{path.relative_to(folder).as_posix()}": _sha256(path.read_bytes())
             for path in files_under(folder)}
 
 
-#: The packages a lesson imports, whose files are in every lesson's key.
-LESSON_PACKAGES = ("helpers", "runtime")
+def package_folder(root: Path, name: str) -> Path:
+    """The package ``name`` a lesson of ``root`` imports: the project's own, else the installed one."""
+    own = Path(root) / name
+    return own if own.is_dir() else Path(importlib.import_module(name).__file__).resolve().parent
 
 
-def package_folder(root: Path, name: str = "helpers") -> Path:
-    """The package ``name`` a lesson of ``root`` imports: the project's own, else the
-    installed one."""
-    own = root / name
-    if own.is_dir():
-        return own
-    return Path(importlib.import_module(name).__file__).resolve().parent
-
-
-def helpers_folder(root: Path) -> Path:
-    """The `helpers` package a lesson of ``root`` imports."""
-    return package_folder(root, "helpers")
+def lesson_package_folders(root: Path) -> dict[str, Path]:
+    """The folder of each of :data:`LESSON_PACKAGES` that a lesson of ``root`` can import."""
+    return {name: package_folder(root, name) for name in LESSON_PACKAGES
+            if (Path(root) / name).is_dir() or importlib.util.find_spec(name) is not None}
 
 
 #: ``RIVERTON_*`` variables that change only what a person sees while cells run, never an
@@ -124,7 +117,6 @@ def helpers_folder(root: Path) -> Path:
 #: out of the key keeps `make book` and a plain `quarto render` from executing each
 #: other's lessons again. See :mod:`runtime.progress`.
 DISPLAY_ONLY_VARIABLES = frozenset({BUILD_ENV, SWITCH_ENV})
-
 
 #: ``RIVERTON_*`` variables that name a folder whose files a lesson reads: lesson 4 reads
 #: students' reviews from ``$RIVERTON_REVIEWS_DIR`` (``runtime.reviews.reviews_dir``, explained
@@ -138,38 +130,20 @@ INPUT_FOLDER_VARIABLES = ("RIVERTON_REVIEWS_DIR",)
 def input_folders(root: Path, environ=None) -> dict[str, Path]:
     """The folders named by :data:`INPUT_FOLDER_VARIABLES` that lie outside ``root/data``."""
     environ = os.environ if environ is None else environ
-    root = Path(root)
-    data = (root / "data").resolve()
+    data = (Path(root) / "data").resolve()
     found = {}
     for name in INPUT_FOLDER_VARIABLES:
-        value = environ.get(name)
-        if not value:
-            continue
-        folder = Path(value)
-        folder = (folder if folder.is_absolute() else root / folder).resolve()
-        if folder != data and data not in folder.parents:
-            found[name] = folder
+        if environ.get(name):
+            folder = (Path(root) / environ[name]).resolve()  # an absolute value stays as it is
+            if folder != data and data not in folder.parents:
+                found[name] = folder
     return found
 
 
 #: What a lesson's replies come from when a reader server is configured (see
-#: :func:`server_reason`); the names match :mod:`runtime.server` and
-#: :mod:`runtime.readers`.
+#: :func:`server_reason`); the names match :mod:`runtime.server` and :mod:`runtime.readers`.
 SERVER_URL_VARIABLE = "RIVERTON_READER_URL"
 READER_MODE_VARIABLE = "RIVERTON_READER_MODE"
-
-
-def _shown_url(url: str) -> str:
-    """A URL as messages print it: without a user name or password in it."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
 def server_reason(environ=None) -> str | None:
@@ -178,34 +152,25 @@ def server_reason(environ=None) -> str | None:
     A server answers behind a URL; its engine, version or weights can change without
     anything on this machine changing, so no key can vouch for its replies. Every lesson
     with code therefore executes while ``RIVERTON_READER_URL`` is set or
-    ``RIVERTON_READER_MODE`` is ``server``: any of them may ask the reader (a lesson, or a
-    helper it calls, chooses its mode itself), and the cost of a needless execution is
-    time, where the cost of a wrong re-use would be a stale page.
+    ``RIVERTON_READER_MODE`` is ``server``: any of them may ask the reader, and the cost
+    of a needless execution is time, where the cost of a wrong re-use would be a stale
+    page. The URL is printed without a user name or password.
     """
     environ = os.environ if environ is None else environ
     url = (environ.get(SERVER_URL_VARIABLE) or "").strip()
     if url:
-        return f"replies come from the server at {_shown_url(url)}"
+        return "replies come from the server at " + re.sub(r"^([\w+.-]+://)[^/@]*@", r"\1", url)
     if (environ.get(READER_MODE_VARIABLE) or "").strip().lower() == "server":
         return f"replies come from a reader server ({READER_MODE_VARIABLE}=server)"
     return None
 
 
 def environment_digests(environ=None) -> dict[str, str]:
-    """A hash of the value of every ``RIVERTON_*`` environment variable, by name.
-
-    The display-only variables (:data:`DISPLAY_ONLY_VARIABLES`) are left out.
-    """
+    """A hash of the value of every ``RIVERTON_*`` environment variable, by name
+    (:data:`DISPLAY_ONLY_VARIABLES` aside)."""
     environ = os.environ if environ is None else environ
-    return {
-        name: _sha256(value.encode("utf-8"))[:16]
-        for name, value in sorted(environ.items())
-        if name.startswith(ENV_PREFIX) and name not in DISPLAY_ONLY_VARIABLES
-    }
-
-
-def _normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return {name: _sha256(value.encode("utf-8"))[:16] for name, value in sorted(environ.items())
+            if name.startswith(ENV_PREFIX) and name not in DISPLAY_ONLY_VARIABLES}
 
 
 def installed_distributions() -> dict[str, str]:
@@ -219,35 +184,25 @@ def installed_distributions() -> dict[str, str]:
             name, version = folder.name[: -len(".dist-info")].split("-", 1)
         else:
             name, version = (dist.metadata["Name"] if dist.metadata else None), dist.version
-        if name:
-            found.setdefault(_normalise(name), version)  # first on sys.path wins, as for imports
+        if name:  # the first on sys.path wins, as for imports
+            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), version)
     return dict(sorted(found.items()))
 
 
-def _reader_registry():
-    """The module `runtime.registry`, or None in a project without readers."""
-    try:
-        return importlib.import_module("runtime.registry")
-    except ImportError:
-        return None
-
-
 def reader_weights_present() -> dict[str, bool]:
-    """Whether the weights of every registered reader are on this machine."""
-    registry = _reader_registry()
-    if registry is None:
+    """Whether the weights of every registered reader are on this machine (``auto`` mode
+    runs a reader live when they are); empty in a project without readers."""
+    try:
+        registry = importlib.import_module("runtime.registry")
+    except ImportError:
         return {}
     return {key: bool(registry.weights_available(spec)) for key, spec in sorted(registry.REGISTRY.items())}
 
 
 def facts_of_this_python() -> dict:
     """The facts of the running Python that go into the key (see :func:`kernel_facts`)."""
-    return {
-        "packages": installed_distributions(),
-        "weights": reader_weights_present(),
-        "python": platform.python_version(),
-        "implementation": sys.implementation.name,
-    }
+    return {"packages": installed_distributions(), "weights": reader_weights_present(),
+            "python": platform.python_version(), "implementation": sys.implementation.name}
 
 
 class KeyInputError(RuntimeError):
@@ -264,32 +219,25 @@ def kernel_python(kernel: str) -> str:
     try:
         from jupyter_core.paths import jupyter_path
     except ImportError:
-        raise KeyInputError(
-            f"{sys.executable} cannot import jupyter_core, so it cannot run the lessons' "
-            f"kernel {kernel!r}; run the build (or Quarto, through QUARTO_PYTHON) with the "
-            "project's Python, e.g. .venv/bin/python"
-        ) from None
-    argv = None
+        raise KeyInputError(f"{sys.executable} cannot import jupyter_core, so it cannot run the lessons' "
+                            "kernel; run the build (or Quarto, through QUARTO_PYTHON) with the "
+                            "project's Python, e.g. .venv/bin/python") from None
     for folder in jupyter_path("kernels"):
         spec = Path(folder) / kernel.lower() / "kernel.json"
         if spec.is_file():
             try:
-                argv = json.loads(spec.read_text(encoding="utf-8")).get("argv") or []
+                argv = json.loads(spec.read_text(encoding="utf-8")).get("argv") or [sys.executable]
             except ValueError as error:
                 raise KeyInputError(f"{spec}: not valid JSON: {error}") from None
-            break
-    if argv is None:
-        if kernel.lower() in {"python3", "python"} and importlib.util.find_spec("ipykernel"):
-            return sys.executable  # ipykernel's built-in kernel runs this Python
-        raise KeyInputError(f"no Jupyter kernel named {kernel!r} is installed for {sys.executable}")
-    first = argv[0] if argv else sys.executable
-    # jupyter_client launches a spec whose command is plain "python" with its own interpreter.
-    if first in {"python", f"python{sys.version_info[0]}", "python%d.%d" % sys.version_info[:2]}:
-        return sys.executable
-    return first
+            # jupyter_client launches a spec whose command is plain "python" with its own interpreter.
+            plain = {"python", f"python{sys.version_info[0]}", "python%d.%d" % sys.version_info[:2]}
+            return sys.executable if argv[0] in plain else argv[0]
+    if kernel.lower() in {"python3", "python"} and importlib.util.find_spec("ipykernel"):
+        return sys.executable  # ipykernel's built-in kernel runs this Python
+    raise KeyInputError(f"no Jupyter kernel named {kernel!r} is installed for {sys.executable}")
 
 
-# The project first, so that its helpers are the ones examined; then the folder that holds
+# The project first, so that its packages are the ones examined; then the folder that holds
 # this machinery, which a project need not carry.
 _FACTS_SCRIPT = """
 import json, sys
@@ -303,14 +251,15 @@ print(json.dumps(facts_of_this_python()))
 def kernel_facts(root: Path, kernel: str) -> dict:
     """Packages, reader weights and Python version as the lessons' kernel sees them.
 
-    Computed in this process when the kernel runs this Python and imports this project's
-    helpers (the usual case); otherwise asked of the kernel's interpreter, in the project.
+    Computed in this process when the kernel runs this Python and this process imports
+    the project's own packages (the usual case); otherwise asked of the kernel's
+    interpreter, in the project.
     """
     interpreter = kernel_python(kernel)
-    import helpers
-
-    same_helpers = Path(helpers.__file__).resolve().parent == helpers_folder(root).resolve()
-    if os.path.abspath(interpreter) == os.path.abspath(sys.executable) and same_helpers:
+    same = all(importlib.util.find_spec(name) is not None
+               and Path(importlib.import_module(name).__file__).resolve().parent == folder.resolve()
+               for name, folder in lesson_package_folders(root).items())
+    if os.path.abspath(interpreter) == os.path.abspath(sys.executable) and same:
         return facts_of_this_python()
     try:
         machinery = str(Path(__file__).resolve().parent.parent)
@@ -320,7 +269,7 @@ def kernel_facts(root: Path, kernel: str) -> dict:
         raise KeyInputError(f"could not run the kernel's Python {interpreter}: {error}") from None
     if result.returncode != 0:
         raise KeyInputError(f"could not read the packages of the kernel's Python {interpreter}: "
-                           f"{result.stderr.strip()[-2000:]}")
+                            f"{result.stderr.strip()[-2000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -336,44 +285,30 @@ class ProjectInputs:
 
     @staticmethod
     def collect_files(root: Path, environ=None) -> dict[str, str]:
-        """Digests of the lessons' packages, the data and `_quarto.yml` (the files an
-        author edits).
-
-        Files of a folder named by an :data:`INPUT_FOLDER_VARIABLES` variable outside
-        `data/` are included as ``$NAME/relative/path`` (``environ``: the kernel's
-        environment, default this process's).
-        """
+        """Digests of the lessons' packages, the data and `_quarto.yml` (the files an author
+        edits), and of the files of a folder named by an :data:`INPUT_FOLDER_VARIABLES`
+        variable outside `data/`, as ``$NAME/relative/path`` (``environ``: the kernel's
+        environment, default this process's)."""
         root = Path(root)
         files = {}
-        for name in LESSON_PACKAGES:
-            if (root / name).is_dir() or importlib.util.find_spec(name) is not None:
-                files.update(file_digests(root, package_folder(root, name), name))
-        files.update(file_digests(root, root / "data", "data"))
-        for name, folder in input_folders(root, environ).items():
-            files.update(file_digests(root, folder, f"${name}"))
-        quarto_yml = root / "_quarto.yml"
-        if quarto_yml.is_file():
-            files["_quarto.yml"] = _sha256(quarto_yml.read_bytes())
+        folders = {**lesson_package_folders(root), "data": root / "data",
+                   **{f"${name}": folder for name, folder in input_folders(root, environ).items()}}
+        for label, folder in folders.items():
+            files.update(file_digests(folder, label))
+        if (root / "_quarto.yml").is_file():
+            files["_quarto.yml"] = _sha256((root / "_quarto.yml").read_bytes())
         return files
 
     @classmethod
     def collect(cls, root: Path, kernel: str = "python3", environ=None) -> "ProjectInputs":
-        """Every project-wide component, as the kernel ``kernel`` would see it.
-
-        ``environ`` is the environment the kernel is started with (default: this
-        process's). Raises :class:`KeyInputError` when the kernel or its Python cannot be
-        examined.
-        """
-        root = Path(root)
-        files = cls.collect_files(root, environ)
-        facts = kernel_facts(root, kernel)
-        return cls(
-            files=files,
-            packages=facts["packages"],
-            environment=environment_digests(environ),
-            weights=facts["weights"],
-            runtime={"kernel": kernel, "python": facts["python"], "implementation": facts["implementation"]},
-        )
+        """Every project-wide component, as the kernel ``kernel`` started with ``environ``
+        (default: this process's environment) would see it. Raises :class:`KeyInputError`
+        when the kernel or its Python cannot be examined."""
+        facts = kernel_facts(Path(root), kernel)
+        return cls(files=cls.collect_files(root, environ), packages=facts["packages"],
+                   environment=environment_digests(environ), weights=facts["weights"],
+                   runtime={"kernel": kernel, "python": facts["python"],
+                            "implementation": facts["implementation"]})
 
 
 # --------------------------------------------------------------------------- the key
@@ -391,15 +326,13 @@ def lesson_cells(nb) -> tuple[dict, list[int]]:
     digests, numbers = [], []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
-            tags = sorted(cell.get("metadata", {}).get("tags", []))
-            digests.append(_sha256(_canonical(["code", cell.source, tags])))
+            digests.append(_sha256(_canonical(["code", cell.source, sorted(cell.get("metadata", {}).get("tags", []))])))
         elif cell.cell_type == "markdown" and _INLINE_CODE.search(cell.source):
             digests.append(_sha256(_canonical(["markdown", cell.source])))
         else:
             continue
         numbers.append(index + 1 + offset)
-    front = _sha256(_canonical(nb.metadata.get("book_front_matter", {})))
-    return {"front_matter": front, "cells": digests}, numbers
+    return {"front_matter": _sha256(_canonical(nb.metadata.get("book_front_matter", {}))), "cells": digests}, numbers
 
 
 def has_code(nb) -> bool:
@@ -417,15 +350,9 @@ class LessonKey:
     @classmethod
     def compute(cls, nb, inputs: ProjectInputs) -> "LessonKey":
         cells, numbers = lesson_cells(nb)
-        components = {
-            "version": KEY_VERSION,
-            "lesson": cells,
-            "files": inputs.files,
-            "packages": inputs.packages,
-            "environment": inputs.environment,
-            "weights": inputs.weights,
-            "runtime": inputs.runtime,
-        }
+        components = {"version": KEY_VERSION, "lesson": cells, "files": inputs.files,
+                      "packages": inputs.packages, "environment": inputs.environment,
+                      "weights": inputs.weights, "runtime": inputs.runtime}
         return cls(_sha256(_canonical(components)), components, numbers)
 
     def record(self) -> dict:
@@ -433,9 +360,23 @@ class LessonKey:
 
 
 def _listing(items: list[str], limit: int = 3) -> str:
-    if len(items) <= limit:
-        return ", ".join(items)
-    return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
+def _differences(before: dict, after: dict, changed: str, added: str, removed: str) -> list[str]:
+    """One phrase per name whose value differs between two mappings, in the order of the
+    names; each template gets ``name``, ``old`` and ``new``."""
+    phrases = []
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name), after.get(name)
+        if name not in before:
+            phrases.append(added.format(name=name, old=old, new=new))
+        elif name not in after:
+            phrases.append(removed.format(name=name, old=old, new=new))
+        elif old != new:
+            phrases.append(changed.format(name=name, old=old, new=new))
+    return phrases
 
 
 def explain(old: dict | None, new: LessonKey) -> list[str]:
@@ -445,66 +386,35 @@ def explain(old: dict | None, new: LessonKey) -> list[str]:
     before, after = old["components"], new.components
     if before.get("version") != after["version"]:
         return ["the cache format changed"]
-    reasons: list[str] = []
-
-    runtime_b, runtime_a = before.get("runtime", {}), after["runtime"]
-    for name, what in (("kernel", "kernel"), ("python", "Python version"), ("implementation", "Python implementation")):
-        if runtime_b.get(name) != runtime_a.get(name):
-            reasons.append(f"{what} changed ({runtime_b.get(name)} -> {runtime_a.get(name)})")
-
-    lesson_b, lesson_a = before.get("lesson", {}), after["lesson"]
-    if lesson_b.get("front_matter") != lesson_a["front_matter"]:
+    runtime = before.get("runtime", {})
+    reasons = [f"{what} changed ({runtime.get(name)} -> {after['runtime'].get(name)})"
+               for name, what in (("kernel", "kernel"), ("python", "Python version"),
+                                  ("implementation", "Python implementation"))
+               if runtime.get(name) != after["runtime"].get(name)]
+    lesson = before.get("lesson", {})
+    if lesson.get("front_matter") != after["lesson"]["front_matter"]:
         reasons.append("front matter changed")
-    cells_b, cells_a = lesson_b.get("cells", []), lesson_a["cells"]
-    if cells_b != cells_a:
-        if len(cells_b) == len(cells_a):
-            changed = [str(n) for n, x, y in zip(new.cell_numbers, cells_b, cells_a) if x != y]
-            word = "cell" if len(changed) == 1 else "cells"
-            reasons.append(f"code changed in {word} {_listing(changed, 5)}")
-        else:
-            reasons.append(f"code cells added or removed ({len(cells_b)} -> {len(cells_a)} code cells)")
-
+    cells_b, cells_a = lesson.get("cells", []), after["lesson"]["cells"]
+    if len(cells_b) != len(cells_a):
+        reasons.append(f"code cells added or removed ({len(cells_b)} -> {len(cells_a)} code cells)")
+    elif cells_b != cells_a:
+        changed = [str(n) for n, x, y in zip(new.cell_numbers, cells_b, cells_a) if x != y]
+        reasons.append(f"code changed in {'cells' if len(changed) > 1 else 'cell'} {_listing(changed, 5)}")
     files_b, files_a = before.get("files", {}), after["files"]
-    changed = [p for p in sorted(set(files_b) & set(files_a)) if files_b[p] != files_a[p]]
-    if changed:
-        reasons.append(f"{_listing(changed)} changed")
-    added = sorted(set(files_a) - set(files_b))
-    if added:
-        reasons.append(f"{_listing(added)} added")
-    removed = sorted(set(files_b) - set(files_a))
-    if removed:
-        reasons.append(f"{_listing(removed)} removed")
-
-    packages_b, packages_a = before.get("packages", {}), after["packages"]
-    if packages_b != packages_a:
-        details = []
-        for name in sorted(set(packages_b) | set(packages_a)):
-            old_v, new_v = packages_b.get(name), packages_a.get(name)
-            if old_v == new_v:
-                continue
-            if old_v is None:
-                details.append(f"{name} {new_v} installed")
-            elif new_v is None:
-                details.append(f"{name} {old_v} removed")
-            else:
-                details.append(f"{name} {old_v} -> {new_v}")
-        reasons.append(f"package versions changed ({_listing(details)})")
-
-    env_b, env_a = before.get("environment", {}), after["environment"]
-    for name in sorted(set(env_b) | set(env_a)):
-        if name not in env_b:
-            reasons.append(f"{name} set")
-        elif name not in env_a:
-            reasons.append(f"{name} unset")
-        elif env_b[name] != env_a[name]:
-            reasons.append(f"{name} changed")
-
+    for kind, names in (("changed", [n for n in sorted(set(files_b) & set(files_a)) if files_b[n] != files_a[n]]),
+                        ("added", sorted(set(files_a) - set(files_b))),
+                        ("removed", sorted(set(files_b) - set(files_a)))):
+        if names:
+            reasons.append(f"{_listing(names)} {kind}")
+    packages = _differences(before.get("packages", {}), after["packages"], "{name} {old} -> {new}",
+                            "{name} {new} installed", "{name} {old} removed")
+    if packages:
+        reasons.append(f"package versions changed ({_listing(packages)})")
+    reasons += _differences(before.get("environment", {}), after["environment"], "{name} changed",
+                            "{name} set", "{name} unset")
     weights_b, weights_a = before.get("weights", {}), after["weights"]
-    for name in sorted(set(weights_b) | set(weights_a)):
-        if weights_b.get(name) != weights_a.get(name):
-            state = "now present" if weights_a.get(name) else "no longer present"
-            reasons.append(f"weights of reader {name} {state}")
-
+    reasons += [f"weights of reader {name} {'now present' if weights_a.get(name) else 'no longer present'}"
+                for name in sorted(set(weights_b) | set(weights_a)) if weights_b.get(name) != weights_a.get(name)]
     return reasons or ["inputs changed"]
 
 
@@ -528,7 +438,6 @@ def chapter_slug(source: str) -> str:
 class CachedExecution:
     entry: dict
     notebook: object  # nbformat.NotebookNode
-    folder: Path
 
 
 class ExecutionCache:
@@ -546,17 +455,12 @@ class ExecutionCache:
         return self.folder / chapter_slug(source)
 
     def _entries(self, source: str) -> list[tuple[dict, Path]]:
+        """Every entry of ``source`` with its folder, the one used most recently first."""
         folder = self.lesson_folder(source)
-        found = []
-        if folder.is_dir():
-            for child in folder.iterdir():
-                if child.name.startswith("."):
-                    continue
-                entry = read_json(child / "entry.json")
-                if isinstance(entry, dict) and "key" in entry:
-                    found.append((entry, child))
-        found.sort(key=lambda item: item[0].get("used_at") or item[0].get("executed_at", ""), reverse=True)
-        return found
+        children = [child for child in folder.iterdir() if not child.name.startswith(".")] if folder.is_dir() else []
+        found = [(read_json(child / "entry.json"), child) for child in children]
+        found = [(entry, child) for entry, child in found if isinstance(entry, dict) and "key" in entry]
+        return sorted(found, key=lambda item: item[0].get("used_at") or item[0].get("executed_at", ""), reverse=True)
 
     def touch(self, source: str, entry: dict) -> None:
         """Note that ``entry`` was just used: it becomes the latest, and the last to be pruned."""
@@ -583,15 +487,12 @@ class ExecutionCache:
         """The entry whose key is ``key``, or None; an unreadable entry counts as absent."""
         import nbformat
 
-        folder = self.lesson_folder(source) / key[:32]
-        entry = read_json(folder / "entry.json")
-        if not isinstance(entry, dict) or entry.get("key") != key:
-            return None
+        entry = self.entry(source, key)
         try:
-            notebook = nbformat.read(folder / "executed.ipynb", as_version=4)
-        except Exception:  # noqa: BLE001 - a damaged entry is a miss
+            notebook = nbformat.read(self.lesson_folder(source) / key[:32] / "executed.ipynb", as_version=4)
+        except Exception:  # noqa: BLE001 - a damaged or missing entry is a miss
             return None
-        return CachedExecution(entry, notebook, folder)
+        return CachedExecution(entry, notebook) if entry else None
 
     def store(self, source: str, key: LessonKey, notebook, seconds: float) -> dict:
         """Save a successful execution atomically; keep the newest few entries; return its record."""
@@ -611,8 +512,7 @@ class ExecutionCache:
                 shutil.rmtree(old, ignore_errors=True)
             staging.rename(final)
         finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
+            shutil.rmtree(staging, ignore_errors=True)
         for _entry, folder in self._entries(source)[KEEP_PER_LESSON:]:
             shutil.rmtree(folder, ignore_errors=True)
         return entry
@@ -631,16 +531,15 @@ class PageCache:
 
     def get(self, source: str, key: str) -> str | None:
         record = read_json(self.folder / f"{chapter_slug(source)}.json")
-        if not isinstance(record, dict) or record.get("key") != key:
-            return None
         try:
             page = (self.folder / f"{chapter_slug(source)}.html").read_text(encoding="utf-8")
         except OSError:
             return None
-        return page if hashlib.sha256(page.encode("utf-8")).hexdigest() == record.get("sha256") else None
+        valid = isinstance(record, dict) and record.get("key") == key
+        return page if valid and _sha256(page.encode("utf-8")) == record.get("sha256") else None
 
     def put(self, source: str, key: str, page: str) -> None:
         """Keep ``page`` under ``key``; on an error nothing is left half-written or behind."""
         write_text_atomic(self.folder / f"{chapter_slug(source)}.html", page)
         write_json_atomic(self.folder / f"{chapter_slug(source)}.json",
-                          {"key": key, "sha256": hashlib.sha256(page.encode("utf-8")).hexdigest()})
+                          {"key": key, "sha256": _sha256(page.encode("utf-8"))})

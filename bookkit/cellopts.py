@@ -6,16 +6,10 @@ options itself, so lessons are written once for both paths.
 
 from __future__ import annotations
 
+import html
 import re
 
 import yaml
-
-__all__ = [
-    "CellOptionError",
-    "parse_cell_options",
-    "split_front_matter",
-    "quarto_markdown_to_commonmark",
-]
 
 _OPTION_LINE = re.compile(r"^#\|\s?(.*)$")
 _FENCED_DIV_OPEN = re.compile(r"^(:{3,})\s*(\{[^}]*\}|[\w-]+)\s*$")
@@ -24,14 +18,6 @@ _HEADING_ATTRS = re.compile(r"^(#{1,6}\s+.*?)\s+\{([^}]*)\}\s*$")
 _SOLUTION_OPEN = '<details class="solution">'
 _SUMMARY = re.compile(r"^<summary>(.*)</summary>$")
 _CROSSREF = re.compile(r"(?<![\w@/\[])@((?:tbl|fig|sec|lst|eq)-[\w-]*\w)")
-
-_CALLOUT_TITLES = {
-    "note": "Note",
-    "tip": "Tip",
-    "warning": "Warning",
-    "important": "Important",
-    "caution": "Caution",
-}
 
 
 class CellOptionError(ValueError):
@@ -47,19 +33,16 @@ def parse_cell_options(source: str) -> tuple[dict, str]:
     lines = source.splitlines()
     option_lines = []
     for line in lines:
-        match = _OPTION_LINE.match(line)
-        if match is None:
+        if not (match := _OPTION_LINE.match(line)):
             break
         option_lines.append(match.group(1))
     if not option_lines:
         return {}, source
     text = "\n".join(option_lines)
     try:
-        options = yaml.safe_load(text)
+        options = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:
         raise CellOptionError(f"cell options are not valid YAML: {error}") from None
-    if options is None:
-        options = {}
     if not isinstance(options, dict):
         raise CellOptionError(f"cell options must be `key: value` lines, got {text!r}")
     code = "\n".join(lines[len(option_lines) :])
@@ -80,13 +63,9 @@ def split_front_matter(text: str) -> tuple[dict, str]:
 def _parse_attributes(spec: str) -> tuple[str | None, list[str], dict[str, str]]:
     """Parse a Pandoc attribute block like `{#id .class key="value"}`."""
     spec = spec.strip()
-    if spec.startswith("{") and spec.endswith("}"):
-        spec = spec[1:-1]
-    else:  # `::: note` shorthand: a bare class name
+    if not (spec.startswith("{") and spec.endswith("}")):  # `::: note` shorthand: a bare class name
         return None, [spec], {}
-    ident = None
-    classes: list[str] = []
-    attrs: dict[str, str] = {}
+    ident, classes, attrs = None, [], {}
     for match in re.finditer(r'(#[\w:.-]+)|(\.[\w-]+)|([\w-]+)=("[^"]*"|\'[^\']*\'|\S+)', spec):
         if match.group(1):
             ident = match.group(1)[1:]
@@ -97,15 +76,8 @@ def _parse_attributes(spec: str) -> tuple[str | None, list[str], dict[str, str]]
     return ident, classes, attrs
 
 
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
-
-
-def quarto_markdown_to_commonmark(
-    text: str,
-    crossrefs: dict[str, str] | None = None,
-    link_targets: dict[str, str] | None = None,
-) -> str:
+def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = None,
+                                  link_targets: dict[str, str] | None = None) -> str:
     """Rewrite the Quarto extensions a lesson uses into markdown any renderer shows.
 
     - fenced divs (`::: {.callout-note title="..."}` ... `:::`) become HTML divs with the
@@ -124,26 +96,20 @@ def quarto_markdown_to_commonmark(
     - links to chapter sources are replaced by `link_targets` (source -> page).
     """
     crossrefs = crossrefs or {}
-    link_targets = link_targets or {}
     out: list[str] = []
     closers: list[str] = []  # the closing tag of each open fenced div, innermost last
-    in_code = False
-    after_solution_open = False
+    in_code = after_solution_open = False
     for line in text.splitlines():
         stripped = line.strip()
-        if stripped.startswith("```") or stripped.startswith("~~~"):
-            in_code = not in_code
+        if stripped.startswith(("```", "~~~")) or in_code:
+            in_code ^= stripped.startswith(("```", "~~~"))
             out.append(line)
             continue
-        if in_code:
-            out.append(line)
+        summary = _SUMMARY.match(stripped) if after_solution_open else None
+        after_solution_open = False
+        if summary:
+            out.append(f'<summary class="callout-title">{summary.group(1)}</summary>')
             continue
-        if after_solution_open:
-            after_solution_open = False
-            summary = _SUMMARY.match(stripped)
-            if summary:
-                out.append(f'<summary class="callout-title">{summary.group(1)}</summary>')
-                continue
         if stripped == _SOLUTION_OPEN:
             out.append('<details class="book-div callout-tip callout solution">')
             after_solution_open = True
@@ -153,17 +119,16 @@ def quarto_markdown_to_commonmark(
             ident, classes, attrs = _parse_attributes(opening.group(2))
             css = " ".join(["book-div", *classes])
             callout = next((c for c in classes if c.startswith("callout")), None)
-            id_attr = f' id="{_escape(ident)}"' if ident else ""
+            id_attr = f' id="{html.escape(ident)}"' if ident else ""
             collapse = attrs.get("collapse", "").lower() if callout else ""
             tag = "details" if collapse in {"true", "false"} else "div"
             open_attr = " open" if collapse == "false" else ""
-            out.append("")
-            out.append(f'<{tag} class="{_escape(css)}{" callout" if callout else ""}"{id_attr}{open_attr}>')
+            out += ["", f'<{tag} class="{html.escape(css)}{" callout" if callout else ""}"{id_attr}{open_attr}>']
             if callout:
                 kind = callout.split("-", 1)[1] if "-" in callout else "note"
-                title = attrs.get("title") or _CALLOUT_TITLES.get(kind, kind.title())
+                title = attrs.get("title") or kind.title()  # Quarto's default: "Note", "Tip", ...
                 title_tag = "summary" if tag == "details" else "div"
-                out.append(f'<{title_tag} class="callout-title">{_escape(title)}</{title_tag}>')
+                out.append(f'<{title_tag} class="callout-title">{html.escape(title)}</{title_tag}>')
             out.append("")
             closers.append(f"</{tag}>")
             continue
@@ -172,20 +137,13 @@ def quarto_markdown_to_commonmark(
             continue
         heading = _HEADING_ATTRS.match(line)
         if heading:
-            ident, _classes, _attrs = _parse_attributes("{" + heading.group(2) + "}")
+            ident = _parse_attributes("{" + heading.group(2) + "}")[0]
             line = heading.group(1)
             if ident:
-                out.extend([f'<a id="{_escape(ident)}" class="book-anchor"></a>', ""])
-        line = _CROSSREF.sub(
-            lambda m: f"[{crossrefs[m.group(1)]}](#{m.group(1)})" if m.group(1) in crossrefs else m.group(0),
-            line,
-        )
-        if link_targets:
-            line = re.sub(
-                r"\]\(([^)\s#]+)(#[^)\s]*)?\)",
-                lambda m: f"]({link_targets.get(m.group(1), m.group(1))}{m.group(2) or ''})",
-                line,
-            )
+                out += [f'<a id="{html.escape(ident)}" class="book-anchor"></a>', ""]
+        line = _CROSSREF.sub(lambda m: f"[{crossrefs[m[1]]}](#{m[1]})" if m[1] in crossrefs else m[0], line)
+        line = re.sub(r"\]\(([^)\s#]+)(#[^)\s]*)?\)",
+                      lambda m: f"]({(link_targets or {}).get(m[1], m[1])}{m[2] or ''})", line)
         out.append(line)
     while closers:
         out.extend(["", closers.pop()])

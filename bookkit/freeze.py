@@ -1,7 +1,7 @@
 """Keep Quarto's frozen results honest: `pre-render` and `post-render` scripts for `_quarto.yml`.
 
 Quarto's ``freeze: auto`` re-executes a chapter only when the chapter's own file changed.
-The book's lessons also depend on the helpers, the data, the installed packages and the
+The book's lessons also depend on helpers/, runtime/, the data, the installed packages and the
 reader settings, so `_quarto.yml` runs this script around every render (``quarto render``
 and the first render of ``quarto preview`` alike), with the Python Quarto uses for Jupyter
 (``QUARTO_PYTHON``, else ``python3`` on PATH):
@@ -46,8 +46,8 @@ widget loaders Quarto adds to pages from a CDN (:mod:`bookkit.offline`) and fail
 the render if any page or stylesheet still refers to the network.
 
 A pending key also vouches for a frozen result written after it was computed (a chapter
-that executed in a render which failed later, in another chapter), provided no helper,
-data file or `_quarto.yml` was modified since: its inputs are then the ones the key
+that executed in a render which failed later, in another chapter), provided no file of helpers/,
+runtime/, data/ or `_quarto.yml` was modified since: its inputs are then the ones the key
 describes, so it is kept rather than executed once more.
 
 Keys live in ``.book-cache/quarto/`` (ignored by git), next to the build's own cache.
@@ -63,30 +63,24 @@ import sys
 import time
 from pathlib import Path
 
-if __name__ == "__main__":  # run by Quarto as a script: import the project's helpers
-    _ROOT = Path(__file__).resolve().parents[1]
+if __name__ == "__main__":  # run by Quarto as a script: import the project's packages
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-    sys.path.insert(0, str(_ROOT))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bookkit.cache import (  # noqa: E402
-    CACHE_DIR_NAME,
-    KeyInputError,
-    LessonKey,
-    ProjectInputs,
-    explain,
-    files_under,
-    has_code,
-    LESSON_PACKAGES,
-    package_folder,
-    input_folders,
-    now_text,
-    read_json,
-    server_reason,
+    CACHE_DIR_NAME, LESSON_PACKAGES, KeyInputError, LessonKey, ProjectInputs, explain, files_under,
+    has_code, input_folders, now_text, package_folder, read_json, server_reason,
 )
 from bookkit.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
 from runtime.files import write_json_atomic, write_text_atomic  # noqa: E402
 
 PREFIX = "[freeze]"
+
+#: What pre-render says of a lesson that a render of some files names: Quarto's
+#: ``quarto render FILE`` executes such a file whatever its frozen result, while a
+#: preview's re-render uses the freezer, and pre-render cannot tell the two apart.
+RENDERED_ALONE = ("rendered on its own: `quarto render FILE` executes it whether or not "
+                  "its frozen result holds (a preview's re-render uses the frozen result)")
 
 
 def freeze_folder(root: Path, source: str) -> Path:
@@ -107,49 +101,36 @@ def _keys_folder(root: Path) -> Path:
     return root / CACHE_DIR_NAME / "quarto"
 
 
+def _executed_folder(root: Path) -> Path:
+    """The notebooks as Quarto executed them, outputs and all (for the PDF's render)."""
+    return _keys_folder(root) / "executed"
+
+
 def _chapters_with_code(root: Path):
     """(chapter, notebook) for every listed chapter that exists and has code to execute."""
     from bookkit.build import load_book_config, read_chapter
 
     config = load_book_config(root)
-    found = []
-    for chapter in config.chapters:
-        if (root / chapter.source).is_file():
-            nb = read_chapter(root, chapter)
-            if has_code(nb):
-                found.append((chapter, nb))
-    return config, found
+    notebooks = [(c, read_chapter(root, c)) for c in config.chapters if (root / c.source).is_file()]
+    return config, [(chapter, nb) for chapter, nb in notebooks if has_code(nb)]
 
 
 def _untouched_since(root: Path, moment: float) -> bool:
-    """Whether no file of the helpers, the data or `_quarto.yml` was modified after ``moment``.
-
-    A frozen result written after a pending key was computed was made from the inputs that
-    key describes only if none of them changed in between (an edit undone meanwhile would
-    give the same key for different output).
-    """
-    paths = [root / "_quarto.yml", *files_under(root / "data"),
-             *(path for name in LESSON_PACKAGES for path in files_under(package_folder(root, name)))]
-    for folder in input_folders(root).values():
-        paths += files_under(folder)
+    """Whether no file of the lessons' packages, the data or `_quarto.yml` was modified after
+    ``moment``: a frozen result written after a pending key was computed was made from the
+    inputs that key describes only if none of them changed in between (an edit undone
+    meanwhile would give the same key for different output)."""
+    folders = [root / "data", *(package_folder(root, name) for name in LESSON_PACKAGES),
+               *input_folders(root).values()]
+    paths = [root / "_quarto.yml", *(path for folder in folders for path in files_under(folder))]
     return all(p.stat().st_mtime < moment for p in paths if p.is_file())
-
-
-def _snapshots_folder(root: Path) -> Path:
-    return _keys_folder(root) / "notebooks"
-
-
-def _executed_folder(root: Path) -> Path:
-    """The notebooks as Quarto executed them, outputs and all (for the PDF's render)."""
-    return _keys_folder(root) / "executed"
 
 
 def _result_digest(frozen: object) -> str | None:
     """A digest of a frozen result's ``result`` (what Quarto thaws), whatever its hash."""
     if not isinstance(frozen, dict) or "result" not in frozen:
         return None
-    text = json.dumps(frozen["result"], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(json.dumps(frozen["result"], sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
 def keep_executed(root: Path, source: str, executed: str) -> bool:
@@ -175,8 +156,7 @@ def executed_notebook(root: Path, source: str) -> str | None:
     if record.get("result") != _result_digest(read_json(frozen_result(root, source))):
         return None
     text = kept.read_text(encoding="utf-8")
-    current = (root / source).read_text(encoding="utf-8")
-    return text if _cell_sources(text) == _cell_sources(current) else None
+    return text if _cell_sources(text) == _cell_sources((root / source).read_text(encoding="utf-8")) else None
 
 
 def put_executed_in_place(root: Path, source: str, executed: str) -> None:
@@ -198,22 +178,21 @@ def _cell_sources(text: str) -> list[tuple[str, str]] | None:
 
 
 def _quarto_hash(text: str) -> str:
-    """The hash Quarto's freeze keeps of a chapter: md5 of its text with LF line ends."""
+    """The hash Quarto's freeze keeps of a chapter: md5 of its text with LF line ends.
+
+    Quarto's ``freeze: auto`` thaws a result only when the hash it stored (``"hash"`` in
+    ``html.json``) is that of the chapter's file as it is now.
+    """
     return hashlib.md5(text.replace("\r\n", "\n").replace("\r", "\n").encode("utf-8")).hexdigest()
 
 
 def _quarto_thaws(root: Path, source: str, result: Path) -> bool:
-    """Whether Quarto will use the frozen ``result`` of ``source`` rather than execute it.
-
-    Quarto's ``freeze: auto`` thaws a result only when the hash it stored (``"hash"`` in
-    ``html.json``) is that of the chapter's file as it is now (:func:`_quarto_hash`).
-    """
+    """Whether Quarto will use the frozen ``result`` of ``source`` rather than execute it."""
     frozen = read_json(result)
     try:
-        text = (root / source).read_text(encoding="utf-8")
+        return isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash((root / source).read_text(encoding="utf-8"))
     except OSError:
         return False
-    return isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(text)
 
 
 def _rehash_frozen(root: Path, source: str, was: str, now: str) -> None:
@@ -223,8 +202,7 @@ def _rehash_frozen(root: Path, source: str, was: str, now: str) -> None:
         result = folder / "execute-results" / "html.json"
         frozen = read_json(result)
         if isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(was):
-            frozen["hash"] = _quarto_hash(now)
-            write_json_atomic(result, frozen, indent=2, sort_keys=False)
+            write_json_atomic(result, {**frozen, "hash": _quarto_hash(now)}, indent=2, sort_keys=False)
 
 
 def restore_notebooks(root: Path, say=print) -> list[str]:
@@ -234,17 +212,16 @@ def restore_notebooks(root: Path, say=print) -> list[str]:
     (the cells' sources are the kept ones); one edited meanwhile is left as it is. Returns
     the chapters put back.
     """
-    folder = _snapshots_folder(root)
+    folder = _keys_folder(root) / "notebooks"
     restored = []
     for kept in sorted(folder.rglob("*.ipynb")) if folder.is_dir() else []:
         source = kept.relative_to(folder).as_posix()
-        path = root / source
         original = kept.read_text(encoding="utf-8")
-        current = path.read_text(encoding="utf-8") if path.is_file() else None
+        current = (root / source).read_text(encoding="utf-8") if (root / source).is_file() else None
         if current is not None and current != original:
             if _cell_sources(current) == _cell_sources(original):
                 keep_executed(root, source, current)
-                write_text_atomic(path, original)
+                write_text_atomic(root / source, original)
                 _rehash_frozen(root, source, current, original)
                 restored.append(source)
             else:
@@ -255,12 +232,10 @@ def restore_notebooks(root: Path, say=print) -> list[str]:
 
 def keep_notebooks(root: Path, sources: list[str]) -> None:
     """Keep a copy of each `.ipynb` chapter, so that the outputs Quarto writes go again."""
-    folder = _snapshots_folder(root)
-    for source in sources:
-        if source.endswith(".ipynb"):
-            kept = folder / source
-            kept.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(root / source, kept)
+    for source in (s for s in sources if s.endswith(".ipynb")):
+        kept = _keys_folder(root) / "notebooks" / source
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(root / source, kept)
 
 
 def pre_render(root: Path, say=print) -> int:
@@ -280,16 +255,10 @@ def pre_render(root: Path, say=print) -> int:
     keys = _keys_folder(root)
     recorded = read_json(keys / "recorded.json") or {}
     earlier_pending = read_json(keys / "pending.json") or {}
-    pending = {}
-    started = time.time()
-    server = server_reason()
-    alone = _rendered_alone()
+    pending, started, server, alone = {}, time.time(), server_reason(), _rendered_alone()
     for chapter, nb in chapters:
-        key = LessonKey.compute(nb, inputs)
-        source = chapter.source
-        result = frozen_result(root, source)
-        old = recorded.get(source)
-        waiting = earlier_pending.get(source)
+        source, key = chapter.source, LessonKey.compute(nb, inputs)
+        result, old, waiting = frozen_result(root, source), recorded.get(source), earlier_pending.get(source)
         kept = "frozen result kept: inputs unchanged"
         if server is not None:
             reasons = [server]  # no key can vouch for a server's replies: always execute
@@ -298,11 +267,14 @@ def pre_render(root: Path, say=print) -> int:
         elif (waiting and waiting.get("key") == key.key and result.is_file()
               and result.stat().st_mtime >= waiting.get("computed", float("inf"))
               and _untouched_since(root, waiting["computed"])):
-            recorded[source] = waiting  # executed under this key in a render that failed later
-            reasons = []
+            recorded[source], reasons = waiting, []  # executed under this key in a render that failed later
             kept = "frozen result kept: it was made with these inputs"
         else:
             reasons = explain(old, key)
+        thaws = not reasons and result.is_file() and _quarto_thaws(root, source, result)
+        executed = executed_notebook(root, source) if thaws else None
+        if thaws and executed is None:  # thawed for the website, it would have no outputs in the PDF
+            reasons = ["no notebook of its execution is kept for the PDF"]
         if reasons:
             state = f"will execute: {'; '.join(reasons)}"
             if freeze_folder(root, source).exists():
@@ -312,25 +284,15 @@ def pre_render(root: Path, say=print) -> int:
                 shutil.rmtree(frozen, ignore_errors=True)
         elif not result.is_file():
             state = "no frozen result yet"
-        elif not _quarto_thaws(root, source, result):
+        elif not thaws:
             # The key holds, but Quarto's freeze compares the notebook file itself: any
             # edit of it (prose included) makes Quarto execute the lesson, and only it.
-            state = ("will execute: notebook text changed; Quarto's freeze re-executes a lesson "
-                     "on any edit of its file")
+            state = "will execute: notebook text changed; Quarto's freeze re-executes a lesson on any edit of its file"
         else:
-            executed = executed_notebook(root, source)
-            if executed is None:
-                # Thawed for the website, the lesson would have no outputs in the PDF.
-                reasons = ["no notebook of its execution is kept for the PDF"]
-                state = f"frozen result removed, will execute: {reasons[0]}"
-                for frozen in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
-                    shutil.rmtree(frozen, ignore_errors=True)
-            else:
-                put_executed_in_place(root, source, executed)
-                state = kept
+            put_executed_in_place(root, source, executed)
+            state = kept
         if alone is not None and not reasons:
-            state = (RENDERED_ALONE if source in alone else
-                     "not rendered this time (a render of some files only)")
+            state = RENDERED_ALONE if source in alone else "not rendered this time (a render of some files only)"
         say(f"{PREFIX} {source}: {state}")
         pending[source] = {**key.record(), "computed": started, "computed_at": now_text()}
     write_json_atomic(keys / "recorded.json", recorded)
@@ -338,39 +300,21 @@ def pre_render(root: Path, say=print) -> int:
     return 0
 
 
-#: What pre-render says of a lesson that a render of some files names: Quarto's
-#: ``quarto render FILE`` executes such a file whatever its frozen result, while a
-#: preview's re-render uses the freezer, and pre-render cannot tell the two apart.
-RENDERED_ALONE = ("rendered on its own: `quarto render FILE` executes it whether or not "
-                  "its frozen result holds (a preview's re-render uses the frozen result)")
+def _listed(name: str) -> list[str] | None:
+    """The files Quarto lists for a project script in ``QUARTO_<name>``, or in the file that
+    ``QUARTO_USE_FILE_FOR_<name>`` names; None when it lists none."""
+    listing = os.environ.get(f"QUARTO_USE_FILE_FOR_{name}")
+    text = Path(listing).read_text(encoding="utf-8") if listing and Path(listing).is_file() else os.environ.get(f"QUARTO_{name}")
+    return None if text is None else [line.strip() for line in text.splitlines() if line.strip()]
 
 
 def _rendered_alone() -> set[str] | None:
-    """The chapters of a render of some files only (None when Quarto renders them all).
-
-    Quarto sets ``QUARTO_PROJECT_RENDER_ALL=1`` for a render of the whole project, and lists
-    the files it renders in ``QUARTO_PROJECT_INPUT_FILES`` (or in the file named by
-    ``QUARTO_USE_FILE_FOR_PROJECT_INPUT_FILES``).
-    """
-    if os.environ.get("QUARTO_PROJECT_RENDER_ALL") == "1":
+    """The chapters of a render of some files only; None when Quarto renders them all
+    (``QUARTO_PROJECT_RENDER_ALL=1``) or does not say (not run by Quarto)."""
+    listed = _listed("PROJECT_INPUT_FILES")
+    if os.environ.get("QUARTO_PROJECT_RENDER_ALL") == "1" or listed is None:
         return None
-    listing = os.environ.get("QUARTO_USE_FILE_FOR_PROJECT_INPUT_FILES")
-    if listing and Path(listing).is_file():
-        text = Path(listing).read_text(encoding="utf-8")
-    else:
-        text = os.environ.get("QUARTO_PROJECT_INPUT_FILES")
-    if text is None:
-        return None  # not run by Quarto (or by one that says nothing of its inputs)
-    return {Path(line.strip()).as_posix() for line in text.splitlines() if line.strip()}
-
-
-def _rendered_outputs() -> list[str]:
-    listing = os.environ.get("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES")
-    if listing:
-        text = Path(listing).read_text(encoding="utf-8")
-    else:
-        text = os.environ.get("QUARTO_PROJECT_OUTPUT_FILES", "")
-    return [line.strip() for line in text.splitlines() if line.strip()]
+    return {Path(line).as_posix() for line in listed}
 
 
 def post_render(root: Path, say=print) -> int:
@@ -382,25 +326,22 @@ def post_render(root: Path, say=print) -> int:
     """
     restored = restore_notebooks(root, say)
     if restored:
-        say(f"{PREFIX} put back {len(restored)} notebook(s) as committed (Quarto had written "
-            "outputs into them)")
-    if _pdf_without_outputs(root, restored, say):
+        say(f"{PREFIX} put back {len(restored)} notebook(s) as committed (Quarto had written outputs into them)")
+    outputs = [root / path for path in _listed("PROJECT_OUTPUT_FILES") or []]
+    if _pdf_without_outputs(root, restored, [p for p in outputs if p.suffix == ".pdf" and p.is_file()], say):
         return 1
+    make_pages_offline([path for path in outputs if path.suffix == ".html" and path.is_file()])
     output_dir = root / (os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_book")
-    pages = [path for path in (root / p for p in _rendered_outputs())
-             if path.suffix == ".html" and path.is_file()]
-    make_pages_offline(pages)
-    status = _record_keys(root, say)
+    _record_keys(root, output_dir, {os.path.normpath(p) for p in outputs}, say)
     remote = remote_assets_in_site(output_dir) if output_dir.is_dir() else []
     if remote:
         say(f"{PREFIX} the site would load from the network, which it must not:")
         for problem in remote:
             say(f"{PREFIX}   {problem}")
-        return 1
-    return status
+    return 1 if remote else 0
 
 
-def _pdf_without_outputs(root: Path, restored: list[str], say) -> bool:
+def _pdf_without_outputs(root: Path, restored: list[str], pdfs: list[Path], say) -> bool:
     """Whether this render wrote a PDF in which a lesson has no outputs; if so, remove it.
 
     The PDF (Typst) never executes a lesson: it shows the outputs that the notebook file
@@ -409,13 +350,8 @@ def _pdf_without_outputs(root: Path, restored: list[str], say) -> bool:
     lesson that was not put back had none: a lesson whose key changed, in a render of the
     PDF alone (``quarto render --to typst``).
     """
-    pdfs = [root / p for p in _rendered_outputs() if p.endswith(".pdf")]
-    pdfs = [pdf for pdf in pdfs if pdf.is_file()]
-    if not pdfs:
-        return False
     alone = _rendered_alone()
-    _, chapters = _chapters_with_code(root)
-    bare = [chapter.source for chapter, _ in chapters
+    bare = [chapter.source for chapter, _ in (_chapters_with_code(root)[1] if pdfs else [])
             if chapter.source not in restored and (alone is None or chapter.source in alone)]
     if not bare:
         return False
@@ -427,27 +363,21 @@ def _pdf_without_outputs(root: Path, restored: list[str], say) -> bool:
     return True
 
 
-def _record_keys(root: Path, say) -> int:
-    """Record the pending key of every chapter this (successful) render produced."""
+def _record_keys(root: Path, output_dir: Path, outputs: set[str], say) -> None:
+    """Record the pending key of every chapter whose page this (successful) render wrote
+    (``outputs``: normalised absolute paths)."""
     folder = _keys_folder(root)
     pending = read_json(folder / "pending.json") or {}
-    if not pending:
-        return 0
     recorded = read_json(folder / "recorded.json") or {}
-    # Quarto names outputs relative to the project folder; compare absolute paths.
-    outputs = {os.path.normpath(root / p) for p in _rendered_outputs()}
-    output_dir = root / (os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_book")
-    done = []
-    for source, entry in list(pending.items()):
-        if os.path.normpath(output_dir / Path(source).with_suffix(".html")) in outputs:
-            recorded[source] = entry
-            del pending[source]
-            done.append(source)
+    done = [source for source in pending
+            if os.path.normpath(output_dir / Path(source).with_suffix(".html")) in outputs]
+    if not done:
+        return
+    for source in done:
+        recorded[source] = pending.pop(source)
     write_json_atomic(folder / "recorded.json", recorded)
     write_json_atomic(folder / "pending.json", pending)
-    if done:
-        say(f"{PREFIX} recorded the keys of {len(done)} rendered chapter(s)")
-    return 0
+    say(f"{PREFIX} recorded the keys of {len(done)} rendered chapter(s)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bookkit.cache import input_folders, now_text
+from bookkit.cache import LESSON_PACKAGES, files_under, input_folders, now_text
 
 #: The Quarto release the book is checked with; its PyPI package.
 QUARTO_VERSION = "1.10.18"
@@ -79,14 +79,12 @@ def install_quarto_cli(retry: bool = False, say=print, python: str | os.PathLike
     :func:`install_stamp`, and later calls do nothing until ``retry`` is true (`make book
     RETRY_QUARTO=1`) or the stamp is deleted.
     """
-    python = str(python or sys.executable)
-    prefix = Path(prefix or sys.prefix)
+    python, prefix = str(python or sys.executable), Path(prefix or sys.prefix)
     stamp = install_stamp(prefix)
     if retry:
         stamp.unlink(missing_ok=True)
     if stamp.exists():
-        lines = stamp.read_text(encoding="utf-8").splitlines()
-        why = lines[0] if lines else "an earlier attempt failed"
+        why = (stamp.read_text(encoding="utf-8").splitlines() or ["an earlier attempt failed"])[0]
         say(f"[build] not trying to install {QUARTO_CLI} again ({why}); to retry: make book RETRY_QUARTO=1")
         return None
     if not (prefix / "pyvenv.cfg").is_file():
@@ -123,22 +121,14 @@ def quarto_environment() -> dict:
 
 
 def _input_stamps(root: Path) -> dict[str, tuple[int, int]]:
-    """(size, mtime) of every file under helpers/, runtime/ and data/: cheap enough to poll.
-
-    A folder of inputs named outside data/ by a variable such as ``RIVERTON_REVIEWS_DIR``
-    (:func:`bookkit.cache.input_folders`) is watched too, its files named
-    ``$NAME/relative/path``.
-    """
-    folders = {folder: root / folder for folder in ("helpers", "runtime", "data")}
-    folders.update({f"${name}": folder for name, folder in input_folders(root).items()})
-    stamps = {}
-    for label, folder in folders.items():
-        for path in folder.rglob("*"):
-            if "__pycache__" in path.parts or path.suffix == ".pyc" or not path.is_file():
-                continue
-            stat = path.stat()
-            stamps[f"{label}/{path.relative_to(folder).as_posix()}"] = (stat.st_size, stat.st_mtime_ns)
-    return stamps
+    """(size, mtime) of every file of the lessons' packages (helpers/, runtime/) and data/,
+    and of a folder of inputs named outside data/ by a variable such as
+    ``RIVERTON_REVIEWS_DIR`` (:func:`bookkit.cache.input_folders`): cheap enough to poll."""
+    folders = {**{name: root / name for name in LESSON_PACKAGES}, "data": root / "data",
+               **{f"${name}": folder for name, folder in input_folders(root).items()}}
+    return {f"{label}/{path.relative_to(folder).as_posix()}": (path.stat().st_size,
+                                                               path.stat().st_mtime_ns)
+            for label, folder in folders.items() for path in files_under(folder)}
 
 
 def _free_port() -> int:
@@ -150,15 +140,15 @@ def _free_port() -> int:
 
 
 def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: float = 1.0, say=print) -> int:
-    """`quarto preview --render html`, started again whenever helpers/ or data/ change.
+    """`quarto preview --render html`, started again whenever helpers/, runtime/ or data/ change.
 
     Quarto's preview renders the whole book once (the pre-render step re-executes the
     lessons whose key changed; the others are thawed), then re-renders a chapter when its
     notebook is saved, using the outputs saved in it: by design it never executes a
     notebook on those re-renders, and it does not watch the files the lessons read. So
-    this polls helpers/, runtime/ and data/, and when one changes it stops Quarto and starts it
-    again, on the same port: the new first render executes exactly the lessons the change
-    affects, and no page shows results of the old files.
+    this polls helpers/, runtime/ and data/ (:func:`_input_stamps`), and when one changes it
+    stops Quarto and starts it again, on the same port: the new first render executes
+    exactly the lessons the change affects, and no page shows results of the old files.
     """
     import signal
     import time

@@ -22,7 +22,6 @@ execute their own small project or their one lesson.
 """
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ from bookkit.build import load_book_config, read_chapter
 from bookkit.cache import ExecutionCache, ProjectInputs, has_code
 from runtime.reviews import REVIEWS_ENV
 from lesson_outputs import LessonRun, chapter_source
-from projects import copy_project
+from projects import clean_environment, copy_project
 
 #: The reader settings of every lesson the session executes or builds.
 SESSION_SETTINGS = {
@@ -51,10 +50,7 @@ def session_environment(project: Path, **extra: str) -> dict[str, str]:
     """This process's environment without the reader and Quarto settings a developer may
     have set, plus :data:`SESSION_SETTINGS`, the copy ``project`` on the kernels' path, and
     ``extra``."""
-    env = {name: value for name, value in os.environ.items()
-           if not name.startswith(("RIVERTON_READER_", "RIVERTON_REVIEWS_", "QUARTO_"))}
-    env.update(SESSION_SETTINGS, PYTHONPATH=str(project), **extra)
-    return env
+    return clean_environment(**SESSION_SETTINGS, PYTHONPATH=str(project), **extra)
 
 
 @dataclass

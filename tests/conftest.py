@@ -141,7 +141,7 @@ def quarto_build(request, tmp_path_factory):
     from book_session import QuartoBuild
 
     build = None
-    if reads_the_quarto_site(request.session.items):
+    if any(_reads_quarto_site(item) for item in request.session.items):
         found = quarto_command()
         if found is not None:
             build = QuartoBuild(tmp_path_factory.mktemp("book-quarto") / "book", found).start()
@@ -163,10 +163,6 @@ def quarto_site(quarto, quarto_build, tmp_path_factory):
     if quarto_build is None:  # not started with the session: build it now
         quarto_build = QuartoBuild(tmp_path_factory.mktemp("book-quarto") / "book", quarto)
     return quarto_build.wait()
-
-
-def reads_the_quarto_site(items) -> bool:
-    return any(_reads_quarto_site(item) for item in items)
 
 
 def _reads_quarto_site(item) -> bool:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -118,31 +119,23 @@ def lab_server(root: Path, python: str = sys.executable,
                env: dict[str, str] | None = None) -> Iterator[LabServer]:
     """JupyterLab serving `root` on 127.0.0.1 at a free port, without a token; `env` adds
     variables to the environment that the server and its kernels see."""
-    version = jupyterlab_version(python)
+    version = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('jupyterlab'))"],
+                             capture_output=True, text=True, timeout=60).stdout.strip() or "none"
     if version.split(".")[0] != str(JUPYTERLAB_MAJOR):
         raise AssertionError(f"{python} has JupyterLab {version}; these checks drive JupyterLab "
                              f"{JUPYTERLAB_MAJOR}'s page (install the test extra's pinned version)")
     private = Path(tempfile.mkdtemp(prefix="riverton-lab-"))
-    folders = {name: private / name for name in ("runtime", "settings", "workspaces", "config", "ipython")}
-    for folder in folders.values():
-        folder.mkdir()
+    folders = {"JUPYTER_RUNTIME_DIR": private / "runtime", "JUPYTERLAB_SETTINGS_DIR": private / "settings",
+               "JUPYTERLAB_WORKSPACES_DIR": private / "workspaces", "JUPYTER_CONFIG_DIR": private / "config",
+               "IPYTHONDIR": private / "ipython"}
     for name, values in _SETTINGS.items():
-        target = folders["settings"] / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(json.dumps(values))
-    extra_env = dict(env or {})
-    env = dict(os.environ)
-    env.update({
-        "JUPYTER_RUNTIME_DIR": str(folders["runtime"]),
-        "JUPYTERLAB_SETTINGS_DIR": str(folders["settings"]),
-        "JUPYTERLAB_WORKSPACES_DIR": str(folders["workspaces"]),
-        "JUPYTER_CONFIG_DIR": str(folders["config"]),
-        "IPYTHONDIR": str(folders["ipython"]),
-    })
+        (folders["JUPYTERLAB_SETTINGS_DIR"] / name).parent.mkdir(parents=True)
+        (folders["JUPYTERLAB_SETTINGS_DIR"] / name).write_text(json.dumps(values))
+    for folder in folders.values():
+        folder.mkdir(exist_ok=True)
     # A person's session, not a book build: the lessons must behave as for a student.
-    for name in [n for n in env if n.startswith("QUARTO_") or n == "RIVERTON_BOOK_BUILD"]:
-        del env[name]
-    env.update(extra_env)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("QUARTO_") and k != "RIVERTON_BOOK_BUILD"}
+    environment.update({name: str(folder) for name, folder in folders.items()}, **(env or {}))
     command = [
         python, "-m", "jupyterlab", "--no-browser",
         "--ServerApp.ip=127.0.0.1", "--ServerApp.port=0", "--ServerApp.port_retries=0",
@@ -156,25 +149,15 @@ def lab_server(root: Path, python: str = sys.executable,
         command.append("--allow-root")
     log = private / "server.log"
     with open(log, "wb") as sink:
-        process = subprocess.Popen(command, cwd=root, env=env, stdout=sink, stderr=subprocess.STDOUT,
+        process = subprocess.Popen(command, cwd=root, env=environment, stdout=sink, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True)
     server = LabServer(url="", pid=process.pid, root=root, log=log)
     try:
-        server.url = _wait_for_server(process, folders["runtime"], server, timeout)
+        server.url = _wait_for_server(process, folders["JUPYTER_RUNTIME_DIR"], server, timeout)
         yield server
     finally:
         _shutdown(process, server)
-        import shutil
-
         shutil.rmtree(private, ignore_errors=True)
-
-
-def jupyterlab_version(python: str = sys.executable) -> str:
-    """The version of JupyterLab installed for ``python`` ("none" when it has none)."""
-    found = subprocess.run(
-        [python, "-c", "import importlib.metadata as m; print(m.version('jupyterlab'))"],
-        capture_output=True, text=True, timeout=60)
-    return found.stdout.strip() if found.returncode == 0 else "none"
 
 
 def _wait_for_server(process, runtime: Path, server: LabServer, timeout: float) -> str:
@@ -333,19 +316,19 @@ def run_all(driver, timeout: float = RUN_TIMEOUT, screenshot: Path | None = None
                     poll=1.0, screenshot=screenshot)
 
 
+# The open notebook's code cell whose `#| label:` is arguments[0], in `cell` (or null).
+_LABELLED_CELL_JS = """
+const panel = window.jupyterapp.shell.currentWidget;
+const cell = panel.content.widgets.find(c => c.model.type === 'code' &&
+  c.model.sharedModel.getSource().split('\\n').some(l => l.trim() === '#| label: ' + arguments[0]));
+if (!cell) return null;
+"""
+
+
 def cell_output_element(driver, label: str):
     """The output area of the code cell whose first line is `#| label: <label>`."""
-    element = driver.execute_script(
-        """
-        const panel = window.jupyterapp.shell.currentWidget;
-        const cell = panel.content.widgets.find(c => c.model.type === 'code' &&
-          c.model.sharedModel.getSource().split('\\n').some(l => l.trim() === '#| label: ' + arguments[0]));
-        if (!cell) return null;
-        panel.content.scrollToCell(cell);
-        return cell.node.querySelector('.jp-Cell-outputArea, .jp-OutputArea');
-        """,
-        label,
-    )
+    element = driver.execute_script(_LABELLED_CELL_JS + "panel.content.scrollToCell(cell);"
+                                    "return cell.node.querySelector('.jp-Cell-outputArea, .jp-OutputArea');", label)
     assert element is not None, f"no code cell labelled {label!r} in the open notebook"
     return element
 
@@ -353,16 +336,9 @@ def cell_output_element(driver, label: str):
 def cell_output_data(driver, label: str, mime: str) -> list:
     """The ``mime`` data of every output of the code cell labelled ``label``, as the kernel
     sent it (JSON types arrive parsed)."""
-    found = driver.execute_script(
-        """
-        const panel = window.jupyterapp.shell.currentWidget;
-        const cell = panel.content.widgets.find(c => c.model.type === 'code' &&
-          c.model.sharedModel.getSource().split('\\n').some(l => l.trim() === '#| label: ' + arguments[0]));
-        if (!cell) return null;
-        return cell.model.outputs.toJSON().filter(o => o.data && arguments[1] in o.data).map(o => o.data[arguments[1]]);
-        """,
-        label, mime,
-    )
+    found = driver.execute_script(_LABELLED_CELL_JS + "return cell.model.outputs.toJSON()"
+                                  ".filter(o => o.data && arguments[1] in o.data).map(o => o.data[arguments[1]]);",
+                                  label, mime)
     assert found is not None, f"no code cell labelled {label!r} in the open notebook"
     return found
 
@@ -375,18 +351,15 @@ def notebook_scroller(driver):
     )
 
 
+# The panel of the open notebook whose path is arguments[0], in `panel` (or undefined).
+_PANEL_JS = ("const panel = Array.from(window.jupyterapp.shell.widgets('main'))"
+             ".find(w => w.context && w.context.path === arguments[0]);")
+
+
 def show_notebook(driver, path: str) -> None:
     """Bring the open notebook `path` to the front again (after another one was opened)."""
-    found = driver.execute_script(
-        """
-        const app = window.jupyterapp;
-        const panel = Array.from(app.shell.widgets('main')).find(w => w.context && w.context.path === arguments[0]);
-        if (!panel) return false;
-        app.shell.activateById(panel.id);
-        return true;
-        """,
-        path,
-    )
+    found = driver.execute_script(_PANEL_JS + "if (panel) window.jupyterapp.shell.activateById(panel.id);"
+                                  "return !!panel;", path)
     assert found, f"{path} is not open"
     wait_for(driver, lambda s: s.get("ready") and s.get("path") == path, PAGE_TIMEOUT, f"{path} in front")
 
@@ -395,22 +368,12 @@ def close_notebook(driver, path: str) -> None:
     """Close the open notebook `path` without saving it (a cell opened by the checks
     counts as an edit). Its kernel keeps running until the server stops, which shuts
     every kernel down."""
-    error = driver.execute_script(
-        """
-        const panel = Array.from(window.jupyterapp.shell.widgets('main'))
-          .find(w => w.context && w.context.path === arguments[0]);
-        if (!panel) return arguments[0] + ' is not open';
-        panel.context.model.dirty = false;  // nothing is saved, and no dialog asks
-        panel.close();
-        return null;
-        """,
-        path,
-    )
-    assert error is None, f"closing {path}: {error}"
+    # Marked clean, so that nothing is saved and no dialog asks.
+    assert driver.execute_script(_PANEL_JS + "if (!panel) return false;"
+                                 "panel.context.model.dirty = false; panel.close(); return true;", path), \
+        f"{path} is not open"
     deadline = time.monotonic() + 30
-    while driver.execute_script(
-            "return Array.from(window.jupyterapp.shell.widgets('main')).some(w => w.context && w.context.path === arguments[0]);",
-            path):
+    while driver.execute_script(_PANEL_JS + "return !!panel;", path):
         dialog = driver.execute_script("const d = document.querySelector('.jp-Dialog'); return d && d.innerText;")
         assert time.monotonic() < deadline, f"{path} did not close" + (f"; a dialog says: {dialog!r}" if dialog else "")
         time.sleep(0.2)

@@ -28,13 +28,16 @@ SAMPLE_LESSON = "lessons/01-sample.ipynb"
 
 COPIED = ["helpers", "runtime", "bookkit", "data", "lessons", "_quarto.yml", "solutions.lua", "print",
           "index.qmd", "guide.qmd", "book.scss", ".gitignore"]
+#: The packages a lesson imports (hashed into every lesson's key), and the build's own.
+PACKAGES = ("helpers", "runtime", "bookkit")
 
 
-def copy_project(target: Path) -> Path:
+def copy_project(target: Path, names=COPIED) -> Path:
     """Copy what a build reads to ``target``: helpers, runtime, bookkit, data, lessons, `_quarto.yml`
     and its filters, the PDF's template (print/), the front page and the guide, the theme and
-    `.gitignore` (a render must leave the last unchanged)."""
-    for name in COPIED:
+    `.gitignore` (a render must leave the last unchanged); or only the files and folders
+    ``names``."""
+    for name in names:
         source = PROJECT_ROOT / name
         if source.is_dir():
             shutil.copytree(source, target / name,
@@ -116,8 +119,13 @@ def write_project(root: Path, cells: list, title: str = "A sample lesson") -> Pa
     (root / "index.qmd").write_text(
         "# Front page {.unnumbered}\n\nRead [the lesson](lessons/01-sample.ipynb) next.\n"
     )
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [nbformat.v4.new_raw_cell(f"---\ntitle: {title}\n---"), *cells]
-    nbformat.write(nb, root / SAMPLE_LESSON)
+    write_notebook(root / SAMPLE_LESSON, cells, title)
     return root
+
+
+def write_notebook(path: Path, cells: list, title: str) -> Path:
+    """A lesson notebook at ``path``: front matter with ``title``, then ``cells``."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_raw_cell(f"---\ntitle: {title}\n---"), *cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from helpers.paths import PROJECT_ROOT
+from runtime.paths import PROJECT_ROOT
 from helpers.text import STOP_WORDS, content_tokens
 
 SCRIPT = PROJECT_ROOT / "benchmarks" / "bench_tfidf.py"  # loaded by the `bench` fixture

@@ -1,47 +1,38 @@
-"""The execution cache of the build without Quarto: never stale, never needlessly slow.
+"""The lesson key and both caches it guards: never stale, never needlessly slow.
 
-Each test builds a small temporary book that carries a copy of the `helpers` package and
-a `data/` folder, changes one input, and checks what the next build did: re-used the
-cached execution (and said so), or executed again and said why. A cache that is too eager
-would serve a stale page; one that is too lazy would execute on a prose edit.
+The build without Quarto re-uses an execution only while the lesson's key holds
+(bookkit/cache.py); Quarto's freeze scripts (bookkit/freeze.py) keep a frozen result only
+while it holds. Each test builds a small book of two lessons that carries copies of
+`helpers/` and `runtime/` (the packages lessons import, hashed into every key), a `data/`
+file the first lesson reads and a folder of reviews outside `data/` (named by
+``RIVERTON_REVIEWS_DIR``), changes one input, and checks what each lesson did next: re-used
+(and said when) or executed again (and said why). The freeze steps run here on frozen
+results laid out as Quarto lays them out; tests/test_quarto.py checks them with real Quarto.
 """
 from __future__ import annotations
 
+import http.server
 import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 
-from bookkit.cache import (
-    CACHE_DIR_NAME,
-    LessonKey,
-    ProjectInputs,
-    environment_digests,
-    explain,
-    installed_distributions,
-)
-from bookkit.build import read_chapter, Chapter
-from helpers.paths import PROJECT_ROOT
-from projects import SAMPLE_LESSON as LESSON, clean_environment, code, markdown, run_book, write_project
+from bookkit.build import Chapter, read_chapter
+from bookkit.cache import CACHE_DIR_NAME, LessonKey, ProjectInputs, environment_digests, explain
+from projects import (SAMPLE_LESSON as LESSON, clean_environment, code, copy_project, markdown, run_book,
+                      write_notebook, write_project)
 
-PAGE = Path("_book") / "lessons" / "01-sample.html"
-SLUG = "lessons--01-sample"
-
-
-def write_book(root: Path, cells=None) -> Path:
-    """The sample book of test_build, with a copy of helpers/ and a data file its lesson reads."""
-    if not (root / "helpers").exists():
-        shutil.copytree(PROJECT_ROOT / "helpers", root / "helpers",
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
-    (root / "data").mkdir(parents=True, exist_ok=True)
-    if not (root / "data" / "numbers.txt").exists():
-        (root / "data" / "numbers.txt").write_text("3\n4\n", encoding="utf-8")
-    return write_project(root, cells or default_cells(), title="Cached lesson")
+SECOND = "lessons/02-second.ipynb"
+LESSONS = (LESSON, SECOND)
+#: Lesson 4's folder of students' reviews, outside data/ (read from the project folder).
+REVIEWS = {"RIVERTON_REVIEWS_DIR": "reviews"}
 
 
 def default_cells(prose: str = "The numbers are read from the data folder.", code_extra: str = ""):
@@ -53,42 +44,62 @@ def default_cells(prose: str = "The numbers are read from the data folder.", cod
     ]
 
 
-def write_lesson(root: Path, cells) -> None:
-    write_project(root, cells, title="Cached lesson")
+def write_lesson(root: Path, cells, title: str = "Cached lesson") -> None:
+    write_notebook(root / LESSON, cells, title)
+
+
+def write_book(root: Path) -> Path:
+    """Two lessons (the first reads data/numbers.txt), copies of the lessons' packages, and
+    a reviews folder outside data/."""
+    copy_project(root, ("helpers", "runtime"))
+    (root / "data").mkdir()
+    (root / "data" / "numbers.txt").write_text("3\n4\n", encoding="utf-8")
+    (root / "reviews").mkdir()
+    (root / "reviews" / "mine.csv").write_text("review_id,verdict\nR1,supported\n", encoding="utf-8")
+    write_project(root, default_cells(), title="Cached lesson")
+    write_notebook(root / SECOND, [code("second = 6 * 7"), code("#| output: asis\nprint(f'Second: **{second}**.')")],
+                   "Second lesson")
+    config = yaml.safe_load((root / "_quarto.yml").read_text())
+    config["book"]["chapters"].append(SECOND)
+    (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return root
 
 
 @pytest.fixture(autouse=True)
 def clean_reader_env(monkeypatch):
-    """No reader setting of a developer's shell reaches the pre-render steps run here (a
-    server URL would execute every lesson); the builds run in
-    :func:`projects.clean_environment`."""
-    for name in list(os.environ):
-        if name.startswith(("RIVERTON_READER_", "RIVERTON_REVIEWS_")):
-            monkeypatch.delenv(name)
+    """No reader or review setting of a developer's shell reaches the freeze steps run here;
+    the builds run in :func:`projects.clean_environment`."""
+    for name in [n for n in os.environ if n.startswith(("RIVERTON_READER_", "RIVERTON_REVIEWS_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("RIVERTON_REVIEWS_DIR", REVIEWS["RIVERTON_REVIEWS_DIR"])
 
 
 def build(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return run_book(root, "--engine", "nbclient", *args, env=env or clean_environment())
+    return run_book(root, "--engine", "nbclient", *args, env=env or clean_environment(**REVIEWS))
 
 
-def decision(result: subprocess.CompletedProcess) -> str:
-    """What the build printed it did with the lesson ("re-used: ..." or "executed: ...")."""
+def decision(result: subprocess.CompletedProcess, lesson: str = LESSON) -> str:
+    """What the build printed it did with ``lesson`` ("re-used: ..." or "executed: ...")."""
+    page = Path(lesson).with_suffix(".html").name
     for line in result.stdout.splitlines():
-        if line.startswith("[build]") and "01-sample.html" in line:
-            return line.split("01-sample.html", 1)[1].strip().lstrip("0123456789. s").strip()
-    raise AssertionError(f"the build did not report the lesson:\n{result.stdout}\n{result.stderr}")
+        if line.startswith("[build]") and page in line:
+            return line.split(page, 1)[1].strip().lstrip("0123456789. s").strip()
+    raise AssertionError(f"the build did not report {lesson}:\n{result.stdout}\n{result.stderr}")
 
 
-def entries(root: Path) -> list[dict]:
-    folder = root / CACHE_DIR_NAME / "executed" / SLUG
-    if not folder.is_dir():
-        return []
-    return [json.loads((child / "entry.json").read_text()) for child in sorted(folder.iterdir())
-            if (child / "entry.json").is_file()]
+def entries(root: Path, lesson: str = LESSON) -> list[dict]:
+    folder = root / CACHE_DIR_NAME / "executed" / Path(lesson).with_suffix("").as_posix().replace("/", "--")
+    return [json.loads(path.read_text()) for path in sorted(folder.glob("*/entry.json"))]
 
 
-def page(root: Path) -> str:
-    return (root / PAGE).read_text(encoding="utf-8")
+def reused(root: Path, lesson: str = LESSON) -> str:
+    """What the build says of a lesson it re-uses: when the entry it used last was executed."""
+    latest = max(entries(root, lesson), key=lambda e: e.get("used_at") or e["executed_at"])
+    return f"re-used: executed {latest['executed_at']}, inputs unchanged"
+
+
+def page(root: Path, lesson: str = LESSON) -> str:
+    return (root / "_book" / Path(lesson).with_suffix(".html")).read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -97,115 +108,102 @@ def built(tmp_path_factory):
     root = write_book(tmp_path_factory.mktemp("cached") / "book")
     result = build(root)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert decision(result) == "executed: no earlier run"
+    assert [decision(result, lesson) for lesson in LESSONS] == ["executed: no earlier run"] * 2
     return root
 
 
 @pytest.fixture
 def book(built, tmp_path):
-    copy = tmp_path / "book"
-    shutil.copytree(built, copy)
-    return copy
+    shutil.copytree(built, tmp_path / "book")
+    return tmp_path / "book"
 
 
-def test_an_unchanged_book_re_uses_the_execution_and_says_when(book):
-    before = page(book)
-    result = build(book)
-    assert result.returncode == 0, result.stderr
-    executed_at = entries(book)[0]["executed_at"]
-    assert decision(result) == f"re-used: executed {executed_at}, inputs unchanged"
-    assert page(book) == before
-    assert "The total is <strong>7</strong>." in before
+def append(name: str, text: str = "\n# an edit\n"):
+    """A change: ``text`` appended to the book's file ``name``."""
+    def change(root: Path) -> None:
+        with open(root / name, "a", encoding="utf-8") as handle:
+            handle.write(text)
+    return change
 
 
-def test_a_markdown_only_edit_reaches_the_page_without_executing(book):
-    write_lesson(book, default_cells(prose="A sentence that was just written."))
-    result = build(book)
-    assert result.returncode == 0, result.stderr
-    assert decision(result).startswith("re-used:")
-    text = page(book)
-    assert "A sentence that was just written." in text
-    assert "The numbers are read from the data folder." not in text
-    assert "The total is <strong>7</strong>." in text  # the cached outputs are spliced in
-    assert len(entries(book)) == 1
+def probe_distribution(root: Path) -> dict:
+    """A distribution installed on the kernel's import path."""
+    info = root.parent / "site" / "riverton_probe-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: riverton-probe\nVersion: 1.0\n")
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(info.parent), os.environ.get("PYTHONPATH")]))}
 
 
-def test_a_data_edit_executes_again_and_the_page_shows_the_new_result(book):
-    (book / "data" / "numbers.txt").write_text("3\n4\n5\n", encoding="utf-8")
-    result = build(book)
-    assert result.returncode == 0, result.stderr
-    assert decision(result) == "executed: data/numbers.txt changed"
-    assert "The total is <strong>12</strong>." in page(book)
-    (book / "data" / "extra.csv").write_text("x\n1\n", encoding="utf-8")  # untracked files count
-    assert decision(build(book)) == "executed: data/extra.csv added"
-
-
-def test_code_and_helper_edits_execute_again_and_undoing_one_re_uses_the_first_run(book):
-    first = entries(book)[0]
-    write_lesson(book, default_cells(code_extra="\nprint('and one more line')"))
-    result = build(book)
-    assert result.returncode == 0, result.stderr
-    assert decision(result) == "executed: code changed in cell 4"
-    assert "and one more line" in page(book)
-    write_lesson(book, default_cells())
-    result = build(book)
-    assert decision(result) == f"re-used: executed {first['executed_at']}, inputs unchanged"
-    assert "and one more line" not in page(book)
-    # The next explanation compares with the execution just re-used, not the newest one.
-    parsing = book / "helpers" / "parsing.py"
-    parsing.write_text(parsing.read_text() + "\n# an edit to a helper\n")
-    result = build(book)
-    assert result.returncode == 0, result.stderr
-    assert decision(result) == "executed: helpers/parsing.py changed"
-
-
-def test_reader_environment_variables_invalidate_and_their_values_are_not_stored(book):
-    env = clean_environment(RIVERTON_READER_MODE="recorded", RIVERTON_READER_API_KEY="s3cret-value")
-    result = build(book, env=env)
-    assert result.returncode == 0, result.stderr
-    assert "RIVERTON_READER_API_KEY set" in decision(result)
-    assert "RIVERTON_READER_MODE set" in decision(result)
-    assert all("s3cret-value" not in (child / "entry.json").read_text()
-               for child in (book / CACHE_DIR_NAME / "executed" / SLUG).iterdir())
-    env["RIVERTON_READER_MODE"] = "live"
-    assert decision(build(book, env=env)) == "executed: RIVERTON_READER_MODE changed"
-    assert decision(build(book, env=env)).startswith("re-used:")
-
-
-def test_a_package_version_change_invalidates(book, tmp_path):
-    """A distribution that appears, then changes version, on the kernel's import path."""
-    site = tmp_path / "site"
-
-    def install(version):
-        shutil.rmtree(site, ignore_errors=True)
-        info = site / f"riverton_probe-{version}.dist-info"
-        info.mkdir(parents=True)
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: riverton-probe\nVersion: {version}\n")
-
-    install("1.0")
-    env = clean_environment(PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
-    assert decision(build(book, env=env)) == "executed: package versions changed (riverton-probe 1.0 installed)"
-    install("1.1")
-    assert decision(build(book, env=env)) == "executed: package versions changed (riverton-probe 1.0 -> 1.1)"
-
-
-def test_weights_appearing_on_the_machine_invalidate(book, tmp_path):
-    """auto mode runs the pinned reader live once its weights are in the Hugging Face cache."""
-    from helpers.reader.registry import REGISTRY
+def pinned_weights(root: Path) -> dict:
+    """The pinned reader's weights in a Hugging Face cache (``auto`` mode would run it live)."""
+    from runtime.registry import REGISTRY
 
     spec = REGISTRY["qwen_1_5b_instruct"]
-    hub = tmp_path / "hub"
-    snapshot = hub / f"models--{spec.model_id.replace('/', '--')}" / "snapshots" / spec.revision
+    snapshot = root.parent / "hub" / f"models--{spec.model_id.replace('/', '--')}" / "snapshots" / spec.revision
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").write_text("{}")
     (snapshot / "model.safetensors").write_bytes(b"")
-    env = clean_environment(HF_HUB_CACHE=str(hub))
-    assert decision(build(book, env=env)) == "executed: weights of reader qwen_1_5b_instruct now present"
+    return {"HF_HUB_CACHE": str(root.parent / "hub")}
+
+
+TOTAL = "The total is <strong>7</strong>."
+#: name: (the change, which may return more environment for the build; why the key of
+#: lesson 1 changed, None when it holds; whether it changed the second lesson's key too;
+#: what lesson 1's page shows afterwards). Every change executes exactly the lessons whose
+#: key it changed, and a second build re-uses them all.
+CHANGES = {
+    "nothing": (lambda root: None, None, False, [TOTAL]),
+    "prose": (lambda root: write_lesson(root, default_cells(prose="A sentence just written.")), None, False,
+              ["A sentence just written.", TOTAL]),  # the cached outputs, spliced into the new prose
+    "a cell": (lambda root: write_lesson(root, default_cells(code_extra="\nprint('one more line')")),
+               "code changed in cell 4", False, ["one more line"]),
+    "front matter": (lambda root: write_lesson(root, default_cells(), title="A new title"),
+                     "front matter changed", False, ["A new title"]),
+    "helpers/": (append("helpers/parsing.py"), "helpers/parsing.py changed", True, [TOTAL]),
+    "runtime/": (append("runtime/display.py"), "runtime/display.py changed", True, [TOTAL]),
+    "a new runtime file": (append("runtime/extra.py"), "runtime/extra.py added", True, [TOTAL]),
+    "data/": (append("data/numbers.txt", "5\n"), "data/numbers.txt changed", True,
+              ["The total is <strong>12</strong>."]),
+    "an untracked data file": (append("data/extra.csv", "x\n1\n"), "data/extra.csv added", True, [TOTAL]),
+    "the reviews folder": (append("reviews/mine.csv", "R2,unsupported\n"),
+                           "$RIVERTON_REVIEWS_DIR/mine.csv changed", True, [TOTAL]),
+    "_quarto.yml": (append("_quarto.yml"), "_quarto.yml changed", True, [TOTAL]),
+    "a reader setting": (lambda root: {"RIVERTON_READER_MODE": "recorded", "RIVERTON_READER_API_KEY": "s3cret"},
+                         "RIVERTON_READER_API_KEY set; RIVERTON_READER_MODE set", True, [TOTAL]),
+    "a package": (probe_distribution, "package versions changed (riverton-probe 1.0 installed)", True, [TOTAL]),
+    "reader weights": (pinned_weights, "weights of reader qwen_1_5b_instruct now present", True, [TOTAL]),
+}
+
+
+@pytest.mark.parametrize("name", CHANGES)
+def test_a_change_executes_exactly_the_lessons_whose_key_it_changes(book, name):
+    change, why, shared, shown = CHANGES[name]
+    env = clean_environment(**REVIEWS, **(change(book) or {}))
+    result = build(book, env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert decision(result) == (f"executed: {why}" if why else reused(book))
+    assert decision(result, SECOND) == (f"executed: {why}" if shared else reused(book, SECOND))
+    assert [text for text in shown if text not in page(book)] == []
+    assert ("The numbers are read from the data folder." in page(book)) == (name != "prose")
+    assert "s3cret" not in json.dumps(entries(book)), "a variable's value was stored"
+    again = build(book, env=env)
+    assert [decision(again, lesson) for lesson in LESSONS] == [reused(book, lesson) for lesson in LESSONS]
+
+
+def test_undoing_an_edit_re_uses_the_first_run_and_explains_against_it(book):
+    first = entries(book)[0]
+    write_lesson(book, default_cells(code_extra="\nprint('and one more line')"))
+    assert decision(build(book)) == "executed: code changed in cell 4"
+    write_lesson(book, default_cells())
+    assert decision(build(book)) == f"re-used: executed {first['executed_at']}, inputs unchanged"
+    assert "and one more line" not in page(book)
+    # The next explanation compares with the execution just re-used, not the newest one.
+    append("helpers/text.py")(book)
+    assert decision(build(book)) == "executed: helpers/text.py changed"
 
 
 def test_a_failed_execution_leaves_no_entry_and_publishes_nothing(book):
-    before = page(book)
-    known = {e["key"] for e in entries(book)}
+    before, known = page(book), {e["key"] for e in entries(book)}
     write_lesson(book, default_cells(code_extra="\nraise ValueError('the gate says no')"))
     result = build(book)
     assert result.returncode == 1
@@ -213,11 +211,10 @@ def test_a_failed_execution_leaves_no_entry_and_publishes_nothing(book):
     assert {e["key"] for e in entries(book)} == known, "a failed execution left a cache entry"
     assert not [p for p in (book / CACHE_DIR_NAME).rglob("*") if p.name.endswith(".tmp")]
     assert page(book) == before
-    assert sorted(p.name for p in (book / "_book").rglob("*.html")) == ["01-sample.html", "index.html"]
-    # and it fails again next time: a failure is never cached
-    again = build(book)
-    assert again.returncode == 1
-    assert f"{LESSON}: executing (code changed in cell 4)" in again.stdout
+    assert sorted(p.name for p in (book / "_book").rglob("*.html")) == ["01-sample.html", "02-second.html",
+                                                                        "index.html"]
+    again = build(book)  # a failure is never cached
+    assert again.returncode == 1 and f"{LESSON}: executing (code changed in cell 4)" in again.stdout
 
 
 def test_files_edited_while_a_lesson_executes_are_not_vouched_for(book):
@@ -228,132 +225,60 @@ def test_files_edited_while_a_lesson_executes_are_not_vouched_for(book):
     assert result.returncode == 0, result.stderr
     assert f"files changed while {LESSON} executed; its result is not cached" in result.stdout
     # The next build executes again: the entry it could have used was never written.
-    again = decision(build(book))
-    assert again.startswith("executed:") and "data/numbers.txt changed" in again, again
-
-
-def test_an_edit_to_quarto_yml_executes_again(book):
-    config = book / "_quarto.yml"
-    config.write_text(config.read_text() + "# an edit to the book's configuration\n")
-    result = build(book)
-    assert result.returncode == 0, result.stderr
-    assert decision(result) == "executed: _quarto.yml changed"
-    assert decision(build(book)).startswith("re-used:")
-
-
-def test_an_edit_to_the_front_matter_executes_again(book):
-    write_project(book, default_cells(), title="A new title for the lesson")
-    result = build(book)
-    assert result.returncode == 0, result.stderr
-    assert decision(result) == "executed: front matter changed"
-    assert "A new title for the lesson" in page(book)
+    assert "data/numbers.txt changed" in decision(build(book))
 
 
 def test_fresh_executes_anyway_and_prints_no_kernel_tcp_warning(book):
     result = build(book, "--fresh")
     assert result.returncode == 0, result.stderr
-    assert decision(result) == "executed: --fresh"
-    assert "without encryption" not in result.stderr, result.stderr
-    assert "without encryption" not in result.stdout
+    assert [decision(result, lesson) for lesson in LESSONS] == ["executed: --fresh"] * 2
+    assert "without encryption" not in result.stdout + result.stderr
 
 
-REVIEW_CELLS = [
-    markdown("# Reviews\n\nThe students' reviews are counted."),
-    code("from helpers.review import reviews_dir\n"
-         "rows = sum(len(p.read_text().splitlines()) - 1 for p in sorted(reviews_dir().glob('*.csv')))"),
-    code("#| output: asis\nprint(f'There are **{rows}** review rows.')"),
-]
+class _Replies(http.server.BaseHTTPRequestHandler):
+    """A real HTTP server's handler whose reply can change behind the same URL."""
 
+    reply = "engine one"
 
-def test_an_edit_in_a_reviews_folder_outside_data_executes_again(book, tmp_path):
-    """Lesson 4 reads $RIVERTON_REVIEWS_DIR; its files are inputs even outside data/."""
-    reviews = tmp_path / "my-reviews"
-    reviews.mkdir()
-    (reviews / "mine.csv").write_text("review_id,verdict\nR1,supported\n", encoding="utf-8")
-    write_lesson(book, REVIEW_CELLS)
-    env = clean_environment(RIVERTON_REVIEWS_DIR=str(reviews))
-    first = build(book, env=env)
-    assert first.returncode == 0, first.stderr
-    assert "There are <strong>1</strong> review rows." in page(book)
-    assert decision(build(book, env=env)).startswith("re-used:")
+    def do_GET(self):
+        body = self.reply.encode("utf-8")
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-    (reviews / "mine.csv").write_text("review_id,verdict\nR1,supported\nR2,unsupported\n", encoding="utf-8")
-    result = build(book, env=env)
-    assert result.returncode == 0, result.stderr
-    assert decision(result) == "executed: $RIVERTON_REVIEWS_DIR/mine.csv changed"
-    assert "There are <strong>2</strong> review rows." in page(book)
-    (reviews / "yours.csv").write_text("review_id,verdict\nR3,supported\n", encoding="utf-8")
-    assert decision(build(book, env=env)) == "executed: $RIVERTON_REVIEWS_DIR/yours.csv added"
-    assert "There are <strong>3</strong> review rows." in page(book)
-
-
-class _Server:
-    """A real HTTP server on 127.0.0.1 whose reply can change behind the same URL."""
-
-    def __init__(self, reply: str):
-        import http.server
-        import threading
-
-        self.reply = reply
-        owner = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                body = owner.reply.encode("utf-8")
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-SERVER_CELLS = [
-    markdown("# A reply from the server"),
-    code("import os, urllib.request\n"
-         "reply = urllib.request.urlopen(os.environ['RIVERTON_READER_URL'], timeout=30).read().decode()"),
-    code("#| output: asis\nprint(f'The server said **{reply}**.')"),
-]
+    def log_message(self, *args):
+        pass
 
 
 def test_a_lesson_always_executes_while_a_reader_server_is_set(book):
     """The server may change its engine or weights behind one URL: nothing is re-used or kept."""
-    write_lesson(book, SERVER_CELLS)
-    server = _Server("engine one")
+    write_lesson(book, [markdown("# A reply from the server"),
+                        code("import os, urllib.request\nurl = os.environ['RIVERTON_READER_URL']\n"
+                             "reply = urllib.request.urlopen(url.replace('student:pa55word@', ''), timeout=30).read().decode()"),
+                        code("#| output: asis\nprint(f'The server said **{reply}**.')")])
+    server, kept = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Replies), [entries(book, l) for l in LESSONS]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    shown = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
-        env = clean_environment(RIVERTON_READER_URL=server.url)
-        kept = {e["key"] for e in entries(book)}
-        first = build(book, env=env)
-        assert first.returncode == 0, first.stderr
-        assert decision(first) == f"executed: replies come from the server at {server.url}"
-        assert "The server said <strong>engine one</strong>." in page(book)
-        server.reply = "engine two"  # same URL, same inputs on this machine
-        second = build(book, env=env)
-        assert decision(second) == f"executed: replies come from the server at {server.url}"
-        assert "The server said <strong>engine two</strong>." in page(book)
-        assert {e["key"] for e in entries(book)} == kept, "a server's run was cached"
+        env = clean_environment(**REVIEWS, RIVERTON_READER_URL=shown.replace("//", "//student:pa55word@"))
+        for reply in ("engine one", "engine two"):  # the same URL, the same inputs on this machine
+            _Replies.reply = reply
+            result = build(book, env=env)
+            assert [decision(result, lesson) for lesson in LESSONS] == [
+                f"executed: replies come from the server at {shown}"] * 2
+            assert f"The server said <strong>{reply}</strong>." in page(book)
+            assert "pa55word" not in result.stdout + result.stderr
     finally:
-        server.close()
-
-    # A password in the URL is not printed; RIVERTON_READER_MODE=server alone does the same.
-    url = "http://student:pa55word@127.0.0.1:9/v1"
+        server.shutdown()
+        server.server_close()
+    assert [entries(book, lesson) for lesson in LESSONS] == kept, "a server's run was cached"
     write_lesson(book, default_cells())
-    result = build(book, env=clean_environment(RIVERTON_READER_URL=url))
-    assert decision(result) == "executed: replies come from the server at http://127.0.0.1:9/v1"
-    assert "pa55word" not in result.stdout + result.stderr
-    result = build(book, env=clean_environment(RIVERTON_READER_MODE="server"))
-    assert decision(result) == "executed: replies come from a reader server (RIVERTON_READER_MODE=server)"
-    # Without a server the lesson's last execution here stands again.
-    assert decision(build(book)).startswith("re-used:")
+    result = build(book, env=clean_environment(**REVIEWS, RIVERTON_READER_MODE="server"))
+    assert [decision(result, lesson) for lesson in LESSONS] == [
+        "executed: replies come from a reader server (RIVERTON_READER_MODE=server)"] * 2
+    result = build(book)  # without a server, the last executions here stand again
+    assert [decision(result, lesson) for lesson in LESSONS] == [reused(book, lesson) for lesson in LESSONS]
 
 
 # --------------------------------------------------------------------------- the key itself
@@ -363,7 +288,7 @@ def _chapter_nb(root: Path):
     return read_chapter(root, Chapter(source=LESSON, page="x.html"))
 
 
-def test_key_ignores_prose_and_cell_positions_but_not_code_or_tags(tmp_path):
+def test_key_ignores_prose_and_cell_positions_but_not_code_tags_or_inline_code(tmp_path):
     root = write_book(tmp_path / "book")
     inputs = ProjectInputs.collect(root)
     key = LessonKey.compute(_chapter_nb(root), inputs)
@@ -373,190 +298,214 @@ def test_key_ignores_prose_and_cell_positions_but_not_code_or_tags(tmp_path):
     moved = LessonKey.compute(_chapter_nb(root), inputs)
     assert moved.key == key.key
     assert moved.cell_numbers == [n + 1 for n in key.cell_numbers]
-
     nb = _chapter_nb(root)
     nb.cells[2].metadata["tags"] = ["raises-exception"]
     assert LessonKey.compute(nb, inputs).key != key.key
-    inline = default_cells(prose="The total is `{python} sum(numbers)`.")
-    write_lesson(root, inline)
+    write_lesson(root, default_cells(prose="The total is `{python} sum(numbers)`."))
     assert LessonKey.compute(_chapter_nb(root), inputs).key != key.key  # inline code is executed
+    # Every file of both packages the lessons import is in the key.
+    for package in ("helpers", "runtime"):
+        assert {f"{package}/{p.relative_to(root / package).as_posix()}" for p in (root / package).rglob("*.py")
+                if "__pycache__" not in p.parts} <= set(inputs.files), package
 
 
 def test_explain_names_each_kind_of_change(tmp_path):
     root = write_book(tmp_path / "book")
     inputs = ProjectInputs.collect(root)
     key = LessonKey.compute(_chapter_nb(root), inputs)
-    old = key.record()
     assert explain(None, key) == ["no earlier run"]
-    changed = json.loads(json.dumps(old))
+    changed = json.loads(json.dumps(key.record()))
     changed["components"]["packages"]["transformers"] = "0.0.1"
     changed["components"]["runtime"]["python"] = "3.10.0"
-    changed["components"]["files"].pop("helpers/text.py")
+    changed["components"]["files"].pop("runtime/readers.py")
+    changed["components"]["files"]["helpers/gone.py"] = "0" * 64
     reasons = explain(changed, key)
     assert f"Python version changed (3.10.0 -> {inputs.runtime['python']})" in reasons
     assert f"package versions changed (transformers 0.0.1 -> {inputs.packages['transformers']})" in reasons
-    assert "helpers/text.py added" in reasons
+    assert "runtime/readers.py added" in reasons and "helpers/gone.py removed" in reasons
 
 
-def test_key_components_come_from_the_machine():
+def test_key_components_come_from_the_machine_and_its_environment(tmp_path):
     import importlib.metadata
+
+    from bookkit.cache import INPUT_FOLDER_VARIABLES, input_folders, installed_distributions, server_reason
+    from runtime.reviews import REVIEWS_ENV
 
     packages = installed_distributions()
     for name in ("nbclient", "riverton-qa-book", "transformers"):
         assert packages[name] == importlib.metadata.version(name)
-    digests = environment_digests({"RIVERTON_READER_MODE": "live", "HOME": "/x", "RIVERTON_X": ""})
-    assert sorted(digests) == ["RIVERTON_READER_MODE", "RIVERTON_X"]
+    digests = environment_digests({"RIVERTON_READER_MODE": "live", "HOME": "/x", "RIVERTON_X": "",
+                                   "RIVERTON_BOOK_BUILD": "quarto", "RIVERTON_PROGRESS": "0"})
+    assert sorted(digests) == ["RIVERTON_READER_MODE", "RIVERTON_X"]  # display-only variables stay out
     assert "live" not in json.dumps(digests)
+    assert REVIEWS_ENV in INPUT_FOLDER_VARIABLES
+    root = tmp_path / "book"
+    (root / "data" / "reviews").mkdir(parents=True)
+    assert input_folders(root, {}) == {}
+    assert input_folders(root, {REVIEWS_ENV: "data/reviews"}) == {}  # hashed with data/ already
+    assert input_folders(root, {REVIEWS_ENV: str(root / "data" / "reviews")}) == {}
+    assert input_folders(root, {REVIEWS_ENV: "mine"}) == {REVIEWS_ENV: (root / "mine").resolve()}
+    assert input_folders(root, {REVIEWS_ENV: str(tmp_path / "x")}) == {REVIEWS_ENV: (tmp_path / "x").resolve()}
+    assert server_reason({}) is None
+    assert server_reason({"RIVERTON_READER_MODE": "recorded", "RIVERTON_READER_URL": "  "}) is None
+    assert (server_reason({"RIVERTON_READER_URL": "https://me:secret@class.example:8443/v1"})
+            == "replies come from the server at https://class.example:8443/v1")
+    assert server_reason({"RIVERTON_READER_MODE": "server"}) == (
+        "replies come from a reader server (RIVERTON_READER_MODE=server)")
 
 
 # --------------------------------------------------------------------------- Quarto's freezer
-# The decisions of the pre-render and post-render steps, on a book whose frozen results are
-# written here as Quarto lays them out; tests/test_quarto.py checks them with real Quarto.
+# The decisions of the pre-render and post-render steps, on frozen results written here as
+# Quarto lays them out; tests/test_quarto.py checks them with real Quarto.
 
 
-def _freeze_result(root: Path) -> Path:
-    """What a render that executes the lesson does: Quarto writes the outputs into the
+def _quarto_writes_outputs(root: Path, lesson: str = LESSON) -> str:
+    """What Quarto does to a .ipynb it executes: outputs and counts go into the file itself."""
+    nb = nbformat.read(root / lesson, as_version=4)
+    for number, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
+        cell.execution_count = number + 1
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ran\n")]
+    nbformat.write(nb, root / lesson)
+    return (root / lesson).read_text(encoding="utf-8")
+
+
+def _freeze_result(root: Path, lesson: str = LESSON, result: dict | None = None) -> Path:
+    """What a render that executes a lesson does: Quarto writes the outputs into the
     notebook file and freezes the result, whose "hash" is that of the file it executed."""
     from bookkit.freeze import _quarto_hash, frozen_result
 
-    result = frozen_result(root, LESSON)
-    result.parent.mkdir(parents=True, exist_ok=True)
-    notebook = _quarto_writes_outputs(root)
-    result.write_text(json.dumps({"hash": _quarto_hash(notebook), "result": {}}))
-    return result
+    frozen = frozen_result(root, lesson)
+    frozen.parent.mkdir(parents=True, exist_ok=True)
+    frozen.write_text(json.dumps({"hash": _quarto_hash(_quarto_writes_outputs(root, lesson)),
+                                  "result": result or {}}))
+    return frozen
 
 
-def _pre(root: Path) -> str:
-    """What pre-render says of the lesson (it may first put back a notebook with outputs)."""
+def _pre(root: Path) -> dict[str, str]:
+    """What pre-render says of each lesson (it may first put back notebooks with outputs)."""
     from bookkit.freeze import pre_render
 
     said = []
     assert pre_render(root, said.append) == 0
-    (line,) = [line for line in said if line.startswith(f"[freeze] {LESSON}: ")]
-    return line.split(": ", 1)[1]
+    return {lesson: line.split(": ", 1)[1] for line in said for lesson in LESSONS
+            if line.startswith(f"[freeze] {lesson}: ")}
 
 
-def _post(root: Path, monkeypatch) -> None:
+PAGES = "_book/index.html\n_book/lessons/01-sample.html\n_book/lessons/02-second.html"
+
+
+def _post(root: Path, monkeypatch, outputs: str = PAGES) -> list[str]:
     from bookkit.freeze import post_render
 
     monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(root / "_book"))
-    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", "_book/index.html\n_book/lessons/01-sample.html")
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", outputs)
     monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)
-    assert post_render(root, lambda line: None) == 0
+    said = []
+    assert post_render(root, said.append) == 0
+    return said
 
 
-def test_freeze_steps_keep_a_result_only_while_its_key_holds(tmp_path, monkeypatch):
-    from bookkit.freeze import hidden_freeze_folder
-
-    root = write_book(tmp_path / "book")
-    assert _pre(root) == "will execute: no earlier run"
-    result = _freeze_result(root)  # the render executed the lesson and froze it...
-    _post(root, monkeypatch)  # ...and succeeded
-    assert _pre(root) == "frozen result kept: inputs unchanged"
-    assert result.is_file()
-
-    hidden = hidden_freeze_folder(root, LESSON)
-    hidden.mkdir(parents=True)
-    (root / "data" / "numbers.txt").write_text("5\n", encoding="utf-8")
-    assert _pre(root) == "frozen result removed, will execute: data/numbers.txt changed"
-    assert not result.exists() and not hidden.exists()
-    # No render recorded the new key yet, so the next pre-render still says why.
-    assert _pre(root) == "will execute: data/numbers.txt changed"
-
-
-def test_a_failed_render_records_nothing_but_its_fresh_results_stand(tmp_path, monkeypatch):
-    root = write_book(tmp_path / "book")
-    _pre(root)
-    _freeze_result(root)
+def _rendered(root: Path, monkeypatch) -> None:
+    """A render that executed both lessons and succeeded."""
+    for lesson in LESSONS:
+        _freeze_result(root, lesson)
     _post(root, monkeypatch)
-    (root / "data" / "numbers.txt").write_text("5\n", encoding="utf-8")
-    time.sleep(0.05)
-    assert _pre(root) == "frozen result removed, will execute: data/numbers.txt changed"
-    time.sleep(0.05)
-    _freeze_result(root)  # this lesson executed; another one failed, so no post-render
-    assert _pre(root) == "frozen result kept: it was made with these inputs"
-    assert _pre(root) == "frozen result kept: inputs unchanged"  # and now it is recorded
 
+
+KEPT = "frozen result kept: inputs unchanged"
+NOTEBOOK_TEXT = "will execute: notebook text changed; Quarto's freeze re-executes a lesson on any edit of its file"
+
+
+@pytest.fixture
+def frozen_book(tmp_path, monkeypatch):
+    """A book both of whose lessons a successful render executed and froze."""
+    root = write_book(tmp_path / "book")
+    assert _pre(root) == {lesson: "will execute: no earlier run" for lesson in LESSONS}
+    _rendered(root, monkeypatch)
+    assert _pre(root) == {lesson: KEPT for lesson in LESSONS}
+    _post(root, monkeypatch)
+    return root
+
+
+@pytest.mark.parametrize("name", [n for n in CHANGES if n not in {"a package", "reader weights", "nothing"}])
+def test_pre_render_removes_exactly_the_frozen_results_whose_key_changed(frozen_book, monkeypatch, name):
+    from bookkit.freeze import frozen_result, hidden_freeze_folder
+
+    root = frozen_book
+    change, why, shared, _ = CHANGES[name]
+    for name_value in (change(root) or {}).items():
+        monkeypatch.setenv(*name_value)
+    for lesson in LESSONS:
+        (hidden_freeze_folder(root, lesson) / "execute-results").mkdir(parents=True)
+    expected = {LESSON: f"frozen result removed, will execute: {why}" if why else NOTEBOOK_TEXT,
+                SECOND: f"frozen result removed, will execute: {why}" if shared else KEPT}
+    assert _pre(root) == expected
+    for lesson, said in expected.items():
+        removed = said.startswith("frozen result removed")
+        assert frozen_result(root, lesson).exists() != removed and hidden_freeze_folder(root, lesson).exists() != removed
+    # No render recorded the new keys yet, so the next pre-render still says why.
+    assert _pre(root) == {lesson: said.removeprefix("frozen result removed, ") for lesson, said in expected.items()}
+
+
+def test_a_failed_render_records_nothing_but_its_fresh_results_stand(frozen_book):
+    root = frozen_book
+    append("data/numbers.txt", "5\n")(root)
+    time.sleep(0.05)
+    assert _pre(root)[LESSON] == "frozen result removed, will execute: data/numbers.txt changed"
+    time.sleep(0.05)
+    _freeze_result(root)  # this lesson executed; the other one failed, so no post-render
+    assert _pre(root)[LESSON] == "frozen result kept: it was made with these inputs"
+    assert _pre(root)[LESSON] == KEPT  # and now it is recorded
     # An edit made (and undone) after the key was computed leaves the result unproven.
-    (root / "data" / "numbers.txt").write_text("6\n", encoding="utf-8")
+    append("data/numbers.txt", "6\n")(root)
     _pre(root)
     time.sleep(0.05)
     _freeze_result(root)
-    (root / "data" / "numbers.txt").write_text("6\n", encoding="utf-8")  # touched during the render
-    assert _pre(root).startswith("frozen result removed, will execute")
+    (root / "data" / "numbers.txt").write_text((root / "data" / "numbers.txt").read_text())  # touched meanwhile
+    assert _pre(root)[LESSON].startswith("frozen result removed, will execute")
 
 
-def _quarto_writes_outputs(root: Path) -> str:
-    """What Quarto does to a .ipynb it executes: outputs and counts go into the file itself."""
-    path = root / LESSON
-    nb = nbformat.read(path, as_version=4)
-    for number, cell in enumerate(c for c in nb.cells if c.cell_type == "code"):
-        cell.execution_count = number + 1
-        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="ran\n")]
-    nbformat.write(nb, path)
-    return path.read_text(encoding="utf-8")
-
-
-def test_the_notebook_goes_back_as_committed_and_quarto_still_thaws_it(tmp_path, monkeypatch):
-    from bookkit.freeze import _quarto_hash, executed_notebook, frozen_result, hidden_freeze_folder
-
-    root = write_book(tmp_path / "book")
-    committed = (root / LESSON).read_bytes()
-    _pre(root)
-    executed = _quarto_writes_outputs(root)
-    hidden = hidden_freeze_folder(root, LESSON) / "execute-results" / "html.json"
-    for result in (frozen_result(root, LESSON), hidden):
-        result.parent.mkdir(parents=True, exist_ok=True)
-        result.write_text(json.dumps({"hash": _quarto_hash(executed), "result": {"markdown": "x"}}))
-    _post(root, monkeypatch)
-    assert (root / LESSON).read_bytes() == committed
-    # Quarto thaws a frozen result only when its hash is that of the notebook as it is now.
-    for result in (frozen_result(root, LESSON), hidden):
-        frozen = json.loads(result.read_text())
-        assert frozen["hash"] == _quarto_hash(committed.decode("utf-8"))
-        assert frozen["result"] == {"markdown": "x"}
-    # The executed notebook is kept for the PDF of a later render that thaws the result.
-    assert executed_notebook(root, LESSON) == executed
-
-
-def test_a_thawed_lesson_gets_its_executed_notebook_for_the_pdf(tmp_path, monkeypatch):
-    """The PDF is rendered from the notebook's outputs: for a lesson Quarto will thaw,
-    pre-render puts the notebook of that execution in place (and points the frozen result
-    at it); post-render puts the committed one back. With no such notebook, or one that
-    another execution made, the lesson executes again rather than print without outputs."""
-    from bookkit.freeze import _executed_folder, _quarto_hash, frozen_result
+def test_the_notebook_goes_back_as_committed_and_its_execution_serves_the_pdf(tmp_path, monkeypatch):
+    """Quarto executes a .ipynb in place; post-render puts the committed notebook back and
+    points both frozen copies at it (Quarto thaws a result only for the file it froze),
+    keeping the executed notebook. The PDF is rendered from the notebook's outputs, so for a
+    lesson Quarto will thaw pre-render puts that execution in place, and post-render the
+    committed notebook back; with no such notebook, or one another execution made, the
+    lesson executes again rather than print without outputs."""
+    from bookkit.freeze import _executed_folder, _quarto_hash, executed_notebook, frozen_result, hidden_freeze_folder
 
     root = write_book(tmp_path / "book")
     committed = (root / LESSON).read_text(encoding="utf-8")
     _pre(root)
-    result = _freeze_result(root)
+    result = _freeze_result(root, result={"markdown": "x"})
     executed = (root / LESSON).read_text(encoding="utf-8")
+    hidden = hidden_freeze_folder(root, LESSON) / "execute-results" / "html.json"
+    hidden.parent.mkdir(parents=True)
+    shutil.copyfile(result, hidden)
+    _freeze_result(root, SECOND)
     _post(root, monkeypatch)
     assert (root / LESSON).read_text(encoding="utf-8") == committed
+    for frozen in (result, hidden):
+        assert json.loads(frozen.read_text()) == {"hash": _quarto_hash(committed), "result": {"markdown": "x"}}
+    assert executed_notebook(root, LESSON) == executed
 
-    assert _pre(root) == "frozen result kept: inputs unchanged"
+    assert _pre(root)[LESSON] == KEPT
     assert (root / LESSON).read_text(encoding="utf-8") == executed
     assert json.loads(result.read_text())["hash"] == _quarto_hash(executed)  # Quarto thaws it
     _post(root, monkeypatch)
     assert (root / LESSON).read_text(encoding="utf-8") == committed
     assert json.loads(result.read_text())["hash"] == _quarto_hash(committed)
 
-    # The kept notebook belongs to another execution than the frozen result.
-    frozen = json.loads(result.read_text())
-    result.write_text(json.dumps({**frozen, "result": {"markdown": "another execution"}}))
-    assert _pre(root) == ("frozen result removed, will execute: no notebook of its execution is "
-                          "kept for the PDF")
-    assert not result.exists()
-    assert (root / LESSON).read_text(encoding="utf-8") == committed
+    result.write_text(json.dumps({**json.loads(result.read_text()), "result": {"markdown": "another"}}))
+    no_notebook = "frozen result removed, will execute: no notebook of its execution is kept for the PDF"
+    assert _pre(root)[LESSON] == no_notebook
+    assert not result.exists() and (root / LESSON).read_text(encoding="utf-8") == committed
     _freeze_result(root)
     _post(root, monkeypatch)
-    assert _pre(root) == "frozen result kept: inputs unchanged"
+    assert _pre(root)[LESSON] == KEPT
     _post(root, monkeypatch)
-
     shutil.rmtree(_executed_folder(root))
-    assert _pre(root) == ("frozen result removed, will execute: no notebook of its execution is "
-                          "kept for the PDF")
-    assert not frozen_result(root, LESSON).exists()
+    assert _pre(root)[LESSON] == no_notebook and not frozen_result(root, LESSON).exists()
 
 
 def test_a_pdf_that_would_show_a_lesson_without_outputs_is_removed(tmp_path, monkeypatch):
@@ -565,29 +514,26 @@ def test_a_pdf_that_would_show_a_lesson_without_outputs_is_removed(tmp_path, mon
     from bookkit.freeze import post_render
 
     root = write_book(tmp_path / "book")
-    assert _pre(root) == "will execute: no earlier run"
+    _pre(root)
     pdf = root / "_book" / "book.pdf"
     pdf.parent.mkdir()
-    pdf.write_bytes(b"%PDF-1.7")  # Typst rendered the notebook as committed, without outputs
+    pdf.write_bytes(b"%PDF-1.7")  # Typst rendered the notebooks as committed, without outputs
     monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(root / "_book"))
     monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", "_book/book.pdf")
-    monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)
     said = []
     assert post_render(root, said.append) == 1
     assert not pdf.exists()
-    assert any(line.startswith("[freeze] removed _book/book.pdf: it would show " + LESSON + " without outputs")
-               for line in said), said
-
-    # Rendered with the HTML, the lesson executed first and the PDF had its outputs.
+    assert f"[freeze] removed _book/book.pdf: it would show {LESSON}, {SECOND} without outputs" in said[0], said
+    # Rendered with the HTML, the lessons executed first and the PDF had their outputs.
     _pre(root)
-    _freeze_result(root)
     pdf.write_bytes(b"%PDF-1.7")
-    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", f"_book/book.pdf\n_book/{Path(LESSON).with_suffix('.html')}")
-    assert post_render(root, said.append) == 0
+    for lesson in LESSONS:
+        _freeze_result(root, lesson)
+    _post(root, monkeypatch, f"_book/book.pdf\n{PAGES}")
     assert pdf.is_file()
 
 
-def test_a_failed_render_s_outputs_are_taken_out_by_the_next_pre_render(tmp_path):
+def test_notebooks_a_failed_render_wrote_into_go_back_unless_edited_meanwhile(tmp_path, monkeypatch):
     from bookkit.freeze import pre_render
 
     root = write_book(tmp_path / "book")
@@ -598,146 +544,52 @@ def test_a_failed_render_s_outputs_are_taken_out_by_the_next_pre_render(tmp_path
     assert pre_render(root, said.append) == 0
     assert (root / LESSON).read_bytes() == committed
     assert said[0] == "[freeze] put back 1 notebook(s) a failed render had written outputs into"
-
-
-def test_a_notebook_edited_during_the_render_is_left_as_it_is(tmp_path, monkeypatch):
-    from bookkit.freeze import post_render
-
-    root = write_book(tmp_path / "book")
-    _pre(root)
-    path = root / LESSON
-    nb = nbformat.read(path, as_version=4)
+    nb = nbformat.read(root / LESSON, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell("print('new cell')"))
-    nbformat.write(nb, path)
-    edited = path.read_bytes()
-    said = []
-    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(root / "_book"))
-    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", "_book/index.html")
-    monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)
-    post_render(root, said.append)
-    assert path.read_bytes() == edited
-    assert f"[freeze] {LESSON}: edited during the render; left as it is" in said
+    nbformat.write(nb, root / LESSON)
+    edited = (root / LESSON).read_bytes()
+    assert f"[freeze] {LESSON}: edited during the render; left as it is" in _post(root, monkeypatch, "")
+    assert (root / LESSON).read_bytes() == edited
 
 
-def test_display_only_variables_stay_out_of_the_key():
-    from bookkit.cache import environment_digests
-
-    digests = environment_digests({"RIVERTON_BOOK_BUILD": "quarto", "RIVERTON_PROGRESS": "0",
-                                   "RIVERTON_READER_MODE": "recorded"})
-    assert sorted(digests) == ["RIVERTON_READER_MODE"]
-
-
-def test_pre_render_executes_every_lesson_while_a_reader_server_is_set(tmp_path, monkeypatch):
-    root = write_book(tmp_path / "book")
-    _pre(root)
-    _freeze_result(root)
-    _post(root, monkeypatch)
-    assert _pre(root) == "frozen result kept: inputs unchanged"
-
+def test_pre_render_executes_every_lesson_while_a_reader_server_is_set(frozen_book, monkeypatch):
+    root = frozen_book
     monkeypatch.setenv("RIVERTON_READER_URL", "http://127.0.0.1:8000/v1")
     said = "frozen result removed, will execute: replies come from the server at http://127.0.0.1:8000/v1"
-    assert _pre(root) == said
-    _freeze_result(root)  # the render asked the server...
-    _post(root, monkeypatch)  # ...and succeeded: the same key, with the server set, still executes
-    assert _pre(root) == said
+    assert _pre(root) == {lesson: said for lesson in LESSONS}
+    _rendered(root, monkeypatch)  # the render asked the server and succeeded: the same key still executes
+    assert _pre(root) == {lesson: said for lesson in LESSONS}
     monkeypatch.delenv("RIVERTON_READER_URL")
-    _freeze_result(root)
-    _post(root, monkeypatch)
-    # Back without a server: the frozen result holds the server's replies, so it goes too.
-    assert _pre(root) == "frozen result removed, will execute: RIVERTON_READER_URL unset"
+    _rendered(root, monkeypatch)
+    # Back without a server: the frozen results hold the server's replies, so they go too.
+    assert _pre(root)[SECOND] == "frozen result removed, will execute: RIVERTON_READER_URL unset"
     monkeypatch.setenv("RIVERTON_READER_MODE", "server")
-    assert _pre(root) == "will execute: replies come from a reader server (RIVERTON_READER_MODE=server)"
+    assert _pre(root)[SECOND] == "will execute: replies come from a reader server (RIVERTON_READER_MODE=server)"
 
 
-def test_pre_render_notices_an_edit_in_a_reviews_folder_outside_data(tmp_path, monkeypatch):
-    root = write_book(tmp_path / "book")
-    reviews = tmp_path / "reviews"
-    reviews.mkdir()
-    (reviews / "mine.csv").write_text("review_id,verdict\nR1,supported\n", encoding="utf-8")
-    monkeypatch.setenv("RIVERTON_REVIEWS_DIR", str(reviews))
-    _pre(root)
-    _freeze_result(root)
-    _post(root, monkeypatch)
-    assert _pre(root) == "frozen result kept: inputs unchanged"
-    (reviews / "mine.csv").write_text("review_id,verdict\nR1,unsupported\n", encoding="utf-8")
-    assert _pre(root) == "frozen result removed, will execute: $RIVERTON_REVIEWS_DIR/mine.csv changed"
+# --------------------------------------------------------------------------- atomic writes, kernels
 
 
-def test_pre_render_says_that_quarto_executes_a_lesson_whose_file_changed(tmp_path, monkeypatch):
-    """The key ignores prose; Quarto's freeze does not, and pre-render must not pretend otherwise."""
-    root = write_book(tmp_path / "book")
-    _pre(root)
-    result = _freeze_result(root)
-    _post(root, monkeypatch)
-    assert _pre(root) == "frozen result kept: inputs unchanged"
-    _post(root, monkeypatch)  # a render that thawed the lesson
-    write_lesson(root, default_cells(prose="Prose written after the render."))
-    assert _pre(root) == ("will execute: notebook text changed; Quarto's freeze re-executes a lesson "
-                          "on any edit of its file")
-    assert result.is_file()  # Quarto overwrites it when it executes the lesson
-    _freeze_result(root)  # Quarto froze the edited notebook
-    _post(root, monkeypatch)
-    assert _pre(root) == "frozen result kept: inputs unchanged"
-
-
-def test_input_folders_are_those_outside_data_resolved_from_the_project(tmp_path):
-    from bookkit.cache import INPUT_FOLDER_VARIABLES, input_folders
-    from helpers.review import REVIEWS_ENV
-
-    assert REVIEWS_ENV in INPUT_FOLDER_VARIABLES
-    root = tmp_path / "book"
-    (root / "data" / "reviews").mkdir(parents=True)
-    assert input_folders(root, {}) == {}
-    assert input_folders(root, {REVIEWS_ENV: "data/reviews"}) == {}  # hashed with data/ already
-    assert input_folders(root, {REVIEWS_ENV: str(root / "data" / "reviews")}) == {}
-    assert input_folders(root, {REVIEWS_ENV: "mine"}) == {REVIEWS_ENV: (root / "mine").resolve()}
-    outside = tmp_path / "elsewhere"
-    assert input_folders(root, {REVIEWS_ENV: str(outside)}) == {REVIEWS_ENV: outside.resolve()}
-
-
-def test_server_reason_names_the_server_without_its_password():
-    from bookkit.cache import server_reason
-
-    assert server_reason({}) is None
-    assert server_reason({"RIVERTON_READER_MODE": "recorded"}) is None
-    assert server_reason({"RIVERTON_READER_URL": "  "}) is None
-    assert (server_reason({"RIVERTON_READER_URL": "https://me:secret@class.example:8443/v1"})
-            == "replies come from the server at https://class.example:8443/v1")
-    assert server_reason({"RIVERTON_READER_MODE": "server"}) == (
-        "replies come from a reader server (RIVERTON_READER_MODE=server)")
-
-
-# --------------------------------------------------------------------------- atomic writes
-
-
-def test_a_page_that_cannot_be_written_leaves_the_old_page_and_no_temporary_file(tmp_path):
+def test_a_page_or_a_frozen_result_is_never_left_half_written(tmp_path):
     from bookkit.cache import PageCache
+    from bookkit.freeze import _quarto_hash, _rehash_frozen, frozen_result
 
     pages = PageCache(tmp_path)
     pages.put(LESSON, "key-1", "<p>first</p>")
     with pytest.raises(UnicodeEncodeError):
         pages.put(LESSON, "key-2", "<p>half \ud800 written</p>")  # a lone surrogate: no UTF-8
-    assert pages.get(LESSON, "key-1") == "<p>first</p>"
-    assert pages.get(LESSON, "key-2") is None
-    assert sorted(p.name for p in pages.folder.iterdir()) == [f"{SLUG}.html", f"{SLUG}.json"]
+    assert pages.get(LESSON, "key-1") == "<p>first</p>" and pages.get(LESSON, "key-2") is None
+    assert sorted(p.name for p in pages.folder.iterdir()) == ["lessons--01-sample.html", "lessons--01-sample.json"]
 
-
-def test_rehashing_a_frozen_result_leaves_no_temporary_file(tmp_path):
-    from bookkit.freeze import _quarto_hash, _rehash_frozen, frozen_result
-
-    root = tmp_path
-    result = frozen_result(root, LESSON)
+    result = frozen_result(tmp_path, LESSON)
     result.parent.mkdir(parents=True)
     result.write_text(json.dumps({"hash": _quarto_hash("executed"), "result": {"markdown": "m"}}))
     stray = result.with_name(f".{result.name}.tmp")  # the name a fixed-name writer would take
     stray.write_text("someone else's")
-    _rehash_frozen(root, LESSON, "executed", "restored")
+    _rehash_frozen(tmp_path, LESSON, "executed", "restored")
     assert json.loads(result.read_text()) == {"hash": _quarto_hash("restored"), "result": {"markdown": "m"}}
     assert stray.read_text() == "someone else's"
     assert sorted(p.name for p in result.parent.iterdir()) == sorted([result.name, stray.name])
-
-
-# --------------------------------------------------------------------------- kernel configuration
 
 
 def test_kernel_config_writes_its_filter_and_refuses_a_file_it_did_not_write(tmp_path):
@@ -750,22 +602,17 @@ def test_kernel_config_writes_its_filter_and_refuses_a_file_it_did_not_write(tmp
     text = path.read_text()
     assert text.startswith(kernel_config.MARKER)
     assert kernel_config.install(tmp_path) == path and path.read_text() == text  # its own: rewritten
-
     # The file, run as ipykernel runs it, drops that one message and keeps every other.
     logger = logging.getLogger("IPKernelApp")
     before = list(logger.filters)
     try:
         exec(compile(text, str(path), "exec"), {})
         (added,) = [f for f in logger.filters if f not in before]
-
-        def record(message):
-            return logging.LogRecord("IPKernelApp", logging.WARNING, __file__, 1, message, None, None)
-
+        record = lambda message: logging.LogRecord("IPKernelApp", logging.WARNING, __file__, 1, message, None, None)  # noqa: E731
         assert not added.filter(record(kernel_config.MESSAGE + ". This is not recommended."))
         assert added.filter(record("Kernel started"))
     finally:
         logger.filters[:] = before
-
     path.write_text("c = get_config()  # a user's own settings\n")
     with pytest.raises(FileExistsError, match="was not written by bookkit.kernel_config"):
         kernel_config.install(tmp_path)

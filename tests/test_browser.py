@@ -13,7 +13,6 @@ unless BOOK_REQUIRE_BROWSER=1 (as in CI), which turns the skip into a failure.
 from __future__ import annotations
 
 import ast
-import textwrap
 import time
 from pathlib import Path
 
@@ -23,66 +22,37 @@ import pytest
 
 import pagecheck
 from book_session import BuiltSite
-from helpers.paths import PROJECT_ROOT
-from projects import run_book
+from projects import code, run_book, write_project
+from runtime.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.browser
 
 LESSON_1 = "lessons/01-answering-from-retrieved-passages.ipynb"
 
 
-def write_table_project(root: Path) -> Path:
-    """A one-lesson book whose lesson shows a 16-row interactive table, offline."""
-    (root / "lessons").mkdir(parents=True)
-    (root / "_quarto.yml").write_text(
-        textwrap.dedent(
-            """\
-            project:
-              type: book
-              output-dir: _book
-              execute-dir: project
-            book:
-              title: "Table Book"
-              chapters:
-                - index.qmd
-                - lessons/01-table.ipynb
-            execute:
-              enabled: true
-            jupyter: python3
-            """
-        )
-    )
-    (root / "index.qmd").write_text("---\ntitle: Start\n---\n\nThe [table lesson](lessons/01-table.ipynb).\n")
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [
-        nbformat.v4.new_raw_cell("---\ntitle: Passages\n---"),
-        nbformat.v4.new_code_cell(
-            "#| echo: false\nimport pandas as pd\nimport itables\nitables.init_notebook_mode(connected=False)"
-        ),
-        nbformat.v4.new_code_cell(
-            textwrap.dedent(
-                """\
-                #| label: tbl-passages
-                #| tbl-cap: Sixteen passages
-                passages = pd.DataFrame({
-                    "passage_id": [f"H{i:02d}" for i in range(1, 17)],
-                    "text": [f"passage number {i}" for i in range(1, 17)],
-                })
-                itables.show(passages)
-                """
-            )
-        ),
-        # A plain table, shown without the helpers (this book shows every DataFrame as an itable).
-        nbformat.v4.new_code_cell("from IPython.display import HTML\nHTML(passages.head(2).to_html())"),
-    ]
-    nbformat.write(nb, root / "lessons" / "01-table.ipynb")
-    return root
+TABLE_CELLS = [
+    code("#| echo: false\nimport pandas as pd\nimport itables\nitables.init_notebook_mode(connected=False)"),
+    code(
+        """
+        #| label: tbl-passages
+        #| tbl-cap: Sixteen passages
+        passages = pd.DataFrame({
+            "passage_id": [f"H{i:02d}" for i in range(1, 17)],
+            "text": [f"passage number {i}" for i in range(1, 17)],
+        })
+        itables.show(passages)
+        """
+    ),
+    # A plain table, shown without the helpers (this book shows every DataFrame as an itable).
+    code("from IPython.display import HTML\nHTML(passages.head(2).to_html())"),
+]
+TABLE_PAGE = "lessons/01-sample.html"
 
 
 @pytest.fixture(scope="module")
 def table_site(tmp_path_factory):
-    root = write_table_project(tmp_path_factory.mktemp("browser") / "book")
+    """A one-lesson book whose lesson shows a 16-row interactive table, offline."""
+    root = write_project(tmp_path_factory.mktemp("browser") / "book", TABLE_CELLS, title="Passages")
     result = run_book(root, "--engine", "nbclient")
     assert result.returncode == 0, result.stdout + result.stderr
     return root / "_book"
@@ -91,14 +61,15 @@ def table_site(tmp_path_factory):
 def test_interactive_table_renders_offline_and_search_filters(browser, table_site, tmp_path):
     shot = tmp_path / "table-page.png"
     with pagecheck.serve_folder(table_site) as base:
-        result = pagecheck.check_page(
-            base + "lessons/01-table.html", "H13", lambda row: row[0] == "H13",
-            screenshot=shot, driver=browser,
-        )
+        result = pagecheck.check_page(base + TABLE_PAGE, "H13", lambda row: row[0] == "H13",
+                                      screenshot=shot, driver=browser)
+        loose = pagecheck.loose_tables(browser)
     assert result.n_tables == 1
     assert len(result.rows_before) == 10  # first page of 16 rows
     assert result.rows_after == [["H13", "passage number 13"]]
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Both tables of the page are shown without runtime.display: the interactive one and a plain one.
+    assert len(loose) == 2 and all("passage number 1" in text for text in loose), loose
 
 
 def test_front_page_has_no_console_errors_and_links_the_lesson(browser, table_site):
@@ -106,40 +77,28 @@ def test_front_page_has_no_console_errors_and_links_the_lesson(browser, table_si
         browser.get(base + "index.html")
         links = browser.execute_script("return Array.from(document.links).map(a => a.getAttribute('href'));")
         console = browser.get_log("browser")
-        browser.find_element("css selector", ".book-sidebar a[href='lessons/01-table.html']").click()
+        browser.find_element("css selector", f".book-sidebar a[href='{TABLE_PAGE}']").click()
         title = browser.execute_script("return document.querySelector('h1').textContent;")
         console += browser.get_log("browser")
-    assert "lessons/01-table.html" in links
+    assert TABLE_PAGE in links
     assert title == "Passages"
     assert [e for e in console if e["level"] == "SEVERE"] == []
 
 
-def test_loose_tables_are_found(browser, table_site):
-    """Both tables of the page are shown without helpers.display: the interactive one and
-    a plain HTML table."""
-    with pagecheck.serve_folder(table_site) as base:
-        browser.get(base + "lessons/01-table.html")
-        pagecheck.wait_for_tables(browser)
-        loose = pagecheck.loose_tables(browser)
-    assert len(loose) == 2 and all("passage number 1" in text for text in loose), loose
-
-
-def test_check_page_reports_console_errors(browser, table_site, tmp_path):
+@pytest.mark.parametrize("error, term, predicate, message", [
+    (True, "H13", lambda row: row[0] == "H13", "browser console errors: .*deliberate failure"),
+    (False, "H1", lambda row: row[0] == "H01", "do not match"),
+])
+def test_check_page_reports_console_errors_and_rows_that_do_not_match(browser, table_site, tmp_path,
+                                                                      error, term, predicate, message):
     site = tmp_path / "site"
-    page = (table_site / "lessons" / "01-table.html").read_text()
     (site / "lessons").mkdir(parents=True)
-    (site / "lessons" / "01-table.html").write_text(
-        page.replace("</body>", "<script>throw new Error('deliberate failure');</script></body>")
-    )
-    with pagecheck.serve_folder(site) as base:
-        with pytest.raises(AssertionError, match="browser console errors: .*deliberate failure"):
-            pagecheck.check_page(base + "lessons/01-table.html", "H13", lambda row: row[0] == "H13", driver=browser)
-
-
-def test_check_page_reports_rows_that_do_not_match(browser, table_site):
-    with pagecheck.serve_folder(table_site) as base:
-        with pytest.raises(AssertionError, match="do not match"):
-            pagecheck.check_page(base + "lessons/01-table.html", "H1", lambda row: row[0] == "H01", driver=browser)
+    page = (table_site / TABLE_PAGE).read_text()
+    if error:
+        page = page.replace("</body>", "<script>throw new Error('deliberate failure');</script></body>")
+    (site / TABLE_PAGE).write_text(page)
+    with pagecheck.serve_folder(site) as base, pytest.raises(AssertionError, match=message):
+        pagecheck.check_page(base + TABLE_PAGE, term, predicate, driver=browser)
 
 
 def _wide_page(folder: Path, key_columns: int) -> str:
@@ -148,7 +107,7 @@ def _wide_page(folder: Path, key_columns: int) -> str:
     import itables.options
     from itables.javascript import generate_init_offline_itables_html
 
-    from helpers.display import bundle
+    from runtime.display import bundle
 
     columns = {f"c{n}": f"Column {n}" for n in range(8)}
     frame = pd.DataFrame(
@@ -235,28 +194,19 @@ def test_pages_without_tables_load_without_console_errors(browser, site, page):
 def test_lesson_page_loads_without_console_errors_and_search_filters(browser, site, tmp_path,
                                                                      lesson, term, predicate):
     """Every lesson page has a title, no console error (check_page fails on one), tables
-    that render offline, and a search box that filters rows."""
+    that render offline, each in the helpers' box, and a search box that filters rows."""
     with pagecheck.serve_folder(site.folder) as base:
         result = pagecheck.check_page(
             base + _page(lesson), term, predicate,
             screenshot=tmp_path / f"{Path(lesson).stem}.png", driver=browser, timeout=60,
         )
         title = browser.execute_script("const h = document.querySelector('h1'); return h && h.textContent;")
+        boxes = browser.execute_script("return document.querySelectorAll('div.riverton-table').length;")
+        loose = pagecheck.loose_tables(browser)
     assert title, f"{site.engine}: {_page(lesson)} has no title"
     assert result.n_tables >= 1
     assert result.rows_after and all(predicate(row) for row in result.rows_after)
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: Path(lesson).stem[:2])
-def test_every_output_table_sits_in_the_helpers_box(browser, site, lesson):
-    with pagecheck.serve_folder(site.folder) as base:
-        browser.get(base + _page(lesson))
-        pagecheck.wait_for_tables(browser, timeout=60)
-        boxes = browser.execute_script("return document.querySelectorAll('div.riverton-table').length;")
-        loose = pagecheck.loose_tables(browser)
-    assert boxes >= 1, f"{site.engine}: {lesson} shows no table of the helpers"
-    assert loose == [], f"{site.engine}: {lesson}: tables outside helpers.display.show_table: {loose}"
+    assert boxes >= 1 and loose == [], f"{site.engine}: {lesson}: tables outside runtime.display.show_table: {loose}"
 
 
 # --------------------------------------------------------------------------- exercises on the page
@@ -392,7 +342,7 @@ def test_side_by_side_table_fits_or_scrolls_inside_its_box(browser, site, tmp_pa
 @pytest.mark.slow
 def test_questions_table_keeps_its_dollar_signs_on_the_page(browser, site):
     """The built page shows Q1's acceptable answers as the fixture holds them, untypeset."""
-    from helpers.fixture import load_riverton
+    from runtime.fixture import load_riverton
 
     expected = load_riverton().questions.set_index("question_id").loc["Q1", "acceptable_answers"]
     assert expected == "$150|$150 per week|$150 a week|150 dollars per week"

@@ -16,24 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bookkit.build import (
-    BuildError,
-    chapter_title,
-    find_remote_assets,
-    load_book_config,
-    read_chapter,
-    select_chapter,
-)
+from bookkit.build import BuildError, chapter_title, load_book_config, read_chapter, select_chapter
 from bookkit.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark
-from helpers.paths import PROJECT_ROOT
-from projects import SAMPLE_LESSON, code, markdown, run_book, write_project
-
-LESSON = SAMPLE_LESSON
-
-
-def run_build(root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return run_book(root, *args, env=env)
-
+from bookkit.offline import find_remote_assets
+from projects import SAMPLE_LESSON as LESSON, code, markdown, run_book, write_project
+from runtime.paths import PROJECT_ROOT
 
 FAILING_CELLS = [
     markdown("# Parsing\n\nEvery reply must parse."),
@@ -51,12 +38,11 @@ FAILING_CELLS = [
 
 def test_failing_assertion_stops_the_build_and_names_notebook_cell_and_question(tmp_path):
     root = write_project(tmp_path / "book", FAILING_CELLS)
-    result = run_build(root, "--engine", "nbclient")
-    message = result.stderr
+    result = run_book(root, "--engine", "nbclient")
     assert result.returncode == 1, result.stdout + result.stderr
     # cell 1 is the front-matter raw cell, so the assert cell is the 4th of 5
-    assert f"{LESSON}: cell 4 of 5 (label: chk-parse) failed with AssertionError" in message
-    assert "Q7: raw output 'Answer: maybe\\nSources: H2\\nExtra line'" in message
+    assert f"{LESSON}: cell 4 of 5 (label: chk-parse) failed with AssertionError" in result.stderr
+    assert "Q7: raw output 'Answer: maybe\\nSources: H2\\nExtra line'" in result.stderr
     assert "never reached" not in result.stdout
     assert not (root / "_book").exists()
     assert not list(root.glob(".*building*")), "the staging folder was left behind"
@@ -112,7 +98,7 @@ GOOD_CELLS = [
 @pytest.fixture(scope="module")
 def good_book(tmp_path_factory):
     root = write_project(tmp_path_factory.mktemp("good") / "book", GOOD_CELLS)
-    result = run_build(root, "--engine", "nbclient")
+    result = run_book(root, "--engine", "nbclient")
     assert result.returncode == 0, result.stdout + result.stderr
     return root, result
 
@@ -131,18 +117,20 @@ def test_good_notebook_builds_pages_with_quarto_cell_options(good_book):
     assert re.search(r'<div[^>]*\bid="tbl-questions"', page)
     assert page.index("book-table-caption") < page.index('id="itables_')
     assert '<a href="#tbl-questions">Table 1.1</a>' in page
-    # fig-cap goes below the figure
+    # fig-cap goes below the figure, fig-alt becomes the image's alt text
     figure = re.search(r'<div class="book-caption book-figure-caption">(.*?)</div>', page, re.S)
     assert figure is not None and "Figure 1.1:" in figure.group(1) and "A tiny figure" in figure.group(1)
     image = re.search(r'<img[^>]*src="data:image/png[^>]*>', page)
     assert image is not None and image.start() < page.index("book-figure-caption")
-    # fig-alt becomes the image's alt text
     assert 'alt="Two bars, the second twice as tall"' in image.group(0)
     # output: asis renders printed markdown
     assert "There are <strong>15</strong> questions." in page
     # the front matter title heads the page and names it
     assert '<h1 class="book-title">A sample lesson</h1>' in page
     assert "<title>A sample lesson – Sample Book</title>" in page
+    # itables' output is offline: the DataTables bundle is embedded in the page itself
+    assert find_remote_assets(page) == []
+    assert "_itables_" in page and "data_json" in page and "H13" in page
 
 
 def test_pages_link_to_each_other_and_say_how_they_were_built(good_book):
@@ -160,33 +148,21 @@ def test_pages_link_to_each_other_and_say_how_they_were_built(good_book):
     assert "2 page(s) written to" in result.stdout
 
 
-def test_itables_output_is_offline(good_book):
-    root, _ = good_book
-    page = (root / "_book" / "lessons" / "01-sample.html").read_text()
-    assert find_remote_assets(page) == []
-    assert not re.search(r"<script[^>]+src=[\"']?https?:", page)
-    assert not re.search(r"<link[^>]+href=[\"']?https?:", page)
-    # the DataTables bundle is embedded in the page itself
-    assert re.search(r"window\._itables_\d+_\d+_\d+\s*=", page) or "_itables_" in page
-    assert "data_json" in page and "H13" in page
+@pytest.mark.parametrize("text, remote", [
+    ('<script src="https://cdnjs.cloudflare.com/require.js"></script><a href="https://itables.org/">help</a>'
+     "<script>const s = 1;</script>", ["https://cdnjs.cloudflare.com/require.js"]),
+    ('<link rel="stylesheet" href="//cdn.example.org/x.css">', ["//cdn.example.org/x.css"]),
+    ("<script type=\"module\">import { ITable } from 'https://www.unpkg.com/dt_for_itables/dt_bundle.js';</script>",
+     ["https://www.unpkg.com/dt_for_itables/dt_bundle.js"]),
+    ('*/@import"https://fonts.googleapis.com/css2?family=Source+Sans+Pro:wght@300&display=swap";:root{}',
+     ["https://fonts.googleapis.com/css2?family=Source+Sans+Pro:wght@300&display=swap"]),
+    ('@import url("https://x.org/a.css");', ["https://x.org/a.css"]),
+], ids=["script", "stylesheet", "module import", "minified css import", "css import"])
+def test_find_remote_assets_catches_cdn_scripts_styles_imports_and_web_fonts(text, remote):
+    assert find_remote_assets(text) == remote
 
 
-def test_find_remote_assets_catches_cdn_scripts_styles_and_imports():
-    page = """
-    <script src="https://cdnjs.cloudflare.com/require.js"></script>
-    <link rel="stylesheet" href="//cdn.example.org/x.css">
-    <script type="module">import { ITable } from 'https://www.unpkg.com/dt_for_itables/dt_bundle.js';</script>
-    <a href="https://itables.org/">help</a>
-    <script>const s = 1;</script>
-    """
-    assert find_remote_assets(page) == [
-        "https://cdnjs.cloudflare.com/require.js",
-        "//cdn.example.org/x.css",
-        "https://www.unpkg.com/dt_for_itables/dt_bundle.js",
-    ]
-
-
-# What Quarto 1.10 writes into a lesson page with HTML outputs, and into cosmo's stylesheet.
+# What Quarto 1.10 writes into a lesson page with HTML outputs.
 QUARTO_WIDGET_HEAD = (
     '<script src="https://cdn.jsdelivr.net/npm/jquery@3.5.1/dist/jquery.min.js" integrity="sha384-Zv" '
     'crossorigin="anonymous"></script><script src="../site_libs/quarto-nav/quarto-nav.js"></script>\n'
@@ -197,23 +173,7 @@ QUARTO_WIDGET_HEAD = (
 )
 
 
-def test_quarto_widget_loaders_are_stripped_and_nothing_else():
-    from bookkit.offline import strip_widget_loaders
-
-    page, removed = strip_widget_loaders(QUARTO_WIDGET_HEAD)
-    assert removed == 3
-    assert page == '<script src="../site_libs/quarto-nav/quarto-nav.js"></script>\n<p>text</p>\n'
-    assert find_remote_assets(page) == []
-    assert strip_widget_loaders(page) == (page, 0)
-
-
-def test_a_css_import_of_a_web_font_is_a_remote_asset():
-    css = '*/@import"https://fonts.googleapis.com/css2?family=Source+Sans+Pro:wght@300&display=swap";:root{}'
-    assert find_remote_assets(css) == ["https://fonts.googleapis.com/css2?family=Source+Sans+Pro:wght@300&display=swap"]
-    assert find_remote_assets('@import url("https://x.org/a.css");') == ["https://x.org/a.css"]
-
-
-def test_post_render_strips_the_loaders_and_fails_on_any_other_remote_asset(tmp_path, monkeypatch):
+def test_post_render_strips_the_widget_loaders_only_and_fails_on_any_other_remote_asset(tmp_path, monkeypatch):
     from bookkit.freeze import post_render
 
     site = tmp_path / "_book"
@@ -226,7 +186,7 @@ def test_post_render_strips_the_loaders_and_fails_on_any_other_remote_asset(tmp_
     monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)
     said = []
     assert post_render(tmp_path, said.append) == 0
-    assert "jsdelivr" not in page.read_text() and "quarto-nav.js" in page.read_text()
+    assert page.read_text() == '<script src="../site_libs/quarto-nav/quarto-nav.js"></script>\n<p>text</p>\n'
     (site / "site_libs").mkdir()
     (site / "site_libs" / "theme.css").write_text('@import"https://fonts.googleapis.com/css2?family=X";')
     assert post_render(tmp_path, said.append) == 1
@@ -235,31 +195,26 @@ def test_post_render_strips_the_loaders_and_fails_on_any_other_remote_asset(tmp_
 
 def test_only_builds_one_lesson_into_an_existing_site(tmp_path):
     root = write_project(tmp_path / "book", [code("print('first')")])
-    assert run_build(root, "--engine", "nbclient").returncode == 0
+    assert run_book(root, "--engine", "nbclient").returncode == 0
     write_project(root, [code("print('second')")])
-    result = run_build(root, "--engine", "nbclient", "--only", "01", "--output", str(tmp_path / "out"))
+    result = run_book(root, "--engine", "nbclient", "--only", "01", "--output", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     assert "second" in (tmp_path / "out" / "lessons" / "01-sample.html").read_text()
     assert "first" in (root / "_book" / "lessons" / "01-sample.html").read_text()
 
 
-def test_bad_cell_options_name_the_notebook_and_cell(tmp_path):
-    root = write_project(tmp_path / "book", [code("#| label: [unclosed\nx = 1")])
-    result = run_build(root, "--engine", "nbclient")
-    assert result.returncode == 1
-    assert f"{LESSON}: cell 2: cell options are not valid YAML" in result.stderr
+@pytest.mark.parametrize("cells, args, status, message", [
+    ([code("#| label: [unclosed\nx = 1")], [], 1, f"{LESSON}: cell 2: cell options are not valid YAML"),
+    ([code("x = 1")], ["--only", "07"], 2, f"--only '07' matches no chapter; chapters are: index.qmd, {LESSON}"),
+    (None, [], 2, f"{LESSON}: listed in _quarto.yml but the file does not exist"),
+], ids=["bad cell options", "unknown --only", "missing chapter"])
+def test_bad_options_and_missing_chapters_stop_the_build_naming_them(tmp_path, cells, args, status, message):
+    root = write_project(tmp_path / "book", cells or [])
+    if cells is None:
+        (root / LESSON).unlink()
+    result = run_book(root, "--engine", "nbclient", *args)
+    assert result.returncode == status and message in result.stderr, result.stderr
     assert not (root / "_book").exists()
-
-
-def test_unknown_only_and_missing_chapter_are_usage_errors(tmp_path):
-    root = write_project(tmp_path / "book", [code("x = 1")])
-    result = run_build(root, "--engine", "nbclient", "--only", "07")
-    assert result.returncode == 2
-    assert "--only '07' matches no chapter" in result.stderr and LESSON in result.stderr
-    (root / LESSON).unlink()
-    result = run_build(root, "--engine", "nbclient")
-    assert result.returncode == 2
-    assert f"{LESSON}: listed in _quarto.yml but the file does not exist" in result.stderr
 
 
 # --------------------------------------------------------------------------- Quarto dispatch
@@ -276,43 +231,55 @@ def fake_quarto(bin_dir: Path, exit_code: int) -> Path:
     return record
 
 
-def env_with_path(bin_dir: Path) -> dict:
-    env = os.environ.copy()
-    env.pop("QUARTO", None)  # $QUARTO would win over PATH
-    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
-    return env
-
-
-def test_quarto_on_path_is_run_and_its_exit_status_passed_through(tmp_path):
+def test_quarto_found_is_run_with_this_python_and_its_exit_status_passed_through(tmp_path):
     root = write_project(tmp_path / "book", FAILING_CELLS)  # would fail if executed here
     record = fake_quarto(tmp_path / "bin", exit_code=7)
-    env = env_with_path(tmp_path / "bin")
-
-    env.pop("QUARTO_PYTHON", None)
-    result = run_build(root, env=env)
+    env = {k: v for k, v in os.environ.items() if k not in {"QUARTO", "QUARTO_PYTHON"}}  # $QUARTO wins over PATH
+    env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    result = run_book(root, env=env)
     assert result.returncode == 7
     assert "Quarto 9.9.9 found at" in result.stdout and "quarto render" in result.stdout
     assert "engine: Quarto 9.9.9" in result.stdout and "failed with exit status 7" in result.stdout
     # Quarto executes the lessons (and the freeze scripts) with the build's own Python.
     assert record.read_text().splitlines() == [f"{root}|render|{sys.executable}"]
     assert not (root / "_book").exists()
-
-    record.unlink()
-    result = run_build(root, "--only", "01-sample", "--output", "site", env=env)
+    result = run_book(root, "--only", "01-sample", "--output", "site", env=env)
     assert result.returncode == 7
-    assert record.read_text().splitlines() == [f"{root}|render {LESSON} --output-dir site|{sys.executable}"]
+    assert record.read_text().splitlines()[1] == f"{root}|render {LESSON} --output-dir site|{sys.executable}"
+    # --engine nbclient leaves Quarto alone.
+    write_project(root, [markdown("Only prose here.")])
+    assert run_book(root, "--engine", "nbclient", env=env).returncode == 0
+    assert len(record.read_text().splitlines()) == 2 and (root / "_book" / "lessons" / "01-sample.html").is_file()
+    # $QUARTO names the Quarto to use, before PATH; one that names no program is a usage error.
+    named = fake_quarto(tmp_path / "named", exit_code=0)
+    result = run_book(root, env={**env, "QUARTO": str(tmp_path / "named" / "quarto")})
+    assert result.returncode == 0 and "($QUARTO)" in result.stdout and named.read_text().count("|render") == 1
+    result = run_book(root, env={**env, "QUARTO": str(tmp_path / "no-such-quarto")})
+    assert result.returncode == 2
+    assert "$QUARTO is" in result.stderr and "not an executable program" in result.stderr
 
 
-def test_quarto_success_is_passed_through_and_engine_nbclient_skips_quarto(tmp_path):
-    root = write_project(tmp_path / "book", [markdown("Only prose here.")])
-    record = fake_quarto(tmp_path / "bin", exit_code=0)
-    env = env_with_path(tmp_path / "bin")
-    assert run_build(root, env=env).returncode == 0
-    assert record.read_text().count("|render") == 1
-    result = run_build(root, "--engine", "nbclient", env=env)
-    assert result.returncode == 0, result.stderr
-    assert record.read_text().count("|render") == 1
-    assert (root / "_book" / "lessons" / "01-sample.html").is_file()
+def test_a_failed_quarto_cli_install_is_remembered_until_a_retry(tmp_path):
+    """In a virtual environment without pip the install fails at once, as it does offline."""
+    from bookkit.quarto import QUARTO_CLI, install_quarto_cli, install_stamp
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    said = []
+    assert install_quarto_cli(python=python, prefix=venv, say=said.append) is None
+    log = venv / "quarto-cli-install.log"
+    assert "No module named pip" in log.read_text()
+    assert install_stamp(venv).is_file()
+    assert f"could not install {QUARTO_CLI}" in said[-1] and "nbclient + nbconvert" in said[-1]
+    said.clear()
+    log.unlink()
+    assert install_quarto_cli(python=python, prefix=venv, say=said.append) is None
+    assert not log.exists(), "pip ran again although the earlier attempt failed"
+    assert said == [f"[build] not trying to install {QUARTO_CLI} again ({install_stamp(venv).read_text().strip()}); "
+                    "to retry: make book RETRY_QUARTO=1"]
+    assert install_quarto_cli(retry=True, python=python, prefix=venv, say=said.append) is None
+    assert log.is_file(), "a retry did not run pip"
 
 
 # --------------------------------------------------------------------------- cell options
@@ -344,161 +311,65 @@ def test_quarto_markdown_rewrites_callouts_headings_crossrefs_and_links():
     assert out.count("<div") == out.count("</div>") == 2
 
 
-def test_a_collapsed_callout_becomes_details_closed_until_opened():
+def test_collapsed_callouts_and_solutions_become_details_closed_until_opened():
+    """A collapsed callout becomes <details> (`collapse="false"`: open at first); a solution's
+    <details class="solution"> gets the look of one; the markdown inside stays markdown."""
     from nbconvert.filters.markdown_mistune import markdown2html_mistune
 
     text = (
         '::: {.callout-tip collapse="true" title="Solution to exercise 1.1"}\n\n'
         "The answer is **here**.\n\n```python\nx = 1\n```\n\n:::\n\n"
         '::: {.callout-note collapse="false"}\nOpen at first.\n:::\n\n'
-        "::: {.callout-note}\nPlain.\n:::"
+        "::: {.callout-note}\nPlain.\n:::\n\n"
+        '<details class="solution">\n<summary>Solution to exercise 2.3</summary>\n\n'
+        "The answer is **there**.\n\n```python\n<details class=\"solution\">\n```\n\n</details>\n\n"
+        "<details>\n<summary>Other</summary>\n\nLeft alone.\n\n</details>"
     )
     out = quarto_markdown_to_commonmark(text)
     assert '<details class="book-div callout-tip callout">' in out
     assert '<summary class="callout-title">Solution to exercise 1.1</summary>' in out
     assert '<details class="book-div callout-note callout" open>' in out
-    assert '<div class="book-div callout-note callout">' in out
-    assert out.count("<details") == out.count("</details>") == 2
-    assert out.count("<div") == out.count("</div>") == 2
-    page = markdown2html_mistune(out)
-    # The markdown inside stays markdown: bold text and a highlighted code block.
-    assert "<strong>here</strong>" in page and "<pre" in page
-    assert page.index("<details") < page.index("<strong>here</strong>") < page.index("</details>")
-
-
-def test_a_solution_details_block_gets_the_look_of_a_collapsed_callout():
-    from nbconvert.filters.markdown_mistune import markdown2html_mistune
-
-    text = (
-        '<details class="solution">\n<summary>Solution to exercise 2.3</summary>\n\n'
-        "The answer is **here**.\n\n```python\n<details class=\"solution\">\n```\n\n</details>\n\n"
-        "<details>\n<summary>Other</summary>\n\nLeft alone.\n\n</details>"
-    )
-    out = quarto_markdown_to_commonmark(text)
-    assert out.startswith('<details class="book-div callout-tip callout solution">\n'
-                          '<summary class="callout-title">Solution to exercise 2.3</summary>\n')
+    assert '<div class="book-div callout-note callout">' in out and '<div class="callout-title">Note</div>' in out
+    assert ('<details class="book-div callout-tip callout solution">\n'
+            '<summary class="callout-title">Solution to exercise 2.3</summary>\n') in out
     assert '```python\n<details class="solution">\n```' in out  # code stays code
     assert "<details>\n<summary>Other</summary>" in out
+    assert out.count("</details>") == 4 and out.count("<div") == out.count("</div>") == 2  # and one <details> in code
     page = markdown2html_mistune(out)
-    assert page.index("<details") < page.index("<summary") < page.index("<strong>here</strong>") < page.index("</details>")
-    assert "<pre" in page and " open" not in page
+    for bold in ("<strong>here</strong>", "<strong>there</strong>"):
+        start = page.rindex("<details", 0, page.index(bold))
+        assert page.index("<summary", start) < page.index(bold) < page.index("</details>", start)
+    assert page.count("<pre") == 2 and page.count(" open") == 1
 
 
-# --------------------------------------------------------------------------- the real book
+# --------------------------------------------------------------------------- the real book, numbering
 
 
-def test_quarto_yml_is_a_book_listing_exactly_the_lessons_present():
-    config = yaml.safe_load((PROJECT_ROOT / "_quarto.yml").read_text())
-    assert config["project"]["type"] == "book"
-    assert config["project"]["output-dir"] == "_book"
-    assert config["project"]["execute-dir"] == "project"
-    assert config["execute"]["enabled"] is True
-    assert config["execute"]["freeze"] == "auto"
-    # The freeze scripts exist and are run as Python scripts (Quarto uses QUARTO_PYTHON).
-    for step in ("pre-render", "post-render"):
-        script, argument = config["project"][step].split()
-        assert (PROJECT_ROOT / script).is_file() and script.endswith(".py") and argument == step
-    assert config["jupyter"] == "python3"
-    assert "theme" in config["format"]["html"]
-    chapters = config["book"]["chapters"]
-    present = sorted(p.relative_to(PROJECT_ROOT).as_posix() for p in (PROJECT_ROOT / "lessons").glob("*.ipynb"))
-    assert chapters[0] == "index.qmd"
-    assert chapters[1:] == present, "book.chapters must list exactly the notebooks in lessons/, in order"
-    assert config["book"]["appendices"] == ["guide.qmd"]
-    parsed = load_book_config(PROJECT_ROOT)
-    assert [c.source for c in parsed.chapters] == [*chapters, "guide.qmd"]
-    assert [c.appendix for c in parsed.chapters] == [False] * len(chapters) + [True]
-    # The front page is unnumbered, so lesson N is chapter N and its tables are "Table N.x";
-    # the appendix is A.
-    for chapter in parsed.chapters:
-        chapter.title = chapter_title(read_chapter(PROJECT_ROOT, chapter), chapter)
-    parsed.number_chapters()
-    assert [c.number for c in parsed.chapters] == [None, *range(1, len(chapters)), "A"]
-    assert select_chapter(parsed, "01").source == "lessons/01-answering-from-retrieved-passages.ipynb"
-    with pytest.raises(BuildError):
-        select_chapter(parsed, "lessons/99-missing.ipynb")
-
-
-def test_front_page_links_every_lesson():
-    config = load_book_config(PROJECT_ROOT)
-    index = (PROJECT_ROOT / "index.qmd").read_text()
-    for chapter in config.chapters[1:]:
-        assert f"]({chapter.source})" in index, f"index.qmd does not link {chapter.source}"
-
-
-def test_quarto_named_by_the_environment_wins_and_a_bad_name_is_a_usage_error(tmp_path):
-    root = write_project(tmp_path / "book", [markdown("Only prose here.")])
-    record = fake_quarto(tmp_path / "named", exit_code=0)
-    env = env_with_path(tmp_path / "empty")
-    env["QUARTO"] = str(tmp_path / "named" / "quarto")
-    result = run_build(root, env=env)
-    assert result.returncode == 0, result.stderr
-    assert "($QUARTO)" in result.stdout and record.read_text().count("|render") == 1
-    env["QUARTO"] = str(tmp_path / "no-such-quarto")
-    result = run_build(root, env=env)
-    assert result.returncode == 2
-    assert "$QUARTO is" in result.stderr and "not an executable program" in result.stderr
-
-
-def test_a_failed_quarto_cli_install_is_remembered_until_a_retry(tmp_path):
-    """In a virtual environment without pip the install fails at once, as it does offline."""
-    from bookkit.quarto import QUARTO_CLI, install_quarto_cli, install_stamp
-
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    said = []
-    assert install_quarto_cli(python=python, prefix=venv, say=said.append) is None
-    log = venv / "quarto-cli-install.log"
-    assert "No module named pip" in log.read_text()
-    assert install_stamp(venv).is_file()
-    assert f"could not install {QUARTO_CLI}" in said[-1] and "nbclient + nbconvert" in said[-1]
-
-    said.clear()
-    log.unlink()
-    assert install_quarto_cli(python=python, prefix=venv, say=said.append) is None
-    assert not log.exists(), "pip ran again although the earlier attempt failed"
-    assert said == [f"[build] not trying to install {QUARTO_CLI} again ({install_stamp(venv).read_text().strip()}); "
-                    "to retry: make book RETRY_QUARTO=1"]
-
-    assert install_quarto_cli(retry=True, python=python, prefix=venv, say=said.append) is None
-    assert log.is_file(), "a retry did not run pip"
-
-
-def test_chapters_are_numbered_as_quarto_numbers_them(tmp_path):
-    root = write_project(tmp_path / "book", [code("x = 1")])
+def numbered(root: Path) -> list[tuple[str, int | str | None]]:
+    """Each chapter of the book at ``root`` with its number, as the build numbers them."""
     config = load_book_config(root)
     for chapter in config.chapters:
-        nb = read_chapter(root, chapter)
-        chapter.title = chapter_title(nb, chapter)
+        chapter.title = chapter_title(read_chapter(root, chapter), chapter)
     config.number_chapters()
-    assert [(c.title, c.number) for c in config.chapters] == [("Front page", None), ("A sample lesson", 1)]
+    return [(c.source, c.number) for c in config.chapters]
+
+
+def test_chapters_and_appendices_are_numbered_as_quarto_numbers_them(tmp_path):
+    root = write_project(tmp_path / "book", [code("x = 1")])
+    assert numbered(root) == [("index.qmd", None), (LESSON, 1)]  # an unnumbered front page
     # A numbered front page counts as chapter 1, as in Quarto: the lesson's tables are 2.x.
     (root / "index.qmd").write_text("# Front page\n\nText.\n")
-    config = load_book_config(root)
-    for chapter in config.chapters:
-        chapter.title = chapter_title(read_chapter(root, chapter), chapter)
-    config.number_chapters()
-    assert [c.number for c in config.chapters] == [1, 2]
-
-
-def test_appendices_are_lettered_and_listed_after_the_chapters(tmp_path):
-    """book.appendices, as Quarto reads them: lettered A, B, ... after the numbered
-    chapters, under their own heading in the sidebar, and built like any chapter."""
-    root = write_project(tmp_path / "book", [code("x = 1")])
-    config_file = root / "_quarto.yml"
-    config = yaml.safe_load(config_file.read_text())
+    assert numbered(root) == [("index.qmd", 1), (LESSON, 2)]
+    # book.appendices: lettered A, B, ... after the numbered chapters, under their own
+    # heading in the sidebar, and built like any chapter.
+    (root / "index.qmd").write_text("# Front page {.unnumbered}\n\nText.\n")
+    config = yaml.safe_load((root / "_quarto.yml").read_text())
     config["book"]["appendices"] = ["guide.qmd", "notes.qmd"]
-    config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+    (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     (root / "guide.qmd").write_text("---\ntitle: A guide\n---\n\nHow to edit the book.\n")
     (root / "notes.qmd").write_text("# Notes\n\nMore.\n")
-    parsed = load_book_config(root)
-    for chapter in parsed.chapters:
-        chapter.title = chapter_title(read_chapter(root, chapter), chapter)
-    parsed.number_chapters()
-    assert [(c.source, c.number) for c in parsed.chapters] == [
-        ("index.qmd", None), (LESSON, 1), ("guide.qmd", "A"), ("notes.qmd", "B")]
-    result = run_build(root, "--engine", "nbclient")
+    assert numbered(root) == [("index.qmd", None), (LESSON, 1), ("guide.qmd", "A"), ("notes.qmd", "B")]
+    result = run_book(root, "--engine", "nbclient")
     assert result.returncode == 0, result.stdout + result.stderr
     page = (root / "_book" / "guide.html").read_text(encoding="utf-8")
     assert "How to edit the book." in page
@@ -506,3 +377,28 @@ def test_appendices_are_lettered_and_listed_after_the_chapters(tmp_path):
     assert sidebar.index("A sample lesson") < sidebar.index("Appendices") \
         < sidebar.index("Appendix A: A guide") < sidebar.index("Appendix B: Notes")
 
+
+def test_quarto_yml_is_a_book_listing_exactly_the_lessons_present_and_the_front_page_links_them():
+    config = yaml.safe_load((PROJECT_ROOT / "_quarto.yml").read_text())
+    assert config["project"]["type"] == "book" and config["project"]["output-dir"] == "_book"
+    assert config["project"]["execute-dir"] == "project"
+    assert config["execute"]["enabled"] is True and config["execute"]["freeze"] == "auto"
+    # The freeze scripts exist and are run as Python scripts (Quarto uses QUARTO_PYTHON).
+    for step in ("pre-render", "post-render"):
+        script, argument = config["project"][step].split()
+        assert (PROJECT_ROOT / script).is_file() and script.endswith(".py") and argument == step
+    assert config["jupyter"] == "python3" and "theme" in config["format"]["html"]
+    chapters = config["book"]["chapters"]
+    present = sorted(p.relative_to(PROJECT_ROOT).as_posix() for p in (PROJECT_ROOT / "lessons").glob("*.ipynb"))
+    assert chapters == ["index.qmd", *present], "book.chapters must list exactly the notebooks in lessons/, in order"
+    assert config["book"]["appendices"] == ["guide.qmd"]
+    # The front page is unnumbered, so lesson N is chapter N and its tables are "Table N.x";
+    # the appendix is A.
+    assert numbered(PROJECT_ROOT) == [("index.qmd", None), *((p, n) for n, p in enumerate(present, 1)),
+                                      ("guide.qmd", "A")]
+    parsed = load_book_config(PROJECT_ROOT)
+    assert select_chapter(parsed, "01").source == "lessons/01-answering-from-retrieved-passages.ipynb"
+    with pytest.raises(BuildError):
+        select_chapter(parsed, "lessons/99-missing.ipynb")
+    index = (PROJECT_ROOT / "index.qmd").read_text()
+    assert [p for p in present if f"]({p})" not in index] == [], "index.qmd does not link every lesson"

@@ -4,8 +4,8 @@ Lesson 1 is run from top to bottom with "Run All" (in recorded mode, so it takes
 and needs no model); every lesson is opened, unexecuted, to check how JupyterLab renders
 its prose. JupyterLab is started from this environment on 127.0.0.1 (a free port, no
 token) and serves a temporary copy of the lesson notebooks, so nothing it writes can
-reach the committed ones; the kernel imports `helpers` and reads `data/` from the
-project as a student's would. Needs Chromium and chromedriver, like the page checks:
+reach the committed ones; the kernel imports `helpers` and `runtime` and reads `data/`
+from the project as a student's would. Needs Chromium and chromedriver, like the page checks:
 skipped without them unless BOOK_REQUIRE_BROWSER=1.
 """
 
@@ -24,9 +24,9 @@ import labcheck
 import pagecheck
 from test_lesson_prose import MATHS_TAG  # the tag of a markdown cell meant to hold mathematics
 from helpers import exercises
-from helpers.display import TABLE_MIME
-from helpers.fixture import load_riverton
-from helpers.paths import PROJECT_ROOT
+from runtime.display import TABLE_MIME
+from runtime.fixture import load_riverton
+from runtime.paths import PROJECT_ROOT
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -56,9 +56,9 @@ def write_checks_notebook(path: Path) -> None:
         """\
         import time
         from itables import init_notebook_mode
-        from helpers.display import show_table
-        from helpers.fixture import load_riverton
-        from helpers.progress import QuestionProgress, book_build
+        from runtime.display import show_table
+        from runtime.fixture import load_riverton
+        from runtime.progress import QuestionProgress, book_build
         init_notebook_mode(all_interactive=False, connected=False)
         handbook = load_riverton().handbook
         # Ten columns, three of them long text, like lesson 3's side-by-side table.
@@ -199,9 +199,14 @@ def test_lesson_1_runs_without_errors(lesson_1):
     assert lesson_1["kernel"] == "idle"
 
 
-def test_questions_table_shows_dollar_signs_as_written(lesson_1, driver, tmp_path):
-    questions = load_riverton().questions.set_index("question_id")
-    expected = questions.loc["Q1", "acceptable_answers"]
+def test_questions_table_shows_dollar_signs_as_written_and_no_output_is_typeset(lesson_1, driver, tmp_path):
+    found = driver.execute_script(
+        "const panel = window.jupyterapp.shell.currentWidget;"
+        "return Array.from(panel.node.querySelectorAll('.jp-OutputArea mjx-container'))"
+        ".map(m => (m.parentElement.textContent || '').trim().slice(0, 120));"
+    )
+    assert found == [], f"outputs with text typeset as mathematics: {found}"
+    expected = load_riverton().questions.set_index("question_id").loc["Q1", "acceptable_answers"]
     assert expected.count("$") >= 2, "the fixture no longer has two dollar signs in one cell"
     output = labcheck.cell_output_element(driver, "tbl-questions")
     table = shown_table(driver, output)
@@ -215,15 +220,6 @@ def test_questions_table_shows_dollar_signs_as_written(lesson_1, driver, tmp_pat
     assert table["math"] == 0, f"MathJax typeset {table['math']} piece(s) of the questions table (screenshot {shot})"
 
 
-def test_no_output_of_lesson_1_is_typeset_as_mathematics(lesson_1, driver):
-    found = driver.execute_script(
-        "const panel = window.jupyterapp.shell.currentWidget;"
-        "return Array.from(panel.node.querySelectorAll('.jp-OutputArea mjx-container'))"
-        ".map(m => (m.parentElement.textContent || '').trim().slice(0, 120));"
-    )
-    assert found == [], f"outputs with text typeset as mathematics: {found}"
-
-
 def _table_payload(driver, label: str) -> dict:
     """The rows and column labels the cell's table output carries as JSON (TABLE_MIME)."""
     payloads = labcheck.cell_output_data(driver, label, TABLE_MIME)
@@ -232,7 +228,7 @@ def _table_payload(driver, label: str) -> dict:
 
 
 def test_every_table_of_lesson_1_sits_in_the_helpers_box(lesson_1, driver):
-    """Tables shown outside helpers.display.show_table get neither the MathJax-ignore
+    """Tables shown outside runtime.display.show_table get neither the MathJax-ignore
     container nor the wrapping; lesson 1 shows none."""
     found = driver.execute_script(
         "const panel = window.jupyterapp.shell.currentWidget;"
@@ -241,44 +237,32 @@ def test_every_table_of_lesson_1_sits_in_the_helpers_box(lesson_1, driver):
         "  .map(t => (t.closest('.jp-OutputArea-output').innerText || '').trim().slice(0, 120))};"
     )
     assert found["all"] > 0
-    assert found["loose"] == [], f"tables outside helpers.display.show_table: {found['loose']}"
+    assert found["loose"] == [], f"tables outside runtime.display.show_table: {found['loose']}"
 
 
-def test_handbook_search_leaves_exactly_the_forklift_passages(lesson_1, driver, tmp_path):
+def test_handbook_search_filters_rows_and_redrawn_rows_keep_their_dollar_signs(lesson_1, driver, tmp_path):
+    """Searching leaves exactly the matching passages; DataTables draws new rows on every
+    search, and they stay out of MathJax's reach too."""
     handbook = load_riverton().handbook
     payload = _table_payload(driver, "tbl-handbook")  # what the lesson's handbook table shows
-    expected = sorted(row[0] for row in payload["rows"]
-                      if "forklift" in " ".join(map(str, row)).lower())
-    assert 0 < len(expected) < len(handbook)
-    assert set(expected) <= set(handbook["passage_id"])
+    forklift = sorted(row[0] for row in payload["rows"] if "forklift" in " ".join(map(str, row)).lower())
+    assert 0 < len(forklift) < len(handbook) and set(forklift) <= set(handbook["passage_id"])
+    dollars = {pid: text for pid, text in handbook.set_index("passage_id")["text"].items() if "$" in text}
+    assert len(dollars) >= 2, "the fixture no longer has two passages with a dollar sign"
     output = labcheck.cell_output_element(driver, "tbl-handbook")
     before = shown_table(driver, output)
     assert before["columns"] == payload["columns"]
     assert len(before["rows"]) == len(handbook), f"the handbook table shows {len(before['rows'])} rows"
     box = pagecheck.search_box(driver, output)
     assert box is not None, f"the handbook table has no search box (screenshot {_screen(driver, tmp_path, 'handbook')})"
-    after = pagecheck.search_and_wait(box, "forklift", lambda: shown_table(driver, output),
-                                      lambda t: len(t["rows"]) != len(before["rows"]))
-    shot = _screen(driver, tmp_path, "handbook-forklift")
-    shown = sorted(row[0] for row in after["rows"])
-    assert shown == expected, f"searching 'forklift' left {shown}, expected {expected} (screenshot {shot})"
-    assert after["math"] == 0, f"MathJax typeset part of the handbook table after the search (screenshot {shot})"
-
-
-def test_handbook_rows_redrawn_by_a_search_keep_their_dollar_signs(lesson_1, driver, tmp_path):
-    """DataTables draws new rows on every search; they stay out of MathJax's reach too."""
-    handbook = load_riverton().handbook.set_index("passage_id")
-    expected = {pid: text for pid, text in handbook["text"].items() if "$" in text}
-    assert len(expected) >= 2, "the fixture no longer has two passages with a dollar sign"
-    output = labcheck.cell_output_element(driver, "tbl-handbook")
-    box = pagecheck.search_box(driver, output)
-    assert box is not None, "the handbook table has no search box"
-    after = pagecheck.search_and_wait(box, "$", lambda: shown_table(driver, output),
-                                      lambda t: sorted(row[0] for row in t["rows"]) == sorted(expected))
-    shot = _screen(driver, tmp_path, "handbook-dollar")
-    text_column = after["columns"].index("Handbook text")
-    assert {row[0]: row[text_column] for row in after["rows"]} == expected, f"screenshot {shot}"
-    assert after["math"] == 0, f"MathJax typeset part of the redrawn rows (screenshot {shot})"
+    for term, expected in (("forklift", dict.fromkeys(forklift)), ("$", dollars)):
+        after = pagecheck.search_and_wait(box, term, lambda: shown_table(driver, output),
+                                          lambda t: sorted(row[0] for row in t["rows"]) == sorted(expected))
+        shot = _screen(driver, tmp_path, f"handbook-{term}")
+        text = after["columns"].index("Handbook text")
+        shown = {row[0]: row[text] if term == "$" else None for row in after["rows"]}
+        assert shown == expected, f"searching {term!r} left {sorted(shown)}, expected {sorted(expected)} ({shot})"
+        assert after["math"] == 0, f"MathJax typeset part of the rows redrawn by a search ({shot})"
 
 
 def test_run_all_leaves_every_solution_of_lesson_1_folded(lesson_1, driver, tmp_path):
@@ -306,12 +290,9 @@ def test_run_all_leaves_every_solution_of_lesson_1_folded(lesson_1, driver, tmp_
 def checks(lab, driver, lesson_1, tmp_path_factory):  # after lesson 1: one notebook at a time
     shot = tmp_path_factory.mktemp("checks") / "screen.png"
     labcheck.open_notebook(driver, lab, CHECKS, screenshot=shot)
-    return labcheck.run_all(driver, screenshot=shot)
-
-
-def test_checks_notebook_runs(checks):
-    errors = [e for c in checks["cells"] for e in c["errors"]]
-    assert not errors, labcheck.describe(checks)
+    finished = labcheck.run_all(driver, screenshot=shot)
+    assert not [e for c in finished["cells"] for e in c["errors"]], labcheck.describe(finished)
+    return finished
 
 
 @pytest.mark.parametrize("label", ["tbl-wide-static", "tbl-wide-interactive"])
@@ -384,10 +365,8 @@ def test_no_lesson_prose_is_typeset_as_mathematics(lab, driver, tmp_path):
     and MathJax must typeset nothing outside the cells tagged as meant to hold mathematics
     (no lesson has one yet; the control cell at the end is one). Money in prose is written
     so that no renderer takes it for mathematics."""
-    path = PROSE
-    lesson = "every lesson"
     shot = tmp_path / "prose.png"
-    labcheck.open_notebook(driver, lab, path, screenshot=shot)
+    labcheck.open_notebook(driver, lab, PROSE, screenshot=shot)
     try:
         deadline = time.monotonic() + 120
         labcheck.render_markdown(driver)
@@ -399,15 +378,15 @@ def test_no_lesson_prose_is_typeset_as_mathematics(lab, driver, tmp_path):
                 break
             time.sleep(0.2)
         driver.save_screenshot(str(shot))
-        assert not waiting, f"{lesson}: markdown cells not rendered: {waiting} (screenshot {shot})"
+        assert not waiting, f"markdown cells not rendered: {waiting} (screenshot {shot})"
         assert MATHS_TAG in control["tags"] and control["maths"] == 2, (
-            f"{lesson}: MathJax typeset {control['maths']} of the control's 2 pieces (screenshot {shot})")
+            f"MathJax typeset {control['maths']} of the control's 2 pieces (screenshot {shot})")
         origins = [c.metadata.get("prose_of", {}) for c in
                    nbformat.read(lab.root / PROSE, as_version=4).cells]
         typeset = [f"{origins[c['index']].get('lesson')}, cell {origins[c['index']].get('cell')}: "
                    f"{c['maths']} piece(s), shown as {c['around']!r}; its source: "
                    + " / ".join(line.strip() for line in c["source"].splitlines() if "$" in line)
                    for c in cells if c["maths"] and MATHS_TAG not in c["tags"]]
-        assert not typeset, f"{lesson}: prose typeset as mathematics:\n" + "\n".join(typeset)
+        assert not typeset, "prose typeset as mathematics:\n" + "\n".join(typeset)
     finally:
-        labcheck.close_notebook(driver, path)
+        labcheck.close_notebook(driver, PROSE)

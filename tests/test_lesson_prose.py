@@ -6,7 +6,7 @@ MathJax reads the page). So prose that shows money writes each dollar sign as ``
 (a literal dollar for Quarto and for the build without it) inside a
 ``<div class="mathjax_ignore tex2jax_ignore">`` block, whose blank lines keep the text
 inside it markdown; MathJax leaves that block alone. That is the rule
-:class:`helpers.display.Markdown` follows for computed prose. Code spans and code blocks
+:class:`runtime.display.Markdown` follows for computed prose. Code spans and code blocks
 are never typeset and need nothing. A cell meant to hold mathematics carries the tag
 ``maths`` and is not checked. tests/test_jupyterlab.py checks the same in JupyterLab; the
 last tests here render every lesson's prose that shows money as the build without Quarto
@@ -21,8 +21,8 @@ import nbformat
 import pytest
 
 from bookkit.cellopts import quarto_markdown_to_commonmark
-from helpers.display import NO_MATH_CLASSES
-from helpers.paths import LESSONS_DIR
+from runtime.display import NO_MATH_CLASSES
+from runtime.paths import LESSONS_DIR
 
 NO_MATH_OPEN = f'<div class="{NO_MATH_CLASSES}">'
 MATHS_TAG = "maths"
@@ -104,19 +104,16 @@ def shown_text(html: str) -> str:
     return " ".join(re.sub(r"<[^>]+>", " ", html).replace("&quot;", '"').replace("&#39;", "'").split())
 
 
-def test_money_cells_are_found():
-    """The finder sees the cells that show money: lesson 3's probe, and lesson 5's attack
-    list and its two controls of A01 (so the checks below cannot pass on nothing)."""
+def test_the_build_without_quarto_shows_the_dollar_signs():
+    """The finder sees the cells that show money, lesson 3's probe, and lesson 5's attack list
+    and its two controls of A01 (so the checks cannot pass on nothing); nbconvert shows them."""
+    from nbconvert.filters.markdown_mistune import markdown2html_mistune
+
     found = money_cells()
     lessons = sorted({where.split(",")[0] for where, _, _ in found})
     assert lessons == ["03-format-is-not-truth.ipynb", "05-evidence-not-instructions.ipynb"], lessons
     assert len(found) >= 3, [where for where, _, _ in found]
-
-
-def test_the_build_without_quarto_shows_the_dollar_signs():
-    from nbconvert.filters.markdown_mistune import markdown2html_mistune
-
-    for where, source, phrases in money_cells():
+    for where, source, phrases in found:
         text = shown_text(markdown2html_mistune(quarto_markdown_to_commonmark(source)))
         missing = [phrase for phrase in phrases if phrase not in text]
         assert missing == [] and "\\$" not in text, (where, missing, text[:300])

@@ -25,8 +25,9 @@ import yaml
 
 import pdfcheck
 from bookkit.build import NO_PDF, load_book_config
-from helpers.paths import PROJECT_ROOT
-from test_quarto import executions, real_scripts, render, write_logged_lesson
+from runtime.paths import PROJECT_ROOT
+from projects import PACKAGES, copy_project
+from test_quarto import executions, real_scripts, rendered, write_logged_lesson
 
 LESSON = "lessons/01-print.ipynb"
 ALT = "Two bars, the second twice as tall as the first"
@@ -52,11 +53,7 @@ def write_print_book(root: Path) -> Path:
     with its solution; its first cell logs every execution (test_quarto.executions).
     """
     real = yaml.safe_load((PROJECT_ROOT / "_quarto.yml").read_text(encoding="utf-8"))
-    for folder in ("helpers", "bookkit", "print"):
-        shutil.copytree(PROJECT_ROOT / folder, root / folder,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
-    for name in ("solutions.lua", "book.scss"):
-        shutil.copyfile(PROJECT_ROOT / name, root / name)
+    copy_project(root, (*PACKAGES, "print", "solutions.lua", "book.scss"))
     book = {key: real["book"][key] for key in ("date", "date-format", "output-file", "downloads")}
     config = {
         "project": {"type": "book", "output-dir": "_book", "execute-dir": "project", **real_scripts()},
@@ -75,7 +72,7 @@ def write_print_book(root: Path) -> Path:
         textwrap.dedent("""\
             import matplotlib.pyplot as plt
             import pandas as pd
-            from helpers.display import interactive_tables, show_table
+            from runtime.display import interactive_tables, show_table
             interactive_tables()"""),
         textwrap.dedent("""\
             #| label: tbl-answers
@@ -95,24 +92,13 @@ def write_print_book(root: Path) -> Path:
             fig, ax = plt.subplots(figsize=(9, 3))
             ax.bar([1, 2], [1, 2])
             plt.show()"""),
-    )
-    nb = nbformat.read(root / LESSON, as_version=4)
-    nb.cells += [
         nbformat.v4.new_markdown_cell("### Exercise 1.1: Count the rows\n\nHow many rows are there?"),
-        nbformat.v4.new_code_cell("rows = ...  # Exercise 1.1"),
+        "rows = ...  # Exercise 1.1",
         nbformat.v4.new_markdown_cell(
             '<details class="solution">\n<summary>Solution to exercise 1.1</summary>\n\n'
             "There are *forty-five* rows.\n\n```python\nrows = 45\n```\n\n</details>"),
-    ]
-    nbformat.write(nb, root / LESSON)
+    )
     return root
-
-
-def _render(quarto: str, root: Path) -> str:
-    result = render(quarto, root)
-    report = result.stdout + result.stderr
-    assert result.returncode == 0, report[-4000:]
-    return report
 
 
 def _page_of(pages: list[str], needle: str, after: int = 0) -> int:
@@ -163,7 +149,7 @@ def test_one_execution_serves_the_website_and_the_pdf(quarto, poppler, tmp_path)
     root = write_print_book(tmp_path / "book")
     committed = (root / LESSON).read_bytes()
 
-    cold = _render(quarto, root)
+    cold = rendered(quarto, root)
     assert executions(root, LESSON) == 1, "the lesson executed once per format"
     check_print_book_pdf(root)
     page = (root / "_book" / "lessons" / "01-print.html").read_text(encoding="utf-8")
@@ -177,7 +163,7 @@ def test_one_execution_serves_the_website_and_the_pdf(quarto, poppler, tmp_path)
 
     # Frozen: the website thaws the lesson, and the PDF shows the same execution's outputs.
     book_pdf(root).unlink()
-    again = _render(quarto, root)
+    again = rendered(quarto, root)
     assert f"[freeze] {LESSON}: frozen result kept: inputs unchanged" in again
     assert executions(root, LESSON) == 1, "a frozen lesson was executed again for the PDF"
     check_print_book_pdf(root)
@@ -185,7 +171,7 @@ def test_one_execution_serves_the_website_and_the_pdf(quarto, poppler, tmp_path)
 
     # Without the notebook of that execution the PDF would lose the outputs: execute again.
     shutil.rmtree(root / ".book-cache" / "quarto" / "executed")
-    fresh = _render(quarto, root)
+    fresh = rendered(quarto, root)
     assert (f"[freeze] {LESSON}: frozen result removed, will execute: no notebook of its "
             "execution is kept for the PDF") in fresh
     assert executions(root, LESSON) == 2
@@ -253,13 +239,6 @@ def printed_book(quarto_site, poppler) -> PrintedBook:
     return PrintedBook(project, pdf, pages, titles, starts)
 
 
-def _executed(project: Path, lesson: str):
-    """The notebook of the execution the PDF was rendered from (kept by the freeze scripts)."""
-    path = project / ".book-cache" / "quarto" / "executed" / lesson
-    assert path.is_file(), f"no executed notebook kept for {lesson}"
-    return nbformat.read(path, as_version=4)
-
-
 @pytest.mark.slow
 @pytest.mark.quarto
 def test_the_pdf_holds_every_lesson_and_lesson_1s_figures(printed_book):
@@ -304,13 +283,14 @@ def test_every_table_of_the_pdf_shows_its_rows(printed_book):
     caption and the next; in the lesson, for a table without a caption). Words, because
     the reading order of a tall row may take a cell's lines apart. A table cut short says
     so."""
-    from helpers.display import PRINT_MAX_ROWS, TABLE_MIME
+    from runtime.display import PRINT_MAX_ROWS, TABLE_MIME
 
     book = printed_book
     empty, tables = [], 0
     for chapter, lesson in enumerate(book.titles, start=1):
         captioned = 0
-        for cell in _executed(book.project, lesson).cells:
+        # The notebook of the execution the PDF was rendered from (kept by the freeze scripts).
+        for cell in nbformat.read(book.project / ".book-cache" / "quarto" / "executed" / lesson, as_version=4).cells:
             for output in cell.get("outputs", []):
                 table = output.get("data", {}).get(TABLE_MIME)
                 if not table:

@@ -3,10 +3,11 @@
 Runs when a `quarto` command is found ($QUARTO, or `quarto` on PATH) and is skipped
 otherwise, unless BOOK_REQUIRE_QUARTO=1 (as in CI), which turns the skip into a failure.
 
-Most checks render a small temporary book that carries copies of this project's `helpers`
-package (which its lesson imports) and `bookkit` package (which holds the pre-render and
-post-render scripts that `_quarto.yml` names), so each render takes seconds. One test
-reads the session's render of the real book (tests/book_session.py).
+Most checks render a small temporary book of two lessons that carries copies of this
+project's `helpers` and `runtime` packages (which lessons import, hashed into every key) and
+of `bookkit` (which holds the pre-render and post-render scripts that `_quarto.yml` names),
+so each render takes seconds. One test reads the session's render of the real book
+(tests/book_session.py).
 """
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ import yaml
 
 from bookkit.freeze import RENDERED_ALONE
 from bookkit.offline import remote_assets_in_site
-from helpers.paths import PROJECT_ROOT
+from runtime.llama_server import free_port
+from runtime.paths import PROJECT_ROOT
 from book_session import session_environment
+from projects import PACKAGES, clean_environment, copy_project, write_notebook
 
 pytestmark = pytest.mark.quarto
 
@@ -51,9 +54,7 @@ def write_gate_book(root: Path) -> Path:
     Each execution appends a line to `01-gate.log` outside the book, so a test can
     count how often the lesson really ran.
     """
-    for package in ("helpers", "bookkit"):  # what the lesson imports; the freeze scripts
-        shutil.copytree(PROJECT_ROOT / package, root / package,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints"))
+    copy_project(root, PACKAGES)
     (root / "data").mkdir(parents=True)
     (root / "data" / "replies.txt").write_text("Answer: 5 | Sources: H1\n", encoding="utf-8")
     (root / "lessons").mkdir()
@@ -87,32 +88,31 @@ def write_gate_book(root: Path) -> Path:
     return root
 
 
+def add_second_lesson(root: Path) -> Path:
+    """The book at ``root`` with a second lesson, whose executions are logged too."""
+    write_logged_lesson(root, SECOND_LESSON, "The second lesson", "Nothing changes here.")
+    config = yaml.safe_load((root / "_quarto.yml").read_text())
+    config["book"]["chapters"].append(SECOND_LESSON)
+    (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return root
+
+
 def write_logged_lesson(root: Path, lesson: str, title: str, prose: str, *code: str) -> None:
     """Lesson ``lesson`` of the book at ``root``: front matter, one prose cell, then the code
-    cells, the first of which appends a line to `<lesson's stem>.log` beside the book on
-    every execution (see :func:`executions`)."""
+    cells (or other cells, given as notebook cells), the first of which appends a line to
+    `<lesson's stem>.log` beside the book on every execution (see :func:`executions`)."""
     log = root.parent / f"{Path(lesson).stem}.log"
     logging = f"with open({str(log)!r}, 'a') as handle:\n    handle.write('executed\\n')\n"
     first, *rest = code or ("",)
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.cells = [
-        nbformat.v4.new_raw_cell(f"---\ntitle: {title}\n---"),
-        nbformat.v4.new_markdown_cell(prose),
-        nbformat.v4.new_code_cell((logging + first).rstrip("\n")),
-        *(nbformat.v4.new_code_cell(source) for source in rest),
-    ]
-    nbformat.write(nb, root / lesson)
+    write_notebook(root / lesson, [nbformat.v4.new_markdown_cell(prose), nbformat.v4.new_code_cell(
+        (logging + first).rstrip("\n")), *(c if isinstance(c, dict) else nbformat.v4.new_code_cell(c) for c in rest)],
+                   title)
 
 
 def render(quarto: str, root: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """`quarto render` in ``root``; by default without the reader settings of this shell."""
-    if env is None:
-        env = {name: value for name, value in os.environ.items()
-               if not name.startswith(("RIVERTON_READER_", "RIVERTON_REVIEWS_"))}
-    environment = dict(env)
-    environment["QUARTO_PYTHON"] = sys.executable
-    environment.pop("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", None)
+    """`quarto render` in ``root``, without the reader and review settings of this shell, with
+    the variables ``env``."""
+    environment = clean_environment(QUARTO_PYTHON=sys.executable, **(env or {}))
     return subprocess.run([quarto, "render", *args], cwd=root, env=environment,
                           capture_output=True, text=True, timeout=900)
 
@@ -127,153 +127,120 @@ def page_text(root: Path) -> str:
     return (root / PAGE).read_text(encoding="utf-8")
 
 
-def test_freeze_follows_the_key_and_the_gate_fails_the_render(quarto, tmp_path):
-    root = write_gate_book(tmp_path / "book")
-    committed = (root / LESSON).read_bytes()
+def rendered(quarto: str, root: Path, *args: str, env: dict | None = None) -> str:
+    """The report of a `quarto render` that succeeded."""
+    result = render(quarto, root, *args, env=env)
+    report = result.stdout + result.stderr
+    assert result.returncode == 0, report[-4000:]
+    return report
 
-    cold = render(quarto, root)
-    report = cold.stdout + cold.stderr
-    assert cold.returncode == 0, report[-4000:]
-    assert f"[freeze] {LESSON}: will execute: no earlier run" in report
-    assert executions(root) == 1
+
+def counts(root: Path) -> tuple[int, int]:
+    """How many times each lesson of the gate book has executed."""
+    return executions(root, LESSON), executions(root, SECOND_LESSON)
+
+
+def test_freeze_re_uses_each_lesson_only_while_its_key_holds(quarto, tmp_path):
+    """Each change executes exactly the lessons whose key it changes (what pre-render says
+    is what Quarto does), a notebook goes back as committed, and nothing else executes."""
+    root = add_second_lesson(write_gate_book(tmp_path / "book"))
+    committed = (root / LESSON).read_bytes()
+    report = rendered(quarto, root)
+    assert all(f"[freeze] {lesson}: will execute: no earlier run" in report for lesson in LESSONS)
+    assert counts(root) == (1, 1)
     assert "REPLY&lt;Answer: 5 | Sources: H1&gt;" in page_text(root)
     # The front page is unnumbered, so lesson 1's first table is Table 1.1.
     assert set(re.findall(TABLE_NUMBER, page_text(root))) == {"1"}, "lesson 1's table is not numbered 1.x"
     assert TCP_NOISE not in report
     assert (root / "_freeze" / "lessons" / "01-gate" / "execute-results" / "html.json").is_file()
-    # Quarto wrote the outputs into the notebook; the post-render step put it back.
-    assert (root / LESSON).read_bytes() == committed
-    assert "put back 1 notebook(s) as committed" in report
+    # Quarto wrote the outputs into the notebooks; the post-render step put them back.
+    assert (root / LESSON).read_bytes() == committed and "put back 2 notebook(s) as committed" in report
+    report = rendered(quarto, root)
+    assert all(f"[freeze] {lesson}: {KEPT}" in report for lesson in LESSONS) and counts(root) == (1, 1)
 
-    again = render(quarto, root)
-    report = again.stdout + again.stderr
-    assert again.returncode == 0, report[-4000:]
-    assert f"[freeze] {LESSON}: frozen result kept: inputs unchanged" in report
-    assert executions(root) == 1, "an unchanged lesson executed again"
-
-    # An edit under data/ (which freeze alone never notices) executes the lesson again.
-    (root / "data" / "replies.txt").write_text("Answer: 7 | Sources: H2\n", encoding="utf-8")
-    edited = render(quarto, root)
-    report = edited.stdout + edited.stderr
-    assert edited.returncode == 0, report[-4000:]
-    assert f"[freeze] {LESSON}: frozen result removed, will execute: data/replies.txt changed" in report
-    assert executions(root) == 2
+    env = None
+    for change, why, shared in CHANGES:
+        before = counts(root)
+        env = change(root) or env
+        report = rendered(quarto, root, env=env)
+        said = f"frozen result removed, will execute: {why}" if why else NOTEBOOK_TEXT
+        assert f"[freeze] {LESSON}: {said}" in report, report[-3000:]
+        assert f"[freeze] {SECOND_LESSON}: {said if shared else KEPT}" in report, report[-3000:]
+        assert counts(root) == (before[0] + 1, before[1] + shared), why
     assert "REPLY&lt;Answer: 7 | Sources: H2&gt;" in page_text(root)
+    assert "A sentence written after the first render." in page_text(root)
+    assert not any(cell.get("outputs") for cell in nbformat.read(root / LESSON, as_version=4).cells)
 
+
+def write_replies(text: str):
+    def change(root: Path) -> None:
+        (root / "data" / "replies.txt").write_text(text, encoding="utf-8")
+    return change
+
+
+def append(name: str):
+    def change(root: Path) -> None:
+        with open(root / name, "a", encoding="utf-8") as handle:
+            handle.write("\n# an edit\n")
+    return change
+
+
+def edit_prose(root: Path) -> None:
+    nb = nbformat.read(root / LESSON, as_version=4)
+    nb.cells[1].source += " A sentence written after the first render."
+    nbformat.write(nb, root / LESSON)
+
+
+#: (a change, which may return the render's environment; why pre-render executes the gate
+#: lesson, None for an edit of its file that leaves its key as it was; whether the change
+#: concerns the second lesson too)
+CHANGES = [
+    (write_replies("Answer: 7 | Sources: H2\n"), "data/replies.txt changed", True),  # freeze alone never notices
+    (append("runtime/display.py"), "runtime/display.py changed", True),
+    (append("helpers/parsing.py"), "helpers/parsing.py changed", True),
+    (lambda root: {"RIVERTON_READER_MODE": "recorded"}, "RIVERTON_READER_MODE set", True),
+    (edit_prose, None, False),  # Quarto thaws a frozen result only for the very file it froze
+]
+KEPT = "frozen result kept: inputs unchanged"
+NOTEBOOK_TEXT = "will execute: notebook text changed; Quarto's freeze re-executes a lesson on any edit of its file"
+LESSONS = (LESSON, SECOND_LESSON)
+
+
+def test_the_gate_fails_the_render_and_a_named_file_or_a_server_executes(quarto, tmp_path):
+    root = add_second_lesson(write_gate_book(tmp_path / "book"))
+    committed = (root / LESSON).read_bytes()
+    rendered(quarto, root)
     # A reply with a third field must stop the render at the gate, and stay stopped.
-    (root / "data" / "replies.txt").write_text("Answer: 7 | Sources: H2 | Thanks!\n", encoding="utf-8")
+    write_replies("Answer: 7 | Sources: H2 | Thanks!\n")(root)
     failed = render(quarto, root)
     report = failed.stdout + failed.stderr
     assert failed.returncode != 0, f"the render passed the gate\n{report[-3000:]}"
     assert "does not have two fields" in report and "Thanks!" in report
-    assert executions(root) == 3, "the failing lesson was not executed"
+    assert counts(root) == (2, 1), "the failing lesson was not executed"
     # Quarto cleans the output folder before a whole-book render: no stale page remains.
     assert not (root / PAGE).exists(), "a page of the earlier data survived a failed render"
-
-    # Undoing the edit brings back inputs that rendered before, but their frozen result was
-    # removed when the inputs changed: the lesson executes, and the page is back.
-    (root / "data" / "replies.txt").write_text("Answer: 7 | Sources: H2\n", encoding="utf-8")
-    fixed = render(quarto, root)
-    assert fixed.returncode == 0, (fixed.stdout + fixed.stderr)[-4000:]
-    assert executions(root) == 4
-    assert "Thanks!" not in page_text(root)
+    # Undoing the edit brings back inputs that rendered before, but their frozen results were
+    # removed when the inputs changed: the lessons execute, and the page is back.
+    write_replies("Answer: 5 | Sources: H1\n")(root)
+    rendered(quarto, root)
+    assert counts(root) == (3, 2) and "REPLY&lt;Answer: 5 | Sources: H1&gt;" in page_text(root)
     assert (root / LESSON).read_bytes() == committed
 
-
-def test_helper_edit_and_reader_setting_execute_again_and_one_file_renders(quarto, tmp_path):
-    root = write_gate_book(tmp_path / "book")
-    assert render(quarto, root).returncode == 0
-    assert executions(root) == 1
-
-    parsing = root / "helpers" / "parsing.py"
-    parsing.write_text(parsing.read_text() + "\n# an edit\n")
-    edited = render(quarto, root)
-    assert edited.returncode == 0, (edited.stdout + edited.stderr)[-4000:]
-    assert f"{LESSON}: frozen result removed, will execute: helpers/parsing.py changed" in edited.stdout
-    assert executions(root) == 2
-
-    env = dict(os.environ, RIVERTON_READER_MODE="recorded")
-    moded = render(quarto, root, env=env)
-    assert moded.returncode == 0, (moded.stdout + moded.stderr)[-4000:]
-    assert "RIVERTON_READER_MODE set" in moded.stdout
-    assert executions(root) == 3
-
-    # Rendering the one lesson records its key too; Quarto executes a file it is given by
-    # name whatever its frozen result, and pre-render says so.
-    single = render(quarto, root, LESSON, env=env)
-    assert single.returncode == 0, (single.stdout + single.stderr)[-4000:]
-    assert f"[freeze] {LESSON}: {RENDERED_ALONE}" in single.stdout
-    kept = render(quarto, root, env=env)
-    assert f"[freeze] {LESSON}: frozen result kept: inputs unchanged" in kept.stdout
-    assert executions(root) == 4  # the single-file render executes; the whole-book one re-uses
-
-
-def add_second_lesson(root: Path) -> str:
-    """A second lesson, whose executions :func:`second_executions` counts."""
-    write_logged_lesson(root, SECOND_LESSON, "The second lesson", "Nothing changes here.")
-    config = yaml.safe_load((root / "_quarto.yml").read_text())
-    config["book"]["chapters"].append(SECOND_LESSON)
-    (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    return SECOND_LESSON
-
-
-def second_executions(root: Path) -> int:
-    return executions(root, SECOND_LESSON)
-
-
-def test_a_prose_edit_executes_that_lesson_alone_and_pre_render_says_so(quarto, tmp_path):
-    """Quarto thaws a frozen result only for the very file it froze; pre-render tells the truth."""
-    root = write_gate_book(tmp_path / "book")
-    second = add_second_lesson(root)
-    cold = render(quarto, root)
-    assert cold.returncode == 0, (cold.stdout + cold.stderr)[-4000:]
-    assert (executions(root), second_executions(root)) == (1, 1)
-
-    nb = nbformat.read(root / LESSON, as_version=4)
-    nb.cells[1].source += " A sentence written after the first render."
-    nbformat.write(nb, root / LESSON)
-    edited = render(quarto, root)
-    report = edited.stdout + edited.stderr
-    assert edited.returncode == 0, report[-4000:]
-    assert (f"[freeze] {LESSON}: will execute: notebook text changed; Quarto's freeze re-executes "
-            "a lesson on any edit of its file") in report
-    assert f"[freeze] {second}: frozen result kept: inputs unchanged" in report
-    # What pre-render said is what Quarto did: the edited lesson executed, the other did not.
-    assert (executions(root), second_executions(root)) == (2, 1)
-    assert "A sentence written after the first render." in page_text(root)
-
-    again = render(quarto, root)
-    report = again.stdout + again.stderr
-    assert again.returncode == 0, report[-4000:]
-    assert f"[freeze] {LESSON}: frozen result kept: inputs unchanged" in report
-    assert (executions(root), second_executions(root)) == (2, 1)
-
-    # A render of the second lesson alone executes it, and leaves the first alone.
-    alone = render(quarto, root, second)
-    report = alone.stdout + alone.stderr
-    assert alone.returncode == 0, report[-4000:]
-    assert f"[freeze] {second}: {RENDERED_ALONE}" in report
+    # Quarto executes a file it is given by name whatever its frozen result, and pre-render
+    # says so; the render records its key, so the next whole-book render re-uses it.
+    report = rendered(quarto, root, SECOND_LESSON)
+    assert f"[freeze] {SECOND_LESSON}: {RENDERED_ALONE}" in report
     assert f"[freeze] {LESSON}: not rendered this time" in report
-    assert (executions(root), second_executions(root)) == (2, 2)
+    assert counts(root) == (3, 3)
+    report = rendered(quarto, root)
+    assert all(f"[freeze] {lesson}: {KEPT}" in report for lesson in LESSONS) and counts(root) == (3, 3)
 
-    # A reader server answers behind its URL: every lesson executes, frozen or not. (That
-    # this holds on every later render too, whatever the last render recorded, is shown on
-    # the pre-render step itself: test_book_cache.py::
-    # test_pre_render_executes_every_lesson_while_a_reader_server_is_set.)
-    env = dict(os.environ, RIVERTON_READER_URL="http://127.0.0.1:9/v1")
-    served = render(quarto, root, env=env)
-    report = served.stdout + served.stderr
-    assert served.returncode == 0, report[-4000:]
-    for lesson in (LESSON, second):
-        assert (f"[freeze] {lesson}: frozen result removed, will execute: replies come from "
-                "the server at http://127.0.0.1:9/v1") in report
-    assert (executions(root), second_executions(root)) == (3, 3)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    # A reader server answers behind its URL: every lesson executes, frozen or not (on every
+    # later render too: test_book_cache.py::test_pre_render_executes_every_lesson_while_a_reader_server_is_set).
+    report = rendered(quarto, root, env={"RIVERTON_READER_URL": "http://127.0.0.1:9/v1"})
+    assert all(f"[freeze] {lesson}: frozen result removed, will execute: replies come from the server at "
+               "http://127.0.0.1:9/v1" in report for lesson in LESSONS)
+    assert counts(root) == (4, 4)
 
 
 def _get(url: str) -> str:
@@ -281,38 +248,40 @@ def _get(url: str) -> str:
         return response.read().decode("utf-8")
 
 
-def test_preview_restarts_on_a_data_edit_and_serves_the_new_result(quarto, tmp_path):
-    """`python -m bookkit --preview` serves the book, and restarts Quarto when data/ changes.
+def test_preview_restarts_on_an_edit_of_runtime_or_data_and_serves_the_new_result(quarto, tmp_path):
+    """`python -m bookkit --preview` serves the book, and restarts Quarto when a file of
+    helpers/, runtime/ or data/ changes.
 
-    Quarto's own preview does not watch data/; the wrapper does, restarts the preview on
-    the same port, and the new first render executes the lesson with the new data.
+    Quarto's own preview does not watch them; the wrapper does, restarts the preview on the
+    same port, and the new first render executes the lesson with the new files.
     """
     root = write_gate_book(tmp_path / "book")
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "preview.log"
     with open(log, "w") as stream:
         preview = subprocess.Popen(
             [sys.executable, "-m", "bookkit", "--project", str(root), "--preview",
              "--", "--no-browser", "--port", str(port), "--host", "127.0.0.1"],
-            cwd=PROJECT_ROOT, env=dict(os.environ, QUARTO=quarto), stdout=stream, stderr=subprocess.STDOUT)
+            cwd=PROJECT_ROOT, env=clean_environment(QUARTO=quarto), stdout=stream, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 600
-        while "Listening on" not in log.read_text() and time.monotonic() < deadline:
-            assert preview.poll() is None, log.read_text()[-3000:]
-            time.sleep(1)
+        deadline = time.monotonic() + 900
         page = f"http://127.0.0.1:{port}/lessons/01-gate.html"
-        assert "REPLY&lt;Answer: 5 | Sources: H1&gt;" in _get(page)
-        executed = executions(root)
-
-        (root / "data" / "replies.txt").write_text("Answer: 8 | Sources: H4\n", encoding="utf-8")
-        while log.read_text().count("Listening on") < 2 and time.monotonic() < deadline:
-            assert preview.poll() is None, log.read_text()[-3000:]
-            time.sleep(1)
-        report = log.read_text()
-        assert "[preview] data/replies.txt changed: restarting the preview" in report
-        assert f"[freeze] {LESSON}: frozen result removed, will execute: data/replies.txt changed" in report
-        assert "REPLY&lt;Answer: 8 | Sources: H4&gt;" in _get(page), report[-3000:]
-        assert executions(root) == executed + 1
+        edits = [(None, None, "Answer: 5 | Sources: H1"), (append("runtime/display.py"), "runtime/display.py",
+                 "Answer: 5 | Sources: H1"), (write_replies("Answer: 8 | Sources: H4\n"), "data/replies.txt",
+                 "Answer: 8 | Sources: H4")]
+        for starts, (edit, name, shown) in enumerate(edits, start=1):
+            executed = executions(root)
+            if edit is not None:
+                edit(root)
+            while log.read_text().count("Listening on") < starts and time.monotonic() < deadline:
+                assert preview.poll() is None, log.read_text()[-3000:]
+                time.sleep(1)
+            report = log.read_text()
+            assert f"REPLY&lt;{shown}&gt;" in _get(page), report[-3000:]
+            if edit is not None:
+                assert f"[preview] {name} changed: restarting the preview" in report
+                assert f"[freeze] {LESSON}: frozen result removed, will execute: {name} changed" in report
+                assert executions(root) == executed + 1
     finally:
         preview.terminate()
         preview.wait(timeout=60)

@@ -16,17 +16,18 @@ import subprocess
 
 import pytest
 
-from helpers.paths import PROJECT_ROOT
+from runtime.paths import PROJECT_ROOT
 
 pytestmark = pytest.mark.quarto
 
 FILTER = PROJECT_ROOT / "solutions.lua"
 
 
-def run_filter(quarto: str, tmp_path, markdown: str) -> subprocess.CompletedProcess:
+def run_filter(quarto: str, tmp_path, markdown: str, *to: str) -> subprocess.CompletedProcess:
+    """``quarto pandoc`` with the filter on ``markdown``: to JSON, or to ``to``."""
     source = tmp_path / "lesson.md"
     source.write_text(markdown, encoding="utf-8")
-    return subprocess.run([quarto, "pandoc", "--lua-filter", str(FILTER), "-f", "markdown", "-t", "json",
+    return subprocess.run([quarto, "pandoc", "--lua-filter", str(FILTER), "-f", "markdown", *(to or ("-t", "json")),
                            str(source)], capture_output=True, text=True, timeout=120)
 
 
@@ -77,11 +78,7 @@ def test_a_malformed_solution_stops_with_an_error_naming_the_file(quarto, tmp_pa
 
 
 def to_typst(quarto: str, tmp_path, markdown: str) -> subprocess.CompletedProcess:
-    source = tmp_path / "lesson.md"
-    source.write_text(markdown, encoding="utf-8")
-    return subprocess.run([quarto, "pandoc", "--standalone", "--lua-filter", str(FILTER), "-f", "markdown",
-                           "-t", "typst", str(source), "-o", str(tmp_path / "lesson.typ")],
-                          capture_output=True, text=True, timeout=120)
+    return run_filter(quarto, tmp_path, markdown, "--standalone", "-t", "typst", "-o", str(tmp_path / "lesson.typ"))
 
 
 def test_in_print_solutions_move_to_an_appendix_linked_both_ways(quarto, tmp_path):
