@@ -2,12 +2,13 @@
 
 Prints, side by side in one run:
 
-- seconds per reply of SmolLM2-135M-Instruct in-process at batch sizes 1, 2, 4, 8 and 16
-  (batch 1 is transformers' ``generate``, one prompt at a time), unconstrained and under
-  lesson 3's reply grammar, each with its ratio to batch 1 and the number of replies
-  that are token for token the ones batch 1 gave;
+- seconds per reply of SmolLM2-135M-Instruct in-process at batch sizes 1, 2, 4, 8 and 16,
+  all through the one greedy decoder (``runtime.batch.greedy_batch``, by way of
+  ``runtime.readers.generate_all`` with ``RIVERTON_BATCH_SIZE`` set; batch 1 decodes one
+  prompt at a time), unconstrained and under lesson 3's reply grammar, each with its ratio
+  to batch 1 and the number of replies that are token for token the ones batch 1 gave;
 - at the default batch size, the same with the shared beginning of the prompts read once
-  per batch and read by every row (the prefix reuse of helpers/reader/decoding.py);
+  per batch and read by every row (the prefix reuse of runtime/batch.py);
 - llama.cpp's server on the same unconstrained prompts, one request and four in flight
   (from ``.venv-server/``; skipped when it is not installed);
 - each lesson's cold execution time with ``RIVERTON_BATCH_SIZE=1`` and with the default
@@ -33,17 +34,19 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RIVERTON_PROGRESS", "0")  # the figures, not a bar per batch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
 
 from helpers import attacks  # noqa: E402
-from helpers.fixture import load_attack_fixture, load_riverton  # noqa: E402
-from helpers.reader import decoding, load_reader  # noqa: E402
-from helpers.reader.constrained import generate_constrained_batches  # noqa: E402
-from helpers.reader.lesson import lesson_reader_inputs  # noqa: E402
-from helpers.reader.llama_server import (  # noqa: E402
+from runtime import batch  # noqa: E402
+from runtime.attack_runs import attack_prompts  # noqa: E402
+from runtime.fixture import load_attack_fixture, load_riverton  # noqa: E402
+from runtime.lessons import lesson_reader_inputs  # noqa: E402
+from runtime.readers import generate_all, load_reader  # noqa: E402
+from runtime.llama_server import (  # noqa: E402
     llama_server_installed,
     local_llama_server,
     server_python,
@@ -58,10 +61,11 @@ def lesson_prompts() -> pd.DataFrame:
     parts = [lesson_reader_inputs().assign(lesson="1, 3, 4"),
              lesson_reader_inputs(retriever="hybrid").assign(lesson="2")]
     riverton = load_riverton()
-    fixture = load_attack_fixture()
-    runs = attacks.attack_reader_inputs(fixture.questions, riverton.handbook, fixture.passages)
-    first = runs[runs["position"] != "last"]  # each attack without it, and wording 1 under it
-    parts.append(attacks.attack_record_inputs(first).assign(lesson="5"))
+    fixture = load_attack_fixture(handbook=riverton.handbook, metadata=riverton.metadata)
+    runs = attacks.attack_reader_inputs(fixture.questions, riverton.handbook, fixture.passages,
+                                        fixture.wordings, metadata=riverton.metadata)
+    first = runs[(runs["wording"] <= 1) & (runs["position"] != "last")]  # without it; wording 1
+    parts.append(attack_prompts(first).assign(lesson="5"))
     return pd.concat([p[["question_id", "messages", "retrieved_ids", "lesson"]] for p in parts],
                      ignore_index=True)
 
@@ -76,11 +80,12 @@ def timed(run):
 
 
 def decode_all(reader, prompts, size, constrained):
-    messages, ids = list(prompts["messages"]), list(prompts["question_id"])
-    if constrained:
-        return generate_constrained_batches(reader, messages, list(prompts["retrieved_ids"]),
-                                            ids, size=size)
-    return reader.generate_many(messages, ids, size=size)
+    """Every prompt's reply through greedy_batch, ``size`` prompts at a time."""
+    os.environ[batch.BATCH_ENV] = str(size)
+    try:
+        return generate_all(reader, prompts, constrained=constrained).attrs["generations"]
+    finally:
+        del os.environ[batch.BATCH_ENV]
 
 
 def same(first, second) -> int:
@@ -96,7 +101,7 @@ def lesson_times(batch_size: str | None) -> dict[str, float]:
         project = copy_project(Path(folder) / "book")
         env = clean_environment(PYTHONPATH=str(project), RIVERTON_READER_MODE="recorded")
         if batch_size is not None:
-            env[decoding.BATCH_ENV] = batch_size
+            env[batch.BATCH_ENV] = batch_size
         result = subprocess.run([sys.executable, "-m", "bookkit", "--engine", "nbclient",
                                  "--fresh"], cwd=project, env=env, capture_output=True,
                                 text=True, timeout=3600)
@@ -127,7 +132,7 @@ def main(argv=None) -> int:
     reader = load_reader(SMOL, mode="live")
     print(f"{n} prompts (lessons {', '.join(dict.fromkeys(prompts['lesson']))}), "
           f"{reader.spec.cpu_threads or torch.get_num_threads()} thread(s), default batch "
-          f"size {decoding.DEFAULT_BATCH_SIZE}")
+          f"size {batch.DEFAULT_BATCH_SIZE}")
 
     rows = []
     baseline = {}
@@ -144,13 +149,13 @@ def main(argv=None) -> int:
             print(f"  {rows[-1]['decoding']}, batch {size}: {seconds / n:.2f} s per reply, "
                   f"{cpu / n:.2f} CPU s, load average {os.getloadavg()[0]:.2f}", flush=True)
         # The default batch size without the prefix read once per batch.
-        saved = decoding.MIN_SHARED_PREFIX
-        decoding.MIN_SHARED_PREFIX = 10**9
+        saved = batch.MIN_SHARED_PREFIX
+        batch.MIN_SHARED_PREFIX = 10**9
         try:
-            size = decoding.DEFAULT_BATCH_SIZE
+            size = batch.DEFAULT_BATCH_SIZE
             replies, seconds, cpu = timed(lambda: decode_all(reader, prompts, size, constrained))
         finally:
-            decoding.MIN_SHARED_PREFIX = saved
+            batch.MIN_SHARED_PREFIX = saved
         base_replies, base_seconds, base_cpu = baseline[constrained]
         rows.append({"decoding": "constrained" if constrained else "unconstrained",
                      "batch": size, "prefix read": "by every row",
@@ -165,8 +170,7 @@ def main(argv=None) -> int:
             with local_llama_server(smollm2_gguf(), threads=reader.spec.cpu_threads or 1) as url:
                 for concurrency in (1, 4):
                     served = load_reader(SMOL, mode="server", url=url, concurrency=concurrency)
-                    _, seconds, _ = timed(lambda: served.generate_many(
-                        list(prompts["messages"]), list(prompts["question_id"])))
+                    _, seconds, _ = timed(lambda: generate_all(served, prompts))
                     # The server's work is in another process: wall time only.
                     rows.append({"decoding": "unconstrained", "batch": f"server, {concurrency} "
                                  "in flight", "prefix read": "server's own cache",
@@ -182,7 +186,7 @@ def main(argv=None) -> int:
         print("lessons' cold execution (build without Quarto, fresh copies, recorded Qwen):")
         before = lesson_times("1")
         after = lesson_times(None)
-        lessons = pd.DataFrame({"batch 1 (s)": before, f"batch {decoding.DEFAULT_BATCH_SIZE} (s)": after})
+        lessons = pd.DataFrame({"batch 1 (s)": before, f"batch {batch.DEFAULT_BATCH_SIZE} (s)": after})
         lessons.loc["all lessons"] = lessons.sum()
         with pd.option_context("display.float_format", "{:.1f}".format):
             print(lessons.to_string())

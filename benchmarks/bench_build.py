@@ -45,8 +45,8 @@ import json, os, sys, time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 started = time.perf_counter()
 import torch, transformers
-from helpers.reader import get_reader_spec
-from helpers.reader.generation import load_model_and_tokenizer
+from runtime.readers import load_model_and_tokenizer
+from runtime.registry import get_reader_spec
 imported = time.perf_counter()
 # transformers imports a model's code lazily, on its first load: time that apart.
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM, PreTrainedTokenizerFast

@@ -3,11 +3,12 @@
 Usage: python benchmarks/bench_constrained.py [--questions FILE] [--repeats N]
 
 Loads SmolLM2-135M-Instruct live once, warms both paths up on the first question, then
-times each question unconstrained and constrained in alternation (so a busy machine
-slows both alike) and prints the median over the repeats, seconds per output token, and
-how much of the constrained time the grammar itself takes (compiling the grammar and
-computing token masks, measured without the model). Not a test: the figures depend on
-the machine.
+times each question, alone, unconstrained and constrained in alternation (so a busy
+machine slows both alike), through ``runtime.readers.generate_all`` as lesson 3 asks it,
+and prints the median over the repeats, seconds per output token, and how much of the
+constrained time the grammar itself takes (compiling the grammar and computing token
+masks with :class:`helpers.grammar.GrammarMask`, measured without the model). Not a test:
+the figures depend on the machine.
 """
 from __future__ import annotations
 
@@ -15,26 +16,35 @@ import argparse
 import os
 import platform
 import statistics
+import sys
 import time
+from pathlib import Path
 
-import torch
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RIVERTON_PROGRESS", "0")  # the figures, not a bar per question
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers import reader
-from helpers.reader import constrained
-from helpers.fixture import QUESTIONS_FILE
-from helpers.reader.lesson import lesson_reader_inputs
+import torch  # noqa: E402
+
+from helpers.grammar import GrammarMask, build_grammar  # noqa: E402
+from runtime.fixture import QUESTIONS_FILE  # noqa: E402
+from runtime.lessons import lesson_reader_inputs  # noqa: E402
+from runtime.readers import generate_all, load_reader  # noqa: E402
 
 
 def _grammar_only_seconds(tokenizer, retrieved_ids, token_ids) -> float:
     """Time to compile the grammar and compute one mask per generated token."""
     started = time.perf_counter()
-    grammar = constrained.build_grammar(retrieved_ids)
-    processor = constrained.GrammarLogitsProcessor(tokenizer, grammar, prompt_length=0)
+    mask = GrammarMask(tokenizer, build_grammar(retrieved_ids))
     width = len(tokenizer)
     for position in range(len(token_ids)):
-        processor.consume(list(token_ids[len(processor.consumed):position]))
-        processor.allowed_mask(width)
+        mask.allowed_after(list(token_ids[:position]), width)
     return time.perf_counter() - started
+
+
+def _one(reader, rows, constrained):
+    """The reply to the one prompt of ``rows``."""
+    return generate_all(reader, rows, constrained=constrained).attrs["generations"][0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,15 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
-    live = reader.load_reader("smollm2_135m_instruct", mode="live")
+    live = load_reader("smollm2_135m_instruct", mode="live")
     load_seconds = time.perf_counter() - started
     inputs = lesson_reader_inputs(args.questions)
-    rows = list(inputs.itertuples(index=False))
+    rows = [inputs.iloc[[n]] for n in range(len(inputs))]
 
-    first = rows[0]
-    live.generate(first.messages, first.question_id)
-    constrained.generate_constrained(live, first.messages, first.retrieved_ids,
-                                     first.question_id)
+    _one(live, rows[0], False)
+    _one(live, rows[0], True)
 
     free_times, forced_times, grammar_times = [], [], []
     free_tokens = forced_tokens = 0
@@ -61,18 +69,18 @@ def main(argv: list[str] | None = None) -> int:
         free_runs, forced_runs = [], []
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            free = live.generate(row.messages, row.question_id)
+            free = _one(live, row, False)
             free_runs.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
-            forced = constrained.generate_constrained(live, row.messages, row.retrieved_ids,
-                                                      row.question_id)
+            forced = _one(live, row, True)
             forced_runs.append(time.perf_counter() - t0)
         free_times.append(statistics.median(free_runs))
         forced_times.append(statistics.median(forced_runs))
         free_tokens += free.output_tokens
         forced_tokens += forced.output_tokens
         grammar_times.append(
-            _grammar_only_seconds(live.tokenizer, row.retrieved_ids, forced.token_ids))
+            _grammar_only_seconds(live.tokenizer, row["retrieved_ids"].iloc[0],
+                                  forced.token_ids))
 
     n = len(rows)
     free_per_q = sum(free_times) / n

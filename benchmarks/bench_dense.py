@@ -34,9 +34,10 @@ if str(PROJECT_ROOT) not in sys.path:
     sys.path.insert(0, str(PROJECT_ROOT))
 
 from helpers import dense  # noqa: E402
-from helpers.fixture import load_riverton  # noqa: E402
 from helpers.retrieval import TfidfRetriever  # noqa: E402
 from helpers.text import tokenize  # noqa: E402
+from runtime.encoder import load_encoder  # noqa: E402
+from runtime.fixture import load_riverton  # noqa: E402
 
 
 def synthetic_handbook(handbook: pd.DataFrame, n_passages: int, seed: int) -> pd.DataFrame:
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     passages = synthetic_handbook(original.handbook, args.passages, args.seed)
 
     start = time.perf_counter()
-    model = dense.load_encoder()
+    model = load_encoder()
     load_s = time.perf_counter() - start
     pieces = [len(model.tokenizer(t)["input_ids"]) for t in passages["text"].iloc[:500]]
 

@@ -1,8 +1,9 @@
 """Time the reader: SmolLM2-135M-Instruct in-process (transformers) and on llama.cpp's server.
 
 Prints the load time, seconds per question, generated tokens per second and peak memory
-for the six lesson prompts, first in-process with transformers (the reader's registered
-thread count, then torch's default), then through llama.cpp's OpenAI-compatible server
+for the six lesson prompts, first in-process with transformers (decoded together, as the
+lessons decode them, by ``runtime.batch.greedy_batch``; the reader's registered thread
+count, then torch's default), then through llama.cpp's OpenAI-compatible server
 (llama-cpp-python, started here on 127.0.0.1 with the same GGUF file and one thread, from
 the Python of ``.venv-server/``),
 one request at a time and four at a time, all in one run. The closing note gives the
@@ -24,17 +25,18 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("RIVERTON_PROGRESS", "0")  # the figures, not a bar per pass
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from helpers.reader import get_reader_spec, load_reader  # noqa: E402
-from helpers.reader.generation import LiveReader  # noqa: E402
-from helpers.reader.lesson import lesson_reader_inputs  # noqa: E402
-from helpers.reader.llama_server import (  # noqa: E402
+from runtime.lessons import lesson_reader_inputs  # noqa: E402
+from runtime.llama_server import (  # noqa: E402
     llama_server_installed,
     local_llama_server,
     server_python,
     smollm2_gguf,
 )
+from runtime.readers import LiveReader, generate_all, load_reader  # noqa: E402
+from runtime.registry import get_reader_spec  # noqa: E402
 
 
 def peak_rss_mib() -> float:
@@ -44,21 +46,18 @@ def peak_rss_mib() -> float:
 
 
 def run_questions(reader, inputs) -> tuple[float, int, int, list[str]]:
+    """One pass over the prompts in-process: its seconds, tokens, prompts and replies."""
     started = time.perf_counter()
-    tokens = 0
-    texts = []
-    for qid, messages in zip(inputs["question_id"], inputs["messages"]):
-        generation = reader.generate(messages, qid)
-        tokens += generation.output_tokens
-        texts.append(generation.raw_output)
-    return time.perf_counter() - started, tokens, len(inputs), texts
+    table = generate_all(reader, inputs)
+    seconds = time.perf_counter() - started
+    return seconds, int(table["output_tokens"].sum()), len(inputs), list(table["raw_output"])
 
 
 def run_server(url: str, reader_key: str, inputs, concurrency: int):
     """One pass over the prompts through a fresh server reader (its reply cache empty)."""
     reader = load_reader(reader_key, mode="server", url=url, concurrency=concurrency)
     started = time.perf_counter()
-    generations = reader.generate_many(list(inputs["messages"]), list(inputs["question_id"]))
+    generations = generate_all(reader, inputs).attrs["generations"]
     seconds = time.perf_counter() - started
     # llama-cpp-python leaves the end-of-sequence token out of its count; add it back so
     # both sides count the same tokens (transformers counts it).
@@ -175,7 +174,7 @@ def main(argv=None) -> int:
         f"identical between the two (llama.cpp computes on the quantised GGUF weights and "
         f"penalises repeats within the reply only; transformers de-quantises the weights "
         f"and penalises the prompt's tokens too). The server reuses the shared prompt "
-        f"prefix between questions, which transformers does not. vLLM was not run here: "
+        f"prefix between questions; in-process, the batch reads it once. vLLM was not run here: "
         f"this machine has no GPU."
     )
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")

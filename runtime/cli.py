@@ -68,9 +68,10 @@ def entries_of(reader, inputs: pd.DataFrame, replies: pd.DataFrame, collection,
     entries = []
     for row, reply in zip(inputs.to_dict("records"), replies.attrs["generations"]):
         if reply.grammar_complete is False or (constrained and not reply.ended_by_eos):
+            source = f" from {reader.url}" if reader.mode == "server" else ""
             raise ConstrainedDecodingError(
-                f"{reply.question_id}: the constrained reply {reply.raw_output!r} did not "
-                "complete the grammar; nothing was recorded")
+                f"{reply.question_id}: the constrained reply {reply.raw_output!r}{source} did "
+                "not complete the grammar; nothing was recorded")
         entries.append(TranscriptEntry(
             key=reply.key, question_id=str(row["question_id"]),
             collection=row[collection] if collection in row else collection,
@@ -109,6 +110,7 @@ def _refuse_gbnf(reader, constrained: bool) -> None:
 
 
 def record_reader(args) -> list[TranscriptEntry]:
+    read_transcript(args.transcript)  # a damaged transcript is refused before any reply is made
     questions = Path(args.questions)
     data_dir = questions.parent if questions.parent != Path(".") else DATA_DIR
     reader = _reader(args)
@@ -123,35 +125,39 @@ def record_reader(args) -> list[TranscriptEntry]:
 
 
 def record_judge(args) -> list[TranscriptEntry]:
-    from helpers.judge import JUDGE_READER
+    """The judge's reply to every request of the book's review, live; with
+    ``--only-missing``, only to those the transcript holds no reply to, the recorded ones
+    kept as they are (a recording replaces the whole "judge" collection). Nothing is
+    written unless every reply parses. Returns the replies asked for now."""
+    from helpers.judge import JUDGE_READER, assert_judge_parsed, judge_settings
 
     from .reviews import judge_replies, review_requests
 
+    held = {entry.key: entry for entry in read_transcript(args.transcript)}
     judge = load_reader(JUDGE_READER, mode="live")
     requests = review_requests().drop_duplicates("request_id")
     requests = requests.assign(question_id=requests["request_id"])
+    kept = []
     if args.only_missing:
-        held = {entry.key for entry in read_transcript(args.transcript)}
-        from helpers.judge import judge_settings
-
-        requests = requests[[judge.key(m, judge_settings()) not in held
-                             for m in requests["messages"]]]
+        keys = [judge.key(m, judge_settings()) for m in requests["messages"]]
+        kept = [held[key] for key in keys if key in held]
+        requests = requests[[key not in held for key in keys]]
         if requests.empty:
             return []
     replies = judge_replies(judge, requests)
-    from helpers.judge import assert_judge_parsed
-
     assert_judge_parsed(replies)
     table = pd.DataFrame(index=range(len(replies)))
     table.attrs["generations"] = list(replies["judge_generation"])
-    return record_into(entries_of(judge, requests, table, "judge", None,
-                                  "python -m runtime record judge", True,
-                                  "the yes-or-no grammar"), args.transcript)
+    new = entries_of(judge, requests, table, "judge", None, "python -m runtime record judge",
+                     True, "the yes-or-no grammar")
+    record_into(kept + new, args.transcript)
+    return new
 
 
 def record_attacks(args) -> list[TranscriptEntry]:
     from .attack_runs import record_prompts
 
+    read_transcript(args.transcript)  # a damaged transcript is refused before any reply is made
     inputs = record_prompts(args.prompts, attack_ids=args.attack)
     reader = _reader(args)
     _refuse_gbnf(reader, args.constrained)

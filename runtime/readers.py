@@ -21,13 +21,15 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
-from helpers.decoding import MAX_INPUT_TOKENS, decoding_of, stopping_diagnostics
+from helpers.decoding import MAX_INPUT_TOKENS, UNCONSTRAINED, decoding_of, \
+    stopping_diagnostics
 from helpers.grammar import (
     ANSWER_MAX_TOKENS,
     ConstrainedDecodingError,
@@ -180,7 +182,8 @@ def load_model_and_tokenizer(spec: ReaderSpec, allow_download: bool = False):
                 if folder is None:
                     raise WeightsUnavailableError(how_to_get_weights(spec))
                 source, kwargs = str(folder), {"local_files_only": True}
-                where = f"from the folder {shown(folder)}"
+                where = (f"at revision {spec.revision[:12]} from the Hugging Face cache "
+                         if spec.weights_source == HF_CACHE else "from the folder ") + shown(folder)
             _say(f"Loading {spec.model_id} {where}")
             tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
             model = AutoModelForCausalLM.from_pretrained(source, device_map="cpu", **kwargs)
@@ -341,20 +344,23 @@ class RecordedReader(Reader):
         if key in self._by_key:
             return self._by_key[key]
         decoding = decoding_of(settings)
-        same = [e for e in self.entries if e.question_id == question_id
-                and e.model_id == self.model_id]
-        closest = ([e for e in same if e.decoding == decoding] or same or [None])[-1]
+        asked = [e for e in self.entries if e.question_id == question_id]
+        # This model's entries for the question (else another model's for the same prompt),
+        # the most alike first: the same prompt, the same system prompt, the same decoding.
+        near = [e for e in asked if e.model_id == self.model_id] or [
+            e for e in asked if e.messages == messages]
+        closest = max(near, default=None, key=lambda e: (
+            e.messages == messages, e.messages[:1] == messages[:1], e.decoding == decoding))
         found = (f"Its recorded entry was made for another request: "
                  f"{describe_difference(closest, self.model_id, self.revision, messages, settings)}."
                  if closest else
                  f"The transcript holds no entry for {question_id} with this model.")
-        constrained = " --constrained" if decoding != decoding_of({}) else ""
         raise ReplayError(
             f"question {question_id}: no recorded reply of reader {self.spec.key!r} "
             f"({self.model_id}) matches its prompt (key {key[:12]}...) in "
             f"{shown(self.transcript_path)}. {found} To run the model live instead, set "
             f"{MODE_ENV}=live (its weights must be on this machine), or record the replies "
-            f"again with `python -m runtime record reader --reader {self.spec.key}{constrained}`.")
+            f"again with `{record_command(self.spec.key, closest, decoding != UNCONSTRAINED)}`.")
 
     def holds(self, messages: list[dict], settings: dict | None = None) -> bool:
         """Whether the transcript holds a reply to ``messages`` under ``settings``."""
@@ -375,6 +381,23 @@ class RecordedReader(Reader):
                 mode=self.mode, model_id=entry.model_id, revision=entry.revision,
                 key=entry.key, settings=settings, provenance=entry.provenance))
         return out
+
+
+def record_command(key: str, entry=None, constrained: bool = False) -> str:
+    """The command that records again the set of requests ``entry`` was recorded with (its
+    collection: a question file over a retriever, lesson 5's prompts, the judge's), for
+    reader ``key``; lesson 1's questions when there is no entry."""
+    collection = entry.collection if entry is not None else ""
+    flag = " --constrained" if constrained else ""
+    if collection == "judge":
+        return "python -m runtime record judge"
+    if collection.startswith(("attack prompts, ", "ordinary questions, ")):
+        which = (f"--attack {collection.split(', ', 1)[1]}" if collection.startswith("attack")
+                 else "--prompts ordinary")
+        return f"python -m runtime record attacks --reader {key} {which}{flag}"
+    found = re.fullmatch(r"(.+), (\w+) top \d+", collection)
+    files = f" --questions {found[1]} --retriever {found[2]}" if found else ""
+    return f"python -m runtime record reader --reader {key}{files}{flag}"
 
 
 # --------------------------------------------------------------------------- server

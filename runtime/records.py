@@ -149,17 +149,18 @@ def merge_entries(existing: Iterable[TranscriptEntry],
                   new: Iterable[TranscriptEntry]) -> list[TranscriptEntry]:
     """``existing`` with every entry in the slot of a ``new`` one (same collection, model
     and decoding) replaced by the new ones, so a re-recorded set leaves no stale reply
-    behind. The new entries take the place of the first entry they replace (or go at the
-    end); two new entries with one key are an error."""
+    behind; so is an entry of the same request (key) recorded in another set, so that no
+    key is ever held twice. The new entries take the place of the first entry they replace
+    (or go at the end); two new entries with one key are an error."""
     new = list(new)
-    keys = [entry.key for entry in new]
-    if len(set(keys)) != len(keys):
+    keys = {entry.key for entry in new}
+    if len(keys) != len(new):
         raise TranscriptError("two new entries have the same key (the same request twice)")
     slots = {entry.slot for entry in new}
     merged: list[TranscriptEntry] = []
     placed = False
     for entry in existing:
-        if entry.slot in slots:
+        if entry.slot in slots or entry.key in keys:
             if not placed:
                 merged += new
                 placed = True

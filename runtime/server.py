@@ -39,12 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from .registry import (
-    ReaderError,
-    ReaderSpec,
-    file_sha256,
-    package_gguf_path,
-)
+from .registry import ReaderError, ReaderSpec, file_sha256, package_gguf_path
 
 URL_ENV = "RIVERTON_READER_URL"
 API_KEY_ENV = "RIVERTON_READER_API_KEY"
@@ -65,9 +60,7 @@ class ServerError(ReaderError):
     """A server could not be used, or answered a question badly."""
 
     def __init__(self, url: str, question_id: str | None, problem: str):
-        self.url = url
-        self.question_id = question_id
-        self.problem = problem
+        self.url, self.question_id, self.problem = url, question_id, problem
         where = f"question {question_id}" if question_id else "before any question was sent"
         super().__init__(f"reader server {url}, {where}: {problem}")
 
@@ -83,7 +76,8 @@ class EngineFacts:
     name: str
     #: The request field that carries the repetition penalty.
     penalty_parameter: str
-    #: How the engine's penalty differs from transformers' (empty: it does not).
+    #: What the penalty looks at where it differs from transformers' (the prompt and the
+    #: whole reply); empty where it does not.
     penalty_difference: str
     #: Whether ``usage.completion_tokens`` counts the end-of-sequence token
     #: (transformers' count, and the book's, do); None where the book does not know.
@@ -99,65 +93,24 @@ class EngineFacts:
     gguf_only: bool = False
 
 
-ENGINES: dict[str, EngineFacts] = {
-    facts.name: facts
-    for facts in (
-        EngineFacts(
-            name="llama-cpp-python",
-            penalty_parameter="repeat_penalty",
-            penalty_difference=(
-                "it divides a positive logit and multiplies a negative one by the penalty, "
-                "as transformers does, but only for tokens the reply has already generated "
-                "(its last 64, `--last_n_tokens_size`): its sampler never sees the prompt, "
-                "where transformers penalises every token of the prompt and the reply"
-            ),
-            counts_eos=False,
-            grammar="gbnf",
-            grammar_note="GBNF in the request's `grammar` field; the answer is bounded in "
-                         "characters, not tokens",
-            tested_here=True,
-            gguf_only=True,
-        ),
-        EngineFacts(
-            name="llama.cpp",
-            penalty_parameter="repeat_penalty",
-            penalty_difference=(
-                "the same rule as transformers, over the last `repeat_last_n` tokens "
-                "(64 by default) instead of the whole prompt and reply"
-            ),
-            counts_eos=True,
-            grammar="gbnf",
-            grammar_note="GBNF in the request's `grammar` field; the answer is bounded in "
-                         "characters, not tokens",
-            tested_here=False,
-            gguf_only=True,
-        ),
-        EngineFacts(
-            name="vLLM",
-            penalty_parameter="repetition_penalty",
-            penalty_difference="",
-            counts_eos=True,
-            grammar="lark",
-            grammar_note="lesson 3's Lark grammar, token bound included, in "
-                         "`structured_outputs.grammar`; the server must run the guidance "
-                         "backend (`--structured-outputs-config.backend guidance`)",
-            tested_here=False,
-        ),
-    )
-}
+_GBNF_NOTE = ("GBNF in the request's `grammar` field; the answer is bounded in characters, "
+              "not tokens")
+
+ENGINES: dict[str, EngineFacts] = {facts.name: facts for facts in (
+    EngineFacts("llama-cpp-python", "repeat_penalty", "the reply's own tokens only (its last 64, "
+                "`--last_n_tokens_size`), never the prompt", False, "gbnf", _GBNF_NOTE, True,
+                gguf_only=True),
+    EngineFacts("llama.cpp", "repeat_penalty", "the last `repeat_last_n` tokens (64 by default), "
+                "not the whole prompt and reply", True, "gbnf", _GBNF_NOTE, False, gguf_only=True),
+    EngineFacts("vLLM", "repetition_penalty", "", True, "lark", "lesson 3's Lark grammar, token "
+                "bound included, in `structured_outputs.grammar`; the server must run the "
+                "guidance backend (`--structured-outputs-config.backend guidance`)", False),
+)}
 
 #: An engine that does not say what it is: the penalty goes by transformers' name.
 UNKNOWN_ENGINE = EngineFacts(
-    name="an unidentified engine",
-    penalty_parameter="repetition_penalty",
-    penalty_difference="the engine does not say what it is, so whether it applies the "
-                       "penalty, and how, is not known",
-    counts_eos=None,
-    grammar=None,
-    grammar_note="the book does not know how this engine takes a grammar, so it cannot "
-                 "enforce the reply format there",
-    tested_here=False,
-)
+    "an unidentified engine", "repetition_penalty", "not known", None, None, "the book does not "
+    "know how this engine takes a grammar, so it cannot enforce the reply format there", False)
 
 
 @dataclass(frozen=True)
@@ -182,10 +135,8 @@ class ServerInfo:
     @property
     def engine_label(self) -> str:
         """``llama-cpp-python 0.3.36``, or the engine's name and "(version not reported)"."""
-        if self.engine is UNKNOWN_ENGINE:
-            return self.engine.name
-        version = self.engine_version or "(version not reported)"
-        return f"{self.engine.name} {version}"
+        return self.engine.name if self.engine is UNKNOWN_ENGINE else \
+            f"{self.engine.name} {self.engine_version or '(version not reported)'}"
 
     @property
     def provenance(self) -> str:
@@ -207,50 +158,38 @@ class ServerInfo:
 
 def configured_url(url: str | None = None) -> str | None:
     """``url``, else the environment variable ``RIVERTON_READER_URL``, else None."""
-    chosen = url if url is not None else os.environ.get(URL_ENV, "")
-    chosen = chosen.strip()
-    return chosen or None
+    return (url if url is not None else os.environ.get(URL_ENV, "")).strip() or None
 
 
 def normalise_url(url: str) -> str:
     """The API base URL: scheme and host required, ``/v1`` added when no path is given."""
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ReaderError(
-            f"reader server URL {url!r} is not an http(s) URL such as http://127.0.0.1:8000/v1 "
-            f"(set {URL_ENV} or pass url=)"
-        )
-    path = parts.path.rstrip("/") or "/v1"
-    return urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-
-
-def _root_url(base: str) -> str:
-    """The server's root: the base URL without its final ``/v1``."""
-    return base[: -len("/v1")] if base.endswith("/v1") else base
+        raise ReaderError(f"reader server URL {url!r} is not an http(s) URL such as "
+                          f"http://127.0.0.1:8000/v1 (set {URL_ENV} or pass url=)")
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") or "/v1", "", ""))
 
 
 def setting(value, env: str, default, kind, low, high):
     """A number from an argument or an environment variable, checked to lie in range."""
     source = "argument" if value is not None else f"environment variable {env}"
     raw = value if value is not None else os.environ.get(env)
-    if raw is None or raw == "":
+    if raw in (None, ""):
         return default
     try:
         number = kind(raw)
     except (TypeError, ValueError):
-        raise ReaderError(f"{source} is {raw!r}; expected a number") from None
-    if not low <= number <= high:
-        raise ReaderError(f"{source} is {raw!r}; expected a value from {low} to {high}")
+        number = None
+    if number is None or not low <= number <= high:
+        raise ReaderError(f"{source} is {raw!r}; expected a number from {low} to {high}")
     return number
 
 
 def is_loopback(url: str) -> bool:
     """Whether ``url`` points at this machine (localhost or a loopback address)."""
     host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
 
@@ -263,33 +202,24 @@ def identify_engine(root: str, http) -> tuple[EngineFacts, str | None, dict]:
     ``/openapi.json`` that llama-cpp-python's FastAPI app publishes. Returns the facts,
     the version and what ``/props`` said (empty unless llama.cpp)."""
 
-    def get_json(path: str):
+    def get_json(path: str) -> dict:
         try:
             response = http.get(root + path)
+            found = response.json() if response.status_code == 200 else {}
         except Exception:  # noqa: BLE001 - any failure means "not this engine"
-            return None
-        if response.status_code != 200:
-            return None
-        try:
-            return response.json()
-        except ValueError:
-            return None
+            return {}
+        return found if isinstance(found, dict) else {}
 
-    version = get_json("/version")
-    if isinstance(version, dict) and isinstance(version.get("version"), str):
-        return ENGINES["vLLM"], version["version"], {}
+    version = get_json("/version").get("version")
+    if isinstance(version, str):
+        return ENGINES["vLLM"], version, {}
     props = get_json("/props")
-    if isinstance(props, dict) and "build_info" in props:
+    if "build_info" in props:
         return ENGINES["llama.cpp"], str(props["build_info"]), props
-    spec = get_json("/openapi.json")
-    info = spec.get("info", {}) if isinstance(spec, dict) else {}
-    if "llama.cpp python" in str(info.get("title", "")).lower():
+    info = get_json("/openapi.json").get("info")
+    if isinstance(info, dict) and "llama.cpp python" in str(info.get("title", "")).lower():
         return ENGINES["llama-cpp-python"], str(info.get("version") or "") or None, {}
     return UNKNOWN_ENGINE, None, {}
-
-
-def _hf_cache_folder(model_id: str) -> str:
-    return "models--" + model_id.replace("/", "--")
 
 
 _DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
@@ -308,13 +238,9 @@ def public_model_name(name: str) -> str:
     """``name`` as a page or a committed transcript may show it: a Hub id as it is, a path
     on the server's disk cut to its file name (a Hugging Face cache path to the part from
     its ``models--`` folder on), so that no local folder is recorded."""
-    if not is_local_path(name):
-        return name
-    parts = _parts(name)
-    for index, part in enumerate(parts):
-        if part.startswith("models--"):
-            return "/".join(parts[index:])
-    return parts[-1] if parts else name
+    parts = _parts(name) if is_local_path(name) else []
+    cached = [i for i, part in enumerate(parts) if part.startswith("models--")]
+    return "/".join(parts[cached[0]:]) if cached else parts[-1] if parts else name
 
 
 @dataclass(frozen=True)
@@ -347,111 +273,78 @@ def match_served_model(spec: ReaderSpec, revision: str, url: str,
     Returns the id to request and what was checked (a sentence the page prints). Raises
     :class:`WrongModelError` naming both models when none matches or one is refused.
     """
-    wanted = spec.model_id.lower()
-    cache_folder = _hf_cache_folder(spec.model_id).lower()
+    wanted, folder = spec.model_id.lower(), "models--" + spec.model_id.lower().replace("/", "--")
     pinned_file = spec.gguf_filename.lower() if spec.gguf_filename else None
     pinned = spec.model_id + (f" (file {spec.gguf_filename})" if spec.gguf_filename else "")
+    wants = f"reader {spec.key!r} pins {pinned} ({revision}). Serve the pinned file, or " \
+            "load the reader that matches the server."
+    original = (f"{spec.model_id} at revision {revision} in its original weights, which reader "
+                f"{spec.key!r} pins. Serve the pinned revision with vLLM (see the README, "
+                "'Serving a reader for a class'), or load a reader pinned to")
     for model_id, path in listed:
         names = [text for text in (model_id, path) if text]
-        base_names = {_parts(text)[-1].lower() for text in names if _parts(text)}
-        claims = (any(text.lower() == wanted for text in names)
-                  or any(cache_folder in (part.lower() for part in _parts(text))
-                         for text in names)
-                  or (pinned_file is not None and pinned_file in base_names))
-        if not claims:
+        parts = [[part.lower() for part in _parts(text)] for text in names]
+        if not any(text.lower() == wanted or folder in split
+                   or (pinned_file and split and split[-1] == pinned_file)
+                   for text, split in zip(names, parts)):
             continue
         ggufs = [text for text in names if text.lower().endswith(".gguf")]
-        other_files = [text for text in ggufs if _parts(text)[-1].lower() != pinned_file]
-        if other_files:
-            served = other_files[0]
-            if pinned_file is None:
-                problem = (
-                    f"the server lists {model_id} but serves the GGUF file {served}, a "
-                    f"converted (and usually quantised) checkpoint, while reader "
-                    f"{spec.key!r} pins {spec.model_id} at revision {revision} in its "
-                    "original weights. Serve the pinned revision (see the README, "
-                    "'Serving a reader for a class'), or load a reader pinned to that file."
-                )
-            else:
-                problem = (
-                    f"the server lists {model_id} but serves the GGUF file "
-                    f"{_parts(served)[-1]} ({served}), while reader {spec.key!r} pins "
-                    f"{pinned} ({revision}). Serve the pinned file, or load the reader "
-                    "that matches the server."
-                )
-            raise WrongModelError(url, None, problem)
+        other = next((text for text in ggufs if _parts(text)[-1].lower() != pinned_file), None)
+        if other and pinned_file is None:
+            raise WrongModelError(url, None, (
+                f"the server lists {model_id} but serves the GGUF file {other}, a converted "
+                f"(and usually quantised) checkpoint, not {original} that file."))
+        if other:
+            raise WrongModelError(url, None, f"the server lists {model_id} but serves the GGUF "
+                                  f"file {_parts(other)[-1]} ({other}), while {wants}")
         if pinned_file is None and engine is not None and engine.gguf_only:
-            raise WrongModelError(
-                url, None,
-                f"the server runs {engine.name}, which serves GGUF files only, so the "
-                f"model it lists as {model_id} is a GGUF conversion, not {spec.model_id} "
-                f"at revision {revision} in its original weights, which reader "
-                f"{spec.key!r} pins. Serve the pinned revision with vLLM (see the README, "
-                "'Serving a reader for a class'), or load a reader pinned to a GGUF file.",
-            )
+            raise WrongModelError(url, None, (
+                f"the server runs {engine.name}, which serves GGUF files only, so the model it "
+                f"lists as {model_id} is a GGUF conversion, not {original} a GGUF file."))
+        label = public_model_name(model_id)
+        if pinned_file is not None and ggufs:
+            return _check_gguf(spec, revision, url, model_id, ggufs)
         if pinned_file is not None:
-            if ggufs:
-                checked, note, label = _check_gguf(spec, revision, url, ggufs)
-                return ModelMatch(model_id, checked, note, label)
-            elsewhere = [text for text in names if is_local_path(text)]
-            if elsewhere:
-                raise WrongModelError(
-                    url, None,
-                    f"the server lists {model_id} but serves {elsewhere[0]}, not a GGUF "
-                    f"file, while reader {spec.key!r} pins {pinned} ({revision}). Serve "
-                    "the pinned file, or load the reader that matches the server.",
-                )
-            return ModelMatch(model_id, None, (
-                f"the server lists {model_id} without saying which file it serves, so it "
-                f"is not checked that it serves the pinned {spec.gguf_filename} ({revision})"
-            ), public_model_name(model_id))
+            for elsewhere in filter(is_local_path, names):
+                raise WrongModelError(url, None, f"the server lists {model_id} but serves "
+                                      f"{elsewhere}, not a GGUF file, while {wants}")
+            return ModelMatch(model_id, None, f"the server lists {model_id} without saying "
+                              "which file it serves, so it is not checked that it serves the "
+                              f"pinned {spec.gguf_filename} ({revision})", label)
         commits = {c for text in names for c in _COMMIT.findall(text.lower())}
+        if commits and spec.revision is not None and commits != {spec.revision}:
+            raise WrongModelError(url, None, (
+                f"the server serves {spec.model_id} at revision {', '.join(sorted(commits))} "
+                f"(from its model path {' '.join(names)}), but reader {spec.key!r} pins "
+                f"revision {spec.revision}. Start the server on the pinned revision."))
         if commits and spec.revision is not None:
-            if commits != {spec.revision}:
-                raise WrongModelError(
-                    url, None,
-                    f"the server serves {spec.model_id} at revision "
-                    f"{', '.join(sorted(commits))} (from its model path "
-                    f"{' '.join(names)}), but reader {spec.key!r} pins revision "
-                    f"{spec.revision}. Start the server on the pinned revision.",
-                )
-            return ModelMatch(model_id, True, (f"the server's model path names revision "
-                                               f"{spec.revision}, the pinned one"),
-                              public_model_name(model_id))
+            return ModelMatch(model_id, True, f"the server's model path names revision "
+                                              f"{spec.revision}, the pinned one", label)
         return ModelMatch(model_id, None, (
-            f"the server reports no revision for {public_model_name(model_id)}, so it is "
-            f"not checked that it serves the pinned revision {revision}"
-        ), public_model_name(model_id))
-    served = ", ".join(f"{m}" + (f" ({p})" if p and p != m else "") for m, p in listed)
-    raise WrongModelError(
-        url, None,
-        f"the server serves {served or 'no model'}, but reader {spec.key!r} pins "
-        f"{pinned} at revision {revision}. Start the server with the pinned model, "
-        "or load the reader that matches the server.",
-    )
+            f"the server reports no revision for {label}, so it is not checked that it "
+            f"serves the pinned revision {revision}"), label)
+    served = ", ".join(m + (f" ({p})" if p and p != m else "") for m, p in listed)
+    raise WrongModelError(url, None, (
+        f"the server serves {served or 'no model'}, but reader {spec.key!r} pins {pinned} at "
+        f"revision {revision}. Start the server with the pinned model, or load the reader "
+        "that matches the server."))
 
 
-def _check_gguf(spec: ReaderSpec, revision: str, url: str,
-                files: list[str]) -> tuple[bool | None, str, str]:
+def _check_gguf(spec: ReaderSpec, revision: str, url: str, model_id: str,
+                files: list[str]) -> ModelMatch:
     """A GGUF reader served from its pinned file name: compare the served file's SHA-256
-    when this machine can read it. Returns whether it was checked, the note, the label."""
-    pinned = package_gguf_path(spec)
+    when this machine can read it."""
     name = spec.gguf_filename
-    if is_loopback(url):
-        for text in files:
-            path = Path(text)
-            if path.is_file() and path.name == name:
-                digest = file_sha256(path)
-                if digest != file_sha256(pinned):
-                    raise WrongModelError(
-                        url, None,
-                        f"the server serves {path}, whose SHA-256 is {digest}, but reader "
-                        f"{spec.key!r} pins {revision}",
-                    )
-                return True, (f"the served file's SHA-256 was read on this machine and "
-                              f"matches the pinned {name}"), f"{name} (SHA-256 {digest})"
-    return None, (f"the server reports the file name {name} but not its "
-                  "SHA-256, so the file's bytes are not checked against the pin"), name
+    for path in map(Path, files if is_loopback(url) else ()):
+        if path.is_file() and path.name == name:
+            digest = file_sha256(path)
+            if digest != file_sha256(package_gguf_path(spec)):
+                raise WrongModelError(url, None, f"the server serves {path}, whose SHA-256 "
+                                      f"is {digest}, but reader {spec.key!r} pins {revision}")
+            return ModelMatch(model_id, True, "the served file's SHA-256 was read on this machine"
+                              f" and matches the pinned {name}", f"{name} (SHA-256 {digest})")
+    return ModelMatch(model_id, None, f"the server reports the file name {name} but not its "
+                      "SHA-256, so the file's bytes are not checked against the pin", name)
 
 
 # -------------------------------------------------------------------------- replies
@@ -476,46 +369,36 @@ def check_reply(data, cap: int, engine: EngineFacts) -> Reply:
     """Validate one decoded chat-completions reply; raise ``ValueError`` saying what is wrong."""
     if not isinstance(data, dict):
         raise ValueError(f"the reply is not a JSON object: {_excerpt(data)}")
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices:
+    choice = (data["choices"] or [None])[0] if isinstance(data.get("choices"), list) else None
+    if choice is None:
         raise ValueError(f"the reply has no choices: {_excerpt(data)}")
-    choice = choices[0]
     message = choice.get("message") if isinstance(choice, dict) else None
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(content, str) or not content:
         raise ValueError(f"the reply's message is empty: {_excerpt(choice)}")
     finish = choice.get("finish_reason")
     if finish not in ("stop", "length"):
-        raise ValueError(
-            f"the reply ended with finish_reason {finish!r}; only 'stop' (end of sequence) "
-            f"and 'length' (the token cap) say why a reply ended: {_excerpt(choice)}"
-        )
-    usage = data.get("usage")
-    counts = {}
-    for name in ("prompt_tokens", "completion_tokens"):
-        value = usage.get(name) if isinstance(usage, dict) else None
+        raise ValueError(f"the reply ended with finish_reason {finish!r}; only 'stop' (end of "
+                         "sequence) and 'length' (the token cap) say why a reply ended: "
+                         f"{_excerpt(choice)}")
+    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    prompt, produced = counts = [usage.get(n) for n in ("prompt_tokens", "completion_tokens")]
+    for name, value in zip(("prompt_tokens", "completion_tokens"), counts):
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"the reply reports no {name} in usage: {_excerpt(usage)}")
-        counts[name] = value
-    produced = counts["completion_tokens"]
     if produced > cap:
-        raise ValueError(
-            f"the reply took {produced} tokens, more than the {cap} requested "
-            "(the server ignored max_tokens)"
-        )
+        raise ValueError(f"the reply took {produced} tokens, more than the {cap} requested "
+                         "(the server ignored max_tokens)")
     if finish == "length" and produced < cap:
-        raise ValueError(
-            f"the reply was cut off after {produced} tokens, before the {cap} requested, "
-            "by a limit the request did not set (a server-side cap or a full context "
-            f"window): {content!r}"
-        )
+        raise ValueError(f"the reply was cut off after {produced} tokens, before the {cap} "
+                         "requested, by a limit the request did not set (a server-side cap or "
+                         f"a full context window): {content!r}")
     if finish == "stop" and produced == cap and engine.counts_eos is False:
-        raise ValueError(
-            f"the reply took all {cap} tokens yet says it ended with the end-of-sequence "
-            f"token; {engine.name} does not count that token, so the cap cut the reply "
-            f"off and the server did not report it: {content!r}"
-        )
-    return Reply(content, finish, counts["prompt_tokens"], produced)
+        raise ValueError(f"the reply took all {cap} tokens yet says it ended with the "
+                         f"end-of-sequence token; {engine.name} does not count that token, so "
+                         f"the cap cut the reply off and the server did not report it: "
+                         f"{content!r}")
+    return Reply(content, finish, prompt, produced)
 
 
 # --------------------------------------------------------------------------- client
@@ -526,9 +409,8 @@ def open_client(url: str, api_key: str | None, timeout: float):
     try:
         import openai
     except ImportError as error:
-        raise ReaderError(
-            "server mode needs the openai package: `pip install -e '.[server]'`"
-        ) from error
+        raise ReaderError("server mode needs the openai package: "
+                          "`pip install -e '.[server]'`") from error
     # Servers without authentication accept any key; the client insists on one.
     return openai.OpenAI(base_url=url, api_key=api_key or "not-needed", timeout=timeout,
                          max_retries=0)
@@ -539,15 +421,14 @@ def describe_api_error(error: Exception, timeout: float) -> str:
     import openai
 
     if isinstance(error, openai.APITimeoutError):
-        return (f"no reply within {timeout:g} s (the timeout; set {TIMEOUT_ENV} to wait "
-                "longer)")
+        return f"no reply within {timeout:g} s (the timeout; set {TIMEOUT_ENV} to wait longer)"
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error.__context__ or error
         return f"cannot connect ({type(cause).__name__}: {cause})"
     if isinstance(error, openai.APIStatusError):
         body = error.response.text if error.response is not None else ""
-        hint = (f" (set {API_KEY_ENV} to the server's API key)"
-                if error.status_code in (401, 403) else "")
+        hint = f" (set {API_KEY_ENV} to the server's API key)" if error.status_code in (
+            401, 403) else ""
         return f"HTTP {error.status_code}{hint}: {_excerpt(body) or 'no body'}"
     return f"{type(error).__name__}: {error}"
 
@@ -555,15 +436,9 @@ def describe_api_error(error: Exception, timeout: float) -> str:
 def send(client, model: str, messages: list[dict], settings: dict, engine: EngineFacts,
          extra: dict | None = None) -> object:
     """One greedy chat-completions request; returns the decoded JSON body."""
-    body = {engine.penalty_parameter: settings["repetition_penalty"]}
-    body.update(extra or {})
     raw = client.chat.completions.with_raw_response.create(
-        model=model,
-        messages=messages,
-        temperature=0,
-        max_tokens=settings["max_new_tokens"],
-        extra_body=body,
-    )
+        model=model, messages=messages, temperature=0, max_tokens=settings["max_new_tokens"],
+        extra_body={engine.penalty_parameter: settings["repetition_penalty"], **(extra or {})})
     text = raw.http_response.text
     try:
         return json.loads(text)
@@ -573,26 +448,41 @@ def send(client, model: str, messages: list[dict], settings: dict, engine: Engin
 
 def run_bounded(jobs: Sequence, work, concurrency: int) -> list:
     """``[work(job) for job in jobs]`` with at most ``concurrency`` running at once, in the
-    order of ``jobs``. When a job fails, no job that has not started yet starts, and the
-    failure of the earliest failing job is raised."""
-    from concurrent.futures import ThreadPoolExecutor
+    order of ``jobs``. When a job fails, no further job starts and the failure of the
+    earliest failing job is raised. The workers are daemon threads and the caller waits
+    in short steps, so Ctrl-C stops a run at once instead of waiting for the requests in
+    flight to time out."""
+    import queue
+    import threading
 
-    jobs = list(jobs)
+    jobs, results, errors = list(jobs), {}, {}
     if concurrency <= 1 or len(jobs) <= 1:
         return [work(job) for job in jobs]
-    with ThreadPoolExecutor(max_workers=min(concurrency, len(jobs)),
-                            thread_name_prefix="reader-server") as pool:
-        futures = [pool.submit(work, job) for job in jobs]
-        errors = []
-        for future in futures:
-            if future.exception() is not None:
-                errors.append(future.exception())
-                for later in futures:
-                    later.cancel()
-                break
+    pending, finished = queue.SimpleQueue(), threading.Semaphore(0)
+    for index in range(len(jobs)):
+        pending.put(index)
+
+    def worker() -> None:
+        while not errors:
+            try:
+                index = pending.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                results[index] = work(jobs[index])
+            except BaseException as error:  # noqa: BLE001 - handed to the caller
+                errors[index] = error
+            finally:
+                finished.release()
+
+    for number in range(min(concurrency, len(jobs))):
+        threading.Thread(target=worker, name=f"reader-server-{number}", daemon=True).start()
+    done = 0
+    while done < len(jobs) and not errors:
+        done += finished.acquire(timeout=0.1)
     if errors:
-        raise errors[0]
-    return [future.result() for future in futures]
+        raise errors[min(errors)]
+    return [results[index] for index in range(len(jobs))]
 
 
 def identify(client, url: str, spec: ReaderSpec, revision: str, timeout: float) -> ServerInfo:
@@ -606,14 +496,12 @@ def identify(client, url: str, spec: ReaderSpec, revision: str, timeout: float) 
         raise ServerError(url, None, "listing the served models failed: "
                           f"{describe_api_error(error, timeout)}") from error
     with httpx.Client(timeout=min(timeout, 10.0), headers=client.auth_headers) as http:
-        engine, version, props = identify_engine(_root_url(url), http)
+        engine, version, props = identify_engine(url.removesuffix("/v1"), http)
     if props.get("model_path") and len(listed) == 1:
         listed = [(listed[0][0], str(props["model_path"]))]
     match = match_served_model(spec, revision, url, listed, engine)
-    return ServerInfo(url=url, engine=engine, engine_version=version,
-                      served_model=match.served_model, listed_models=tuple(m for m, _ in listed),
-                      revision_checked=match.revision_checked, revision_note=match.revision_note,
-                      served_label=match.served_label)
+    return ServerInfo(url, engine, version, match.served_model, tuple(m for m, _ in listed),
+                      match.revision_checked, match.revision_note, match.served_label)
 
 
 def ask(client, info: ServerInfo, messages: list[dict], settings: dict, extra: dict,
@@ -625,8 +513,6 @@ def ask(client, info: ServerInfo, messages: list[dict], settings: dict, extra: d
         return check_reply(data, int(settings["max_new_tokens"]), info.engine)
     except ValueError as error:
         raise ServerError(info.url, question_id, str(error)) from None
-    except ServerError:
-        raise
     except Exception as error:  # noqa: BLE001 - the openai client's errors
         raise ServerError(info.url, question_id, describe_api_error(error, timeout)) from error
 
@@ -650,14 +536,10 @@ def grammar_request(info: ServerInfo, retrieved_ids: Sequence[str],
 
     if info.engine.grammar == "gbnf":
         gbnf = build_gbnf(retrieved_ids)
-        return {"grammar": gbnf}, {**settings, DECODING_FIELD: CONSTRAINED_GBNF,
-                                   "grammar": gbnf}
+        return {"grammar": gbnf}, {**settings, DECODING_FIELD: CONSTRAINED_GBNF, "grammar": gbnf}
     if info.engine.grammar == "lark":
         grammar = build_grammar(retrieved_ids)
-        return ({"structured_outputs": {"grammar": grammar}},
-                constrained_settings(settings, grammar))
-    raise ServerError(
-        info.url, question_id,
-        f"the server runs {info.engine_label}; {info.engine.grammar_note}. Constrained "
-        "decoding on a server needs llama.cpp's server or vLLM.",
-    )
+        return {"structured_outputs": {"grammar": grammar}}, constrained_settings(settings, grammar)
+    raise ServerError(info.url, question_id, f"the server runs {info.engine_label}; "
+                      f"{info.engine.grammar_note}. Constrained decoding on a server needs "
+                      "llama.cpp's server or vLLM.")

@@ -7,7 +7,7 @@
 # as .venv/) because the packages installed in .venv/ are part of every lesson's key
 # (bookkit/cache.py): installing llama.cpp's server and its web stack there would make
 # the next `make book` execute every lesson again, although no lesson imports them. The
-# tests start the server with this environment's Python (helpers/reader/llama_server.py).
+# tests start the server with this environment's Python (runtime/llama_server.py).
 #
 # pip builds llama.cpp from source unless its wheel cache already holds a build. The flags
 # keep the build portable: a native build (-march=native, AVX-512, AMX) crashes on CPUs
@@ -45,7 +45,7 @@ give_up() {
   exit 0
 }
 
-smoke() { "$PY" -m helpers.reader.llama_server --smoke "$SERVER_PY"; }
+smoke() { "$PY" -m runtime.llama_server --smoke "$SERVER_PY"; }
 
 echo "Installing llama-cpp-python[server]==$VERSION into $SERVER_VENV (a build from source takes several minutes) ..."
 started=$SECONDS

@@ -5,7 +5,7 @@ bad-server tests talk to this one over a real socket. It lists one model, can cl
 be an engine (``/version`` for vLLM, ``/props`` for llama.cpp's ``llama-server``,
 ``/openapi.json`` for llama-cpp-python), records every request body, and answers chat
 completions as its ``behaviour`` says. A port with nothing listening (connection
-refused) is :func:`helpers.reader.llama_server.free_port`.
+refused) is :func:`runtime.llama_server.free_port`.
 """
 from __future__ import annotations
 
@@ -14,20 +14,16 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from helpers.reader.generation import _question_of
-
 SMOL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def good_reply(text="Answer: NOT IN HANDBOOK\nSources: none", finish="stop",
                prompt_tokens=200, completion_tokens=9):
-    return {
-        "id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "m",
-        "choices": [{"index": 0, "finish_reason": finish,
-                     "message": {"role": "assistant", "content": text}}],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                  "total_tokens": prompt_tokens + completion_tokens},
-    }
+    return {"id": "chatcmpl-test", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": finish,
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens}}
 
 
 class FakeServer:
@@ -43,15 +39,12 @@ class FakeServer:
                  model_id: str = f"/models/{SMOL_FILE}", model_root: str | None = None,
                  model_path: str | None = None):
         self.behaviour = BEHAVIOURS[behaviour] if isinstance(behaviour, str) else behaviour
-        self.engine = engine
-        self.model_id = model_id
-        self.model_root = model_root  # vLLM's "root": the path it loaded the model from
-        self.model_path = model_path  # llama-server's /props "model_path"
+        self.engine, self.model_id = engine, model_id
+        # vLLM's "root" (the path it loaded the model from); llama-server's /props "model_path".
+        self.model_root, self.model_path = model_root, model_path
         self.requests: list[dict] = []
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
+        self.in_flight = self.max_in_flight = 0
+        self._lock, self._stop = threading.Lock(), threading.Event()
 
     def __enter__(self) -> "FakeServer":
         fake = self
@@ -69,21 +62,17 @@ class FakeServer:
                 self.wfile.write(payload)
 
             def do_GET(self):
-                if self.path == "/v1/models":
-                    model = {"id": fake.model_id, "object": "model", "owned_by": "test"}
-                    if fake.model_root:
-                        model["root"] = fake.model_root
-                    self._send(200, {"object": "list", "data": [model]})
-                elif self.path == "/version" and fake.engine == "vLLM":
-                    self._send(200, {"version": "0.0-test"})
-                elif self.path == "/props" and fake.engine == "llama.cpp":
-                    self._send(200, {"build_info": "b0000-test",
-                                     "model_path": fake.model_path or fake.model_id})
-                elif self.path == "/openapi.json" and fake.engine == "llama-cpp-python":
-                    self._send(200, {"info": {"title": "🦙 llama.cpp Python API",
-                                              "version": "0.0-test"}})
-                else:
-                    self._send(404, {"detail": "Not Found"})
+                model = {"id": fake.model_id, "object": "model", "owned_by": "test",
+                         **({"root": fake.model_root} if fake.model_root else {})}
+                found = {
+                    ("/v1/models", fake.engine): {"object": "list", "data": [model]},
+                    ("/version", "vLLM"): {"version": "0.0-test"},
+                    ("/props", "llama.cpp"): {"build_info": "b0000-test",
+                                              "model_path": fake.model_path or fake.model_id},
+                    ("/openapi.json", "llama-cpp-python"): {
+                        "info": {"title": "🦙 llama.cpp Python API", "version": "0.0-test"}},
+                }.get((self.path, fake.engine))
+                self._send(200, found) if found else self._send(404, {"detail": "Not Found"})
 
             def do_POST(self):
                 length = int(self.headers.get("Content-Length", 0))
@@ -122,14 +111,11 @@ BEHAVIOURS = {
     "ok": lambda body: (200, good_reply(), 0.0),
     "http_500": lambda body: (500, {"error": {"message": "model crashed"}}, 0.0),
     "http_404": lambda body: (404, {"error": {"message": "no such route"}}, 0.0),
-    "no_choices": lambda body: (200, {"id": "x", "object": "chat.completion",
-                                      "usage": {"prompt_tokens": 1, "completion_tokens": 1}},
+    "no_choices": lambda body: (200, {k: v for k, v in good_reply().items() if k != "choices"},
                                 0.0),
     "empty_choices": lambda body: (200, {**good_reply(), "choices": []}, 0.0),
     "empty_message": lambda body: (200, good_reply(text=""), 0.0),
-    "null_message": lambda body: (200, {**good_reply(), "choices": [
-        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant",
-                                                          "content": None}}]}, 0.0),
+    "null_message": lambda body: (200, good_reply(text=None), 0.0),
     "not_json": lambda body: (200, b"<html>proxy error</html>", 0.0),
     "no_usage": lambda body: (200, {k: v for k, v in good_reply().items() if k != "usage"},
                               0.0),
@@ -145,14 +131,22 @@ BEHAVIOURS = {
 }
 
 
-def echo_question(delays: dict[str, float] | None = None, fail: set[str] | None = None):
-    """A behaviour that answers each question with its own ID, after a per-question delay,
-    and with HTTP 500 for the questions in ``fail``."""
-    delays = delays or {}
-    fail = fail or set()
+def question_of(inputs):
+    """A function from a request body to the question whose prompt it carries, looked up
+    in ``inputs`` (question_id and messages), as the test knows it: the question id travels
+    beside the prompt, so the server is told it, never reads it out of the text."""
+    known = {json.dumps(m, sort_keys=True): q
+             for q, m in zip(inputs["question_id"], inputs["messages"])}
+    return lambda body: known.get(json.dumps(body.get("messages"), sort_keys=True), "?")
+
+
+def echo_question(inputs, delays: dict[str, float] | None = None, fail: set[str] | None = None):
+    """A behaviour that answers each prompt of ``inputs`` with its question's ID, after a
+    per-question delay, and with HTTP 500 for the questions in ``fail``."""
+    delays, fail, question = delays or {}, fail or set(), question_of(inputs)
 
     def behaviour(body):
-        qid = _question_of(body.get("messages", [])) or "?"
+        qid = question(body)
         if qid in fail:
             return 500, {"error": {"message": f"failed on {qid}"}}, delays.get(qid, 0.0)
         return 200, good_reply(text=f"Answer: {qid}\nSources: none"), delays.get(qid, 0.0)

@@ -1,60 +1,66 @@
-"""Live readers decode prompts in batches and give exactly the replies they give one at a time.
+"""The one greedy decoder: runtime.batch.greedy_batch, through runtime.readers.generate_all,
+gives each prompt token for token the reply transformers' own ``generate`` gives it alone.
 
-The fast tests check the batch-size setting and how a batch is cut. The slow ones run
-SmolLM2 for real: on each lesson's live prompts, batched replies equal the replies of
-transformers' own ``generate`` one prompt at a time, token for token, unconstrained and
-under lesson 3's grammar; a batch that mixes a reply ending early at its end-of-sequence
-token with one that runs into the cap reports each reply's own diagnostics. (How much
-faster a batch is, is measured by benchmarks/bench_batch.py, not here.)
+The fast tests check the batch-size setting, how prompts are cut into batches and the
+stopping diagnostics. The slow ones run SmolLM2 for real on the lessons' own prompts
+(lesson 1's, two extended questions whose replies run into the cap, lesson 2's hybrid
+prompts, lesson 5's attack prompts under its three system prompts), unconstrained and under
+lesson 3's grammar, at several batch sizes (``RIVERTON_BATCH_SIZE``, 1 included), beside
+``generate`` one prompt at a time: the reference. Under the grammar the reference is
+``generate`` with a small logits processor around :class:`helpers.grammar.GrammarMask`.
+(How much faster a batch is, is measured by benchmarks/bench_batch.py, not here.)
 """
 from __future__ import annotations
-
-import dataclasses
 
 import pandas as pd
 import pytest
 
-from helpers.reader import decoding
+from helpers.decoding import MAX_NEW_TOKENS, stopping_diagnostics
+from runtime import batch
+from runtime.readers import generate_all
 
 SMOL = "smollm2_135m_instruct"
 
 
-@pytest.mark.parametrize(("value", "expected"), [(None, decoding.DEFAULT_BATCH_SIZE), ("1", 1),
+@pytest.mark.parametrize(("value", "expected"), [(None, batch.DEFAULT_BATCH_SIZE), ("1", 1),
                                                  (" 16 ", 16)])
 def test_the_batch_size_comes_from_the_environment(monkeypatch, value, expected):
     if value is None:
-        monkeypatch.delenv(decoding.BATCH_ENV, raising=False)
+        monkeypatch.delenv(batch.BATCH_ENV, raising=False)
     else:
-        monkeypatch.setenv(decoding.BATCH_ENV, value)
-    assert decoding.batch_size() == expected
-    assert decoding.batch_size(3) == 3  # an argument wins
+        monkeypatch.setenv(batch.BATCH_ENV, value)
+    assert batch.batch_size() == expected
+    assert batch.batch_size(3) == 3  # an argument wins
 
 
-@pytest.mark.parametrize("value", ["0", "eight", "-2", str(decoding.MAX_BATCH_SIZE + 1), "2.5"])
+@pytest.mark.parametrize("value", ["0", "eight", "-2", str(batch.MAX_BATCH_SIZE + 1), "2.5"])
 def test_a_bad_batch_size_names_the_variable(monkeypatch, value):
-    monkeypatch.setenv(decoding.BATCH_ENV, value)
-    with pytest.raises(ValueError, match=f"environment variable {decoding.BATCH_ENV} is"):
-        decoding.batch_size()
+    monkeypatch.setenv(batch.BATCH_ENV, value)
+    with pytest.raises(ValueError, match=f"environment variable {batch.BATCH_ENV} is"):
+        batch.batch_size()
     with pytest.raises(ValueError, match="batch_size is True"):
-        decoding.batch_size(True)
+        batch.batch_size(True)
 
 
-def test_batches_keep_the_order_and_the_last_batch_takes_the_rest():
-    assert decoding.batches(list("abcdefg"), 3) == [["a", "b", "c"], ["d", "e", "f"], ["g"]]
-    assert decoding.batches([], 8) == []
-
-
-def test_batches_by_length_group_prompts_of_similar_length_and_cover_each_once():
+def test_batches_cover_each_prompt_once_longest_first_and_share_a_prefix():
+    assert batch.batches(list("abcdefg"), 3) == [["a", "b", "c"], ["d", "e", "f"], ["g"]]
+    assert batch.batches([], 8) == []
     lengths = [5, 9, 1, 9, 3, 7, 2]
-    chunks = decoding.batches_by_length(lengths, 3)
-    assert chunks == [[1, 3, 5], [0, 4, 6], [2]]  # longest first; ties keep their order
-    assert sorted(i for chunk in chunks for i in chunk) == list(range(len(lengths)))
+    assert batch.batches_by_length(lengths, 3) == [[1, 3, 5], [0, 4, 6], [2]]  # ties in order
+    assert batch.shared_prefix([[1, 2, 3, 4], [1, 2, 3, 5, 6]]) == 3
+    assert batch.shared_prefix([[1, 2, 3], [1, 2, 3, 4]]) == 2  # the shortest keeps its last
+    assert batch.shared_prefix([[7, 2], [1, 2]]) == 0
 
 
-def test_the_shared_prefix_leaves_each_prompt_a_token_of_its_own():
-    assert decoding.shared_prefix([[1, 2, 3, 4], [1, 2, 3, 5, 6]]) == 3
-    assert decoding.shared_prefix([[1, 2, 3], [1, 2, 3, 4]]) == 2  # the shortest keeps its last
-    assert decoding.shared_prefix([[7, 2], [1, 2]]) == 0
+@pytest.mark.parametrize("ids, expected", [
+    ([5, 6, 2], (3, True, False)),
+    ([5, 2, 2, 2], (2, True, False)),  # what follows the first end of sequence is not counted
+    ([5] * 48, (48, False, True)),
+    ([5] * 47 + [2], (48, True, False)),
+    ([5] * 10, (10, False, False)),
+])
+def test_stopping_diagnostics(ids, expected):
+    assert stopping_diagnostics(ids, {2}, 48) == expected
 
 
 # --------------------------------------------------------------------- live, slow
@@ -62,123 +68,103 @@ def test_the_shared_prefix_leaves_each_prompt_a_token_of_its_own():
 
 @pytest.fixture(scope="module")
 def smol():
-    from helpers.reader import load_reader
+    from runtime.readers import load_reader
 
     return load_reader(SMOL, mode="live")
 
 
-def _mixed_batch(reader) -> pd.DataFrame:
-    """One batch of the default size holding live prompts of every lesson that runs a
-    reader live: lesson 1's prompts (which lessons 3 and 4 send), lesson 2's hybrid
-    prompts, and lesson 5's attack prompts, under lesson 1's prompt, the quoting prompt and
-    the datamarking prompt; the shortest and the longest of them differ by more than a
-    hundred tokens."""
-    from helpers import attacks
-    from helpers.fixture import load_attack_fixture, load_riverton
-    from helpers.reader.lesson import lesson_reader_inputs
+@pytest.fixture(scope="module")
+def prompts(smol) -> pd.DataFrame:
+    """Twelve of the lessons' live prompts, whose lengths differ by over a hundred tokens."""
+    from runtime.attack_runs import record_prompts
+    from runtime.lessons import lesson_reader_inputs
 
-    fixture = load_attack_fixture()
-    runs = attacks.attack_reader_inputs(fixture.questions, load_riverton().handbook,
-                                        fixture.passages)
-    under = runs[runs["condition"] == attacks.UNDER_ATTACK]
-    attack_rows = pd.DataFrame(
-        [{"question_id": f"{row.attack_id} lesson 1 prompt", "messages": row.messages,
-          "retrieved_ids": row.retrieved_ids} for row in under.iloc[:4].itertuples(index=False)]
-        + [{"question_id": f"{row.attack_id} quoting prompt", "messages": row.quoted_messages,
-            "retrieved_ids": row.retrieved_ids} for row in under.iloc[4:6].itertuples(index=False)]
-        + [{"question_id": f"{row.attack_id} datamarking prompt",
-            "messages": row.datamarked_messages, "retrieved_ids": row.retrieved_ids}
-           for row in under.iloc[6:8].itertuples(index=False)])
     columns = ["question_id", "messages", "retrieved_ids"]
-    batch = pd.concat([lesson_reader_inputs()[columns].iloc[[0, 1, 2, 3]],
-                       lesson_reader_inputs(retriever="hybrid")[columns].iloc[[2, 3, 4, 5]],
-                       attack_rows], ignore_index=True)
-    lengths = [len(reader.encode(m)["input_ids"][0]) for m in batch["messages"]]
-    assert len(batch) == decoding.DEFAULT_BATCH_SIZE
+    attacked = record_prompts("attacks", attack_ids=["A04"]).iloc[3:6]  # its three prompts
+    table = pd.concat([
+        lesson_reader_inputs()[columns].iloc[:4],
+        lesson_reader_inputs("riverton-extended-questions.csv")[columns].iloc[1:3],
+        lesson_reader_inputs(retriever="hybrid")[columns].iloc[[2, 5]],
+        attacked.assign(question_id=["A04 lesson 1 prompt", "A04 quoting", "A04 datamarking"])[
+            columns],
+        lesson_reader_inputs()[columns].iloc[[5]]], ignore_index=True)
+    lengths = [len(smol.encode(m)) for m in table["messages"]]
     assert max(lengths) - min(lengths) > 100, lengths
-    return batch.assign(prompt_tokens=lengths)
+    return table
+
+
+def _grammar_processor(tokenizer, grammar: str, prompt_length: int):
+    """A transformers logits processor that lets through what lesson 3's grammar allows."""
+    from transformers import LogitsProcessor
+
+    from helpers.grammar import GrammarMask
+
+    class GrammarProcessor(LogitsProcessor):
+        def __init__(self):
+            self.mask = GrammarMask(tokenizer, grammar)
+
+        def __call__(self, input_ids, scores):
+            allowed = self.mask.allowed_after(input_ids[0, prompt_length:].tolist(),
+                                              scores.shape[-1])
+            return scores.masked_fill(~allowed, float("-inf"))
+
+    return GrammarProcessor()
+
+
+@pytest.fixture(scope="module")
+def reference(smol, prompts) -> dict[bool, list[tuple[int, ...]]]:
+    """Each prompt's reply from transformers' ``generate``, alone, without and with the
+    grammar (the reference the decoder is held to)."""
+    import torch
+    from transformers import LogitsProcessorList
+
+    from helpers.grammar import reply_grammar
+    from runtime.readers import cpu_threads
+
+    replies = {False: [], True: []}
+    for messages, retrieved in zip(prompts["messages"], prompts["retrieved_ids"]):
+        ids = torch.tensor([smol.encode(messages)])
+        for constrained in (False, True):
+            extra = {"logits_processor": LogitsProcessorList([_grammar_processor(
+                smol.tokenizer, reply_grammar(smol.tokenizer, retrieved, MAX_NEW_TOKENS),
+                ids.shape[1])])} if constrained else {}
+            with torch.inference_mode(), cpu_threads(smol.spec.cpu_threads):
+                output = smol.model.generate(
+                    ids, attention_mask=torch.ones_like(ids), max_new_tokens=MAX_NEW_TOKENS,
+                    do_sample=False, repetition_penalty=smol.settings["repetition_penalty"],
+                    eos_token_id=sorted(smol.eos_ids), pad_token_id=smol.pad_id,
+                    temperature=None, top_p=None, top_k=None, **extra)
+            replies[constrained].append(tuple(int(t) for t in output[0, ids.shape[1]:]))
+    return replies
 
 
 @pytest.mark.slow
-def test_batched_replies_are_the_replies_one_prompt_at_a_time(smol):
-    """One batch mixing every lesson's live prompts, decoded together, beside transformers'
-    generate one prompt at a time for its shortest (the most padded), its longest, and one
-    prompt of each lesson; unconstrained and under the reply grammar. (Every prompt of
-    every lesson is compared by benchmarks/bench_batch.py.)"""
-    from helpers.reader.constrained import generate_constrained, generate_constrained_batches
+@pytest.mark.parametrize("constrained, size", [
+    (False, batch.DEFAULT_BATCH_SIZE), (False, 5), (False, 1),
+    (True, batch.DEFAULT_BATCH_SIZE), (True, 3), (True, 1)])
+def test_batched_replies_are_generates_replies_token_for_token(smol, prompts, reference,
+                                                               monkeypatch, constrained, size):
+    from helpers.grammar import build_grammar, constrained_settings
 
-    batch = _mixed_batch(smol)
-    messages, ids = list(batch["messages"]), list(batch["question_id"])
-    free = smol.generate_many(messages, ids)
-    forced = generate_constrained_batches(smol, messages, list(batch["retrieved_ids"]), ids)
-    lengths = list(batch["prompt_tokens"])
-    chosen = {lengths.index(min(lengths)), lengths.index(max(lengths)), 0, 4, 8}
-    for number in sorted(chosen):
-        row = batch.iloc[number]
-        alone = smol.generate(row["messages"], row["question_id"])
-        assert free[number].token_ids == alone.token_ids, row["question_id"]
-        assert (free[number].raw_output, free[number].output_tokens,
-                free[number].ended_by_eos) == (alone.raw_output, alone.output_tokens,
-                                               alone.ended_by_eos)
-        forced_alone = generate_constrained(smol, row["messages"], row["retrieved_ids"],
-                                            row["question_id"])
-        assert forced[number].token_ids == forced_alone.token_ids, row["question_id"]
-        assert forced[number].grammar_complete is forced_alone.grammar_complete is True
-        assert forced[number].key == forced_alone.key
+    monkeypatch.setenv(batch.BATCH_ENV, str(size))
+    table = generate_all(smol, prompts, constrained=constrained)
+    replies = table.attrs["generations"]
+    assert [r.question_id for r in replies] == list(prompts["question_id"])
+    for reply, expected, messages, retrieved in zip(replies, reference[constrained],
+                                                    prompts["messages"], prompts["retrieved_ids"]):
+        assert reply.token_ids == expected, reply.question_id
+        ids = reply.token_ids
+        assert reply.output_tokens == len(ids) <= MAX_NEW_TOKENS
+        assert reply.ended_by_eos == (ids[-1] in smol.eos_ids)
+        assert not set(ids[:-1]) & smol.eos_ids  # counted through the first end of sequence
+        assert reply.hit_token_cap == (len(ids) == MAX_NEW_TOKENS and not reply.ended_by_eos)
+        assert reply.raw_output == smol.tokenizer.decode(ids, skip_special_tokens=True)
+        assert reply.prompt_tokens == len(smol.encode(messages))
+        settings = constrained_settings(smol.settings, build_grammar(retrieved)) \
+            if constrained else smol.settings
+        assert reply.key == smol.key(messages, settings) and reply.settings == settings
+        assert reply.grammar_complete is (True if constrained else None)
+    # Replies that ended early and replies the cap cut off (in one batch at the default size).
+    if not constrained:
+        assert table["ended_by_eos"].any() and table["hit_token_cap"].any()
 
-
-@pytest.mark.slow
-def test_the_judge_in_a_batch_gives_the_verdicts_it_gives_alone(smol):
-    """Lesson 4's judge: its one-word grammar, four tokens at most and no repetition
-    penalty, four requests decoded together and one at a time."""
-    from helpers import judge
-    from helpers.reader.constrained import generate_under_grammar, generate_under_grammars
-    from helpers.review import load_review
-
-    riverton = load_riverton_texts()
-    requests = judge.judge_requests(load_review(), *riverton).drop_duplicates("request_id")
-    requests = requests.iloc[[0, 5, 10, 20]]
-    together = generate_under_grammars(
-        smol, list(requests["messages"]), [judge.JUDGE_GRAMMAR] * len(requests),
-        list(requests["request_id"]), settings=judge.JUDGE_SETTINGS)
-    for reply, row in zip(together, requests.itertuples(index=False)):
-        alone = generate_under_grammar(smol, row.messages, judge.JUDGE_GRAMMAR, row.request_id,
-                                       settings=judge.JUDGE_SETTINGS)
-        assert reply.token_ids == alone.token_ids and reply.key == alone.key, row.request_id
-        assert judge.parse_judge_reply(reply.raw_output).parse_ok
-
-
-def load_riverton_texts():
-    """Question texts (lesson 1's and the extended ones) and passage texts, as the judge reads them."""
-    from helpers.fixture import load_riverton
-
-    riverton = load_riverton()
-    extended = load_riverton(questions="riverton-extended-questions.csv").questions
-    questions = dict(zip(riverton.questions["question_id"], riverton.questions["question"]))
-    questions.update(zip(extended["question_id"], extended["question"]))
-    return questions, dict(zip(riverton.handbook["passage_id"], riverton.handbook["text"]))
-
-
-@pytest.mark.slow
-def test_a_batch_mixing_an_early_end_and_the_cap_reports_each_replys_diagnostics(smol):
-    """With a cap of 25 tokens, Q3's reply ends at its end-of-sequence token before the
-    cap and Q2's runs into it; decoded together, each reply keeps its own counts, and
-    both are what each gives alone."""
-    from helpers.reader.generation import LiveReader
-    from helpers.reader.lesson import lesson_reader_inputs
-
-    capped = LiveReader(dataclasses.replace(
-        smol.spec, settings={**smol.spec.settings, "max_new_tokens": 25}))
-    inputs = lesson_reader_inputs().set_index("question_id").loc[["Q3", "Q2"]]
-    together = capped.generate_many(list(inputs["messages"]), list(inputs.index), size=2)
-    alone = [capped.generate(m, q) for q, m in zip(inputs.index, inputs["messages"])]
-    early, capped_reply = together
-    assert early.ended_by_eos and not early.hit_token_cap
-    assert early.output_tokens == len(early.token_ids) < 25
-    assert early.token_ids[-1] in capped.eos_ids
-    assert capped_reply.hit_token_cap and not capped_reply.ended_by_eos
-    assert capped_reply.output_tokens == len(capped_reply.token_ids) == 25
-    assert not set(capped_reply.token_ids) & capped.eos_ids
-    for mine, own in zip(together, alone):
-        assert (mine.token_ids, mine.output_tokens, mine.ended_by_eos, mine.hit_token_cap) == \
-            (own.token_ids, own.output_tokens, own.ended_by_eos, own.hit_token_cap)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.paths import PROJECT_ROOT
+from runtime.paths import PROJECT_ROOT
 
 SCRIPT = PROJECT_ROOT / "benchmarks" / "bench_reader.py"  # loaded by the `bench` fixture
 

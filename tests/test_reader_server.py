@@ -9,7 +9,7 @@ the tests that need them. Without the package the tests are skipped, unless
 """
 from __future__ import annotations
 
-import csv
+import dataclasses
 import json
 import os
 import shutil
@@ -17,45 +17,33 @@ import time
 import urllib.request
 import uuid
 
+import pandas as pd
 import pytest
 
 from helpers import parsing
-from helpers.reader import constrained
-from helpers.paths import DATA_DIR
-from helpers.reader import (
-    MAX_NEW_TOKENS,
-    TRANSCRIPT_PATH,
-    ServerError,
-    WrongModelError,
-    generate_all,
-    load_reader,
-    read_transcript,
-    resolve_revision,
-    transcript_key,
-)
-from helpers.reader.__main__ import main as reader_cli
-from helpers.reader.lesson import lesson_reader_inputs
-from helpers.reader.llama_server import (
+from helpers.decoding import CONSTRAINED_GBNF, MAX_NEW_TOKENS
+from helpers.grammar import build_gbnf, build_grammar, constrained_settings, reply_matches_gbnf
+from runtime.cli import main as runtime_cli
+from runtime.llama_server import (
     llama_server_installed,
     llama_server_version,
     local_llama_server,
     server_python,
     smollm2_gguf,
 )
-from helpers.reader.registry import file_sha256
-from helpers.reader.report import mode_sentence, token_count_note
-from helpers.reader.transcript import CONSTRAINED_GBNF
-from projects import question_subset
+from runtime.readers import ServerReader, generate_all, load_reader, mode_sentence
+from runtime.records import TRANSCRIPT_PATH, read_transcript, transcript_key
+from runtime.registry import file_sha256, get_reader_spec, resolve_revision
+from runtime.server import ServerError, WrongModelError
 
 pytestmark = [pytest.mark.slow, pytest.mark.llama_server,
               pytest.mark.usefixtures("no_server_environment")]
 
-SMOL = "smollm2_135m_instruct"
-SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
-QWEN = "qwen_1_5b_instruct"
-QWEN_ID = "Qwen/Qwen2.5-1.5B-Instruct"
+SMOL, QWEN = "smollm2_135m_instruct", "qwen_1_5b_instruct"
+SMOL_ID, QWEN_ID = "HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"
 REQUIRE = "BOOK_REQUIRE_LLAMA_CPP"
 API_KEY = "class-key-123"
+LESSON_1 = "riverton-handbook-questions.csv, tfidf top 3"
 
 
 def require_llama_server() -> None:
@@ -75,15 +63,6 @@ def llama_url():
 
 
 @pytest.fixture(scope="module")
-def keyed_url():
-    """SmolLM2's file under its Hub id (``--model_alias``), behind ``--api_key``."""
-    require_llama_server()
-    with local_llama_server(smollm2_gguf(), extra_args=("--model_alias", SMOL_ID),
-                            api_key=API_KEY) as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def server_reader(llama_url):
     # One request at a time: the other runs below use the default bound of four, and must
     # give the same replies in the same order.
@@ -95,260 +74,184 @@ def first_run(server_reader, inputs):
     return generate_all(server_reader, inputs)
 
 
+def ask(reader, messages, question_id="Q1"):
+    """One reply, through generate_all as a lesson asks."""
+    rows = pd.DataFrame({"question_id": [question_id], "messages": [messages]})
+    return generate_all(reader, rows).attrs["generations"][0]
+
+
 def _tokenize(url: str, text: str) -> list[int]:
     """llama-cpp-python's own tokenizer endpoint, without special tokens."""
     request = urllib.request.Request(
         url.removesuffix("/v1") + "/extras/tokenize",
         data=json.dumps({"input": text, "add_special": False}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
+        headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)["tokens"]
 
 
-def test_the_server_is_identified_and_its_file_checked(server_reader):
-    info = server_reader.server
-    version = llama_server_version()
-    assert info.engine.name == "llama-cpp-python" and info.engine_version == version
-    assert info.engine_label == f"llama-cpp-python {version}"
+def test_the_server_is_identified_its_file_checked_and_the_page_says_so(server_reader,
+                                                                        first_run, llama_url):
+    info, version = server_reader.server, llama_server_version()
+    assert (info.engine.name, info.engine_version, info.revision_checked) == (
+        "llama-cpp-python", version, True)
     assert info.served_model == str(smollm2_gguf())  # what requests name
-    assert info.revision_checked is True and "SHA-256" in info.revision_note
-    assert server_reader.revision == resolve_revision(server_reader.spec)
     # What the transcript and the page name: the file and its digest, not this machine's
     # folders (llama-cpp-python lists the absolute path it was started with).
-    digest = file_sha256(smollm2_gguf())
-    assert info.label == f"{smollm2_gguf().name} (SHA-256 {digest})"
-    assert str(smollm2_gguf().parent) not in info.provenance
-    assert info.label in info.provenance
+    assert info.label == f"{smollm2_gguf().name} (SHA-256 {file_sha256(smollm2_gguf())})"
+    assert info.label in info.provenance and str(smollm2_gguf().parent) not in info.provenance
+    assert mode_sentence(server_reader, first_run) == (
+        "**Reader mode for this render:** server. The outputs below were generated by "
+        f"llama-cpp-python {version} serving `{info.label}` at `{llama_url}`, for `{SMOL_ID}` "
+        f"at revision `{server_reader.revision}`. About that revision: the served file's "
+        f"SHA-256 was read on this machine and matches the pinned {smollm2_gguf().name}. The "
+        "prompt and output token counts are the server's own (`usage`).")
 
 
-def test_the_page_sentence_names_engine_file_url_and_the_check(server_reader, first_run,
-                                                                llama_url):
-    version = llama_server_version()
-    sentence = mode_sentence(server_reader, first_run)
-    digest = file_sha256(smollm2_gguf())
-    assert sentence.startswith("**Reader mode for this render:** server. The outputs below "
-                               f"were generated by llama-cpp-python {version} serving "
-                               f"`{smollm2_gguf().name} (SHA-256 {digest})` at `{llama_url}`, "
-                               f"for `{SMOL_ID}` at revision "
-                               f"`{resolve_revision(server_reader.spec)}`.")
-    assert ("the served file's SHA-256 was read on this machine and matches the pinned "
-            f"{smollm2_gguf().name}") in sentence
-    assert str(smollm2_gguf().parent) not in sentence
-
-
-def test_six_lesson_prompts_through_server_mode(first_run, inputs, server_reader):
+def test_six_lesson_prompts_and_what_their_counts_count(first_run, inputs, llama_url,
+                                                       smol_tokenizer):
+    """Every reply stops for one reason; the prompt count is the one transformers makes of
+    the chat template stored in the GGUF file; the reply count leaves the end-of-sequence
+    token out (ENGINES says so, and the hidden-cap check relies on it), measured."""
     assert list(first_run["question_id"]) == list(inputs["question_id"])
-    assert (first_run["mode"] == "server").all()
-    assert (first_run["model_id"] == "HuggingFaceTB/SmolLM2-135M-Instruct").all()
-    version = llama_server_version()
-    assert first_run["provenance"].str.startswith(f"server llama-cpp-python {version}").all()
-    for row in first_run.itertuples(index=False):
-        assert row.raw_output, row
-        assert 0 < row.output_tokens <= MAX_NEW_TOKENS
+    assert (first_run["mode"] == "server").all() and (first_run["model_id"] == SMOL_ID).all()
+    assert (first_run["revision"] == resolve_revision(get_reader_spec(SMOL))).all()
+    for row, messages in zip(first_run.itertuples(index=False), inputs["messages"]):
+        assert row.raw_output and 0 < row.output_tokens <= MAX_NEW_TOKENS
         assert row.ended_by_eos != row.hit_token_cap  # exactly one reason to stop
-        if row.hit_token_cap:
-            assert row.output_tokens == MAX_NEW_TOKENS
-        assert row.prompt_tokens > 100  # the system prompt alone is longer
-    # Every reply parses or fails to parse; nothing in between raises.
-    parsed = parsing.parse_outputs(first_run)
-    assert len(parsed) == len(inputs)
+        assert not row.hit_token_cap or row.output_tokens == MAX_NEW_TOKENS
+        assert row.prompt_tokens == len(smol_tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, return_dict=True)["input_ids"])
+        if row.ended_by_eos:
+            assert row.output_tokens == len(_tokenize(llama_url, row.raw_output)), row
+    assert first_run["ended_by_eos"].any(), "no reply ended with EOS; the count check needs one"
+    assert len(parsing.parse_outputs(first_run)) == len(inputs)
 
 
-def test_the_server_leaves_eos_out_of_its_count(first_run, llama_url):
-    """What the page says about llama-cpp-python's counts, measured: a reply that ended
-    with EOS counts exactly the tokens of its text; one cut by the cap counts 48."""
-    stopped = first_run[first_run["ended_by_eos"]]
-    assert len(stopped), "no reply ended with EOS; the count check needs one"
-    for row in stopped.itertuples(index=False):
-        assert row.output_tokens == len(_tokenize(llama_url, row.raw_output)), row
-    note = token_count_note(first_run)
-    assert ", ".join(stopped["question_id"]) in note
-    assert "leaves the end-of-sequence token out" in note
-
-
-def test_prompt_counts_match_transformers_template(first_run, inputs, smol_tokenizer):
-    """The server applies the chat template stored in the GGUF file; the prompt it counts
-    is the one transformers builds from the same file (the session's tokenizer, read from
-    that file)."""
-    for messages, served in zip(inputs["messages"], first_run["prompt_tokens"]):
-        encoded = smol_tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                     return_dict=True)
-        assert served == len(encoded["input_ids"])
-
-
-def test_record_then_replay_is_identical(first_run, inputs, llama_url, tmp_path, capsys):
+def test_recording_from_the_server_replaces_its_set_and_replays(first_run, inputs, llama_url,
+                                                                tmp_path, capsys):
+    """``record reader --server``, four requests in flight: lesson 1's SmolLM2 set is
+    replaced by the server's replies (the same greedy replies as one at a time), every
+    other entry stays as it was, in its order, and the new entries replay exactly."""
     transcript = tmp_path / "reader-transcript.jsonl"
     shutil.copyfile(TRANSCRIPT_PATH, transcript)
     before = read_transcript(transcript)
-    assert reader_cli(["record", "--reader", SMOL, "--server", llama_url,
-                       "--transcript", str(transcript)]) == 0
-    out = capsys.readouterr().out
-    assert "wrote 6 entries" in out and "llama-cpp-python" in out
+    assert runtime_cli(["record", "reader", "--reader", SMOL, "--server", llama_url,
+                        "--transcript", str(transcript)]) == 0
+    assert f"wrote 6 reader replies to {transcript}" in capsys.readouterr().out
     after = read_transcript(transcript)
-    live_reader_key = load_reader(SMOL, mode="recorded").key  # same keys as a live run
-    keys = [live_reader_key(messages) for messages in inputs["messages"]]
-    # The six lesson prompts are replaced; every other entry (Qwen's, SmolLM2's constrained
-    # and extended-question replies) stays exactly as it was, in its order.
-    assert [e for e in after if e.key not in keys] == [e for e in before if e.key not in keys]
-    assert any(e.key not in keys for e in before)
-    by_key = {e.key: e for e in after if e.key in keys}
-    assert len([e for e in after if e.key in keys]) == len(keys) == len(by_key)
-    entries = [by_key[key] for key in keys]
-    assert [e.question_id for e in entries] == list(inputs["question_id"])
-    version = llama_server_version()
-    digest = file_sha256(smollm2_gguf())
-    for entry, messages, row in zip(entries, inputs["messages"],
-                                    first_run.itertuples(index=False)):
-        assert entry.model_id == "HuggingFaceTB/SmolLM2-135M-Instruct"
-        assert entry.recorded_by == f"server llama-cpp-python {version}"
-        assert entry.provenance.startswith(
-            f"server llama-cpp-python {version}, serving {smollm2_gguf().name} "
-            f"(SHA-256 {digest}); ")
-        assert str(smollm2_gguf().parent) not in entry.provenance  # no local folder
-        assert entry.messages == messages and entry.settings == {
-            "do_sample": False, "max_new_tokens": 48, "repetition_penalty": 1.05}
-        # Recorded with four requests in flight; the same greedy replies as one at a time.
-        assert (entry.raw_output, entry.output_tokens, entry.ended_by_eos,
-                entry.hit_token_cap, entry.prompt_tokens) == (
-            row.raw_output, row.output_tokens, row.ended_by_eos, row.hit_token_cap,
-            row.prompt_tokens)
+
+    def replaced(entry):
+        return (entry.collection, entry.model_id, entry.decoding) == (LESSON_1, SMOL_ID,
+                                                                      "unconstrained")
+
+    assert [e for e in after if not replaced(e)] == [e for e in before if not replaced(e)]
+    entries = [e for e in after if replaced(e)]
+    assert [(e.question_id, e.messages, tuple(e.passage_ids), e.recorded_by) for e in entries] \
+        == [(q, m, ids, f"server llama-cpp-python {llama_server_version()}") for q, m, ids in
+            zip(inputs["question_id"], inputs["messages"], inputs["retrieved_ids"])]
+    # Replayed, they are the replies, counts and provenance one request at a time gave,
+    # under the keys a live run gives the same prompts.
     replayed = generate_all(load_reader(SMOL, mode="recorded", transcript=transcript), inputs)
     columns = ["question_id", "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap",
-               "prompt_tokens", "model_id", "revision", "provenance"]
+               "prompt_tokens", "model_id", "revision", "provenance", "key"]
     assert replayed[columns].equals(first_run[columns])
-    assert (replayed["mode"] == "recorded").all()
+    assert list(replayed["key"]) == [e.key for e in before if replaced(e)]
 
 
-def test_record_takes_a_question_file(llama_url, tmp_path, capsys):
-    """``--questions``: three extended questions, in a file next to a handbook copy, are
-    recorded from the real server in file order and replay for exactly those prompts."""
-    questions = question_subset(tmp_path / "data", "riverton-extended-questions.csv",
-                                "three-questions.csv", 3, "X01 to X03")
-    with open(DATA_DIR / "riverton-extended-questions.csv", newline="") as handle:
-        rows = list(csv.reader(handle))
+def test_the_hybrids_prompts_record_as_lesson_two_builds_them(llama_url, data_copy, tmp_path):
+    """``--retriever hybrid``, on a question file in another data folder (``--questions``):
+    lesson 2's prompts, whose entries carry their own collection and the hybrid's
+    passages, and replay for exactly the prompts lesson 2 builds."""
+    from runtime.lessons import lesson_reader_inputs
+
     transcript = tmp_path / "reader-transcript.jsonl"
-    assert reader_cli(["record", "--reader", SMOL, "--server", llama_url, "--questions",
-                       str(questions), "--transcript", str(transcript)]) == 0
-    assert "wrote 3 entries of smollm2_135m_instruct" in capsys.readouterr().out
+    questions = data_copy / "riverton-handbook-questions.csv"
+    assert runtime_cli(["record", "reader", "--reader", SMOL, "--server", llama_url,
+                        "--questions", str(questions), "--retriever", "hybrid",
+                        "--transcript", str(transcript)]) == 0
+    lesson2 = lesson_reader_inputs(retriever="hybrid")
     entries = read_transcript(transcript)
-    expected = [row[0] for row in rows[1:4]]
-    assert [e.question_id for e in entries] == expected
-    version = llama_server_version()
-    assert all(e.provenance.startswith(f"server llama-cpp-python {version}, serving "
-                                       f"{smollm2_gguf().name}") for e in entries)
-    inputs = lesson_reader_inputs(questions.name, questions.parent)
-    replayed = generate_all(load_reader(SMOL, mode="recorded", transcript=transcript), inputs)
-    assert list(replayed["question_id"]) == expected
+    assert [(e.question_id, e.collection, tuple(e.passage_ids)) for e in entries] == [
+        (q, "riverton-handbook-questions.csv, hybrid top 3", ids)
+        for q, ids in zip(lesson2["question_id"], lesson2["retrieved_ids"])]
+    replayed = generate_all(load_reader(SMOL, mode="recorded", transcript=transcript), lesson2)
     assert list(replayed["raw_output"]) == [e.raw_output for e in entries]
-    assert all(e.raw_output for e in entries)
+    assert {e.key for e in entries}.isdisjoint(e.key for e in read_transcript())  # not tf-idf's
 
 
-def test_hybrid_prompts_record_and_replay_as_lesson_two_builds_them(llama_url, tmp_path):
-    """Lesson 2's reader section: its prompts come from the hybrid retriever; recording
-    with --retriever hybrid (here on lesson 1's first two questions, with --questions)
-    makes entries that replay for exactly those prompts."""
-    from helpers import dense, reader, retrieval
-    from helpers.fixture import load_riverton
+def test_lesson_5_prompts_record_from_a_server_and_the_lesson_finds_them(llama_url, tmp_path,
+                                                                        capsys):
+    """``record attacks --server --attack A04``: one attack's prompts under lesson 5's three
+    system prompts; among every attack prompt of the lesson, the transcript then holds
+    exactly those, and replays them."""
+    from runtime.attack_runs import record_prompts
 
-    questions = question_subset(tmp_path / "data", "riverton-handbook-questions.csv",
-                                "two-questions.csv", 2, "Q1 and Q2")
-    fixture = load_riverton(questions.parent, questions=questions.name)
-    tfidf = retrieval.TfidfRetriever.fit(fixture.handbook)
-    hybrid = dense.HybridRetriever(tfidf, dense.DenseRetriever.fit(fixture.handbook))
-    lesson2_inputs = reader.reader_inputs(fixture.questions,
-                                          hybrid.rank(fixture.questions, k=3),
-                                          fixture.handbook)
-    assert list(lesson2_inputs["question_id"]) == ["Q1", "Q2"]
     transcript = tmp_path / "reader-transcript.jsonl"
-    assert reader_cli(["record", "--reader", SMOL, "--server", llama_url, "--questions",
-                       str(questions), "--retriever", "hybrid", "--transcript",
-                       str(transcript)]) == 0
-    replayed = generate_all(load_reader(SMOL, mode="recorded", transcript=transcript),
-                            lesson2_inputs)
-    assert list(replayed["question_id"]) == list(lesson2_inputs["question_id"])
-    tfidf_keys = {load_reader(SMOL, mode="recorded").key(m)
-                  for m in lesson_reader_inputs()["messages"]}
-    assert tfidf_keys.isdisjoint({e.key for e in read_transcript(transcript)})
+    assert runtime_cli(["record", "attacks", "--reader", SMOL, "--server", llama_url,
+                        "--attack", "A04", "--transcript", str(transcript)]) == 0
+    entries = read_transcript(transcript)
+    assert f"wrote {len(entries)} attacks replies" in capsys.readouterr().out
+    assert entries and {e.collection for e in entries} == {"attack prompts, A04"}
+    assert all(e.question_id == "A04" and e.recorded_by.startswith("server ") for e in entries)
+    prompts = record_prompts("attacks")  # every attack prompt the lesson asks about
+    recorded = load_reader(SMOL, mode="recorded", transcript=transcript)
+    found = prompts[[recorded.holds(m) for m in prompts["messages"]]]
+    assert len(found) == len(entries) and set(found["question_id"]) == {"A04"}
+    replies = generate_all(recorded, found)
+    assert list(replies["raw_output"]) == [e.raw_output for e in entries]
 
 
-def test_a_server_with_another_model_is_refused_naming_both(llama_url):
+def test_a_server_of_another_model_is_refused_naming_both(llama_url, tmp_path):
     with pytest.raises(WrongModelError) as caught:
         load_reader(QWEN, mode="server", url=llama_url)
-    message = str(caught.value)
-    assert "Qwen/Qwen2.5-1.5B-Instruct" in message and str(smollm2_gguf()) in message
-    assert llama_url in message
-
-
-def test_a_gguf_file_served_under_the_pinned_models_name_is_refused():
-    """llama.cpp serves GGUF files only: whatever it lists as Qwen/Qwen2.5-1.5B-Instruct
-    is a conversion, not the pinned revision in its original weights. Here it is SmolLM2's
-    file behind that alias, and llama-cpp-python reports the alias alone."""
-    require_llama_server()
+    assert QWEN_ID in str(caught.value) and str(smollm2_gguf()) in str(caught.value)
+    assert llama_url in str(caught.value)
+    # llama.cpp serves GGUF files only: whatever it lists as Qwen is a conversion, not the
+    # pinned revision in its original weights (SmolLM2's file behind that alias here).
     with local_llama_server(smollm2_gguf(), extra_args=("--model_alias", QWEN_ID)) as url:
         with pytest.raises(WrongModelError) as caught:
             load_reader(QWEN, mode="server", url=url)
-        # The same server is not SmolLM2 either, for all the file it loads.
-        with pytest.raises(WrongModelError):
+        with pytest.raises(WrongModelError):  # nor is it SmolLM2, for all the file it loads
             load_reader(SMOL, mode="server", url=url)
     message = str(caught.value)
-    assert url in message and "before any question was sent" in message
-    assert "runs llama-cpp-python, which serves GGUF files only" in message
+    assert message.startswith(f"reader server {url}, before any question was sent: the "
+                              "server runs llama-cpp-python, which serves GGUF files only")
     assert f"lists as {QWEN_ID} is a GGUF conversion" in message
-    assert "989aa7980e4cf806f80c7fef2b1adb7bc71aa306" in message
-
-
-def test_the_pinned_weights_under_another_file_name_are_refused_naming_both(tmp_path):
-    """The file name is part of the pin: the same bytes under a Q8_0 name are refused
-    (and a real Q8_0 file would differ in its bytes as well)."""
-    require_llama_server()
+    assert get_reader_spec(QWEN).revision in message
+    # The file name is part of the pin: the same bytes under a Q8_0 name are refused.
     other = tmp_path / "SmolLM2-135M-Instruct.Q8_0.gguf"
     other.symlink_to(smollm2_gguf())
     with local_llama_server(other) as url:
         with pytest.raises(WrongModelError) as caught:
             load_reader(SMOL, mode="server", url=url)
-    message = str(caught.value)
-    assert f"the server serves {other}" in message
-    assert f"{SMOL_ID} (file SmolLM2-135M-Instruct.Q4_1.gguf)" in message
+    assert f"the server serves {other}, but reader" in str(caught.value)
+    assert f"{SMOL_ID} (file SmolLM2-135M-Instruct.Q4_1.gguf)" in str(caught.value)
 
 
-def test_a_server_that_names_no_file_is_accepted_and_the_page_says_so(keyed_url, inputs):
-    server_reader = load_reader(SMOL, mode="server", url=keyed_url, api_key=API_KEY)
+def test_the_api_key_opens_a_server_that_names_no_file_and_the_page_says_so(
+        first_run, inputs, monkeypatch):
+    """SmolLM2's file under its Hub id (``--model_alias``), behind llama-cpp-python's own
+    ``--api_key``: refused without it (the error says which variable to set), served with
+    it from the environment, and the page says the file was not checked."""
+    with local_llama_server(smollm2_gguf(), extra_args=("--model_alias", SMOL_ID),
+                            api_key=API_KEY) as url:
+        for key in (None, "wrong-key"):
+            with pytest.raises(ServerError) as caught:
+                load_reader(SMOL, mode="server", url=url, api_key=key)
+            assert f"{url}, before any question was sent: listing the served models failed: " \
+                   "HTTP 401 (set RIVERTON_READER_API_KEY to the server's API key)" in str(
+                       caught.value)
+        monkeypatch.setenv("RIVERTON_READER_API_KEY", API_KEY)
+        server_reader = load_reader(SMOL, mode="server", url=url)
+        reply = ask(server_reader, inputs["messages"].iloc[0])
     info = server_reader.server
     assert info.served_model == SMOL_ID and info.revision_checked is None
     assert info.revision_note == (
         f"the server lists {SMOL_ID} without saying which file it serves, so it is not "
         f"checked that it serves the pinned SmolLM2-135M-Instruct.Q4_1.gguf "
-        f"({resolve_revision(server_reader.spec)})")
-    results = generate_all(server_reader, inputs.iloc[:1])
-    assert "without saying which file it serves" in mode_sentence(server_reader, results)
-
-
-def test_the_api_key_opens_the_server_and_its_absence_says_what_to_set(keyed_url, inputs,
-                                                                        first_run,
-                                                                        monkeypatch):
-    """llama-cpp-python's own ``--api_key``: refused without it (and the error says which
-    variable to set), served with it, from the environment as a student sets it."""
-    with pytest.raises(ServerError) as caught:
-        load_reader(SMOL, mode="server", url=keyed_url)
-    message = str(caught.value)
-    assert keyed_url in message and "listing the served models failed: HTTP 401" in message
-    assert "(set RIVERTON_READER_API_KEY to the server's API key)" in message
-    with pytest.raises(ServerError, match="HTTP 401"):
-        load_reader(SMOL, mode="server", url=keyed_url, api_key="wrong-key")
-    monkeypatch.setenv("RIVERTON_READER_API_KEY", API_KEY)
-    server_reader = load_reader(SMOL, mode="server", url=keyed_url)
-    messages, qid = inputs["messages"].iloc[0], inputs["question_id"].iloc[0]
-    reply = server_reader.generate(messages, qid)
+        f"({server_reader.revision})")
     assert reply.raw_output == first_run["raw_output"].iloc[0]  # the same file, greedy
-
-
-def test_a_prompt_longer_than_the_context_gets_the_servers_4xx(server_reader, inputs):
-    messages = [dict(m) for m in inputs["messages"].iloc[0]]
-    messages[1]["content"] += " filler" * 3000  # far past the server's 2048-token context
-    with pytest.raises(ServerError) as caught:
-        server_reader.generate(messages, "Q1-long")
-    assert "HTTP 400" in str(caught.value) and caught.value.question_id == "Q1-long"
 
 
 def _uncached(messages: list[dict]) -> list[dict]:
@@ -358,18 +261,22 @@ def _uncached(messages: list[dict]) -> list[dict]:
     return changed
 
 
-def test_a_real_request_past_its_timeout_is_an_error(llama_url, inputs):
-    """The engine must really still be working when the timeout fires. llama-cpp-python
-    keeps the tokens of the prompt it evaluated last and evaluates only what follows the
-    longest prefix a new prompt shares with it, so a prompt changed at its end is answered
-    nearly as fast as a repeat. A nonce at the start of the system prompt leaves nothing
-    to share: the whole prompt is evaluated and the reply generated again. One such
-    request is timed on this machine first, and the timeout is a quarter of that time,
-    so the stall is real however fast or busy the machine is."""
-    messages = inputs["messages"].iloc[1]
+def test_a_prompt_past_the_context_or_a_request_past_its_timeout_is_an_error(llama_url,
+                                                                             inputs):
+    """A prompt far past the server's 2048-token context gets its HTTP 400, naming the
+    question. Then the timeout: the engine must really still be working when it fires.
+    llama-cpp-python evaluates only what follows the longest prefix a new prompt shares
+    with the last one, so a nonce at the start of the system prompt leaves nothing to
+    share. One such request is timed first, and the timeout is a quarter of that time, so
+    the stall is real however fast or busy the machine is."""
+    long = [dict(m) for m in inputs["messages"].iloc[0]]
+    long[1]["content"] += " filler" * 3000
     patient = load_reader(SMOL, mode="server", url=llama_url)
+    with pytest.raises(ServerError, match=f"{llama_url}, question Q1-long: HTTP 400"):
+        ask(patient, long, "Q1-long")
+    messages = inputs["messages"].iloc[1]
     started = time.monotonic()
-    patient.generate(_uncached(messages), "Q2")
+    ask(patient, _uncached(messages), "Q2")
     uncached_seconds = time.monotonic() - started
     timeout = round(max(0.1, uncached_seconds / 4), 2)
     assert uncached_seconds >= 2 * timeout, (
@@ -377,104 +284,52 @@ def test_a_real_request_past_its_timeout_is_an_error(llama_url, inputs):
         "0.1 s floor of the timeout to fall well inside it")
     impatient = load_reader(SMOL, mode="server", url=llama_url, timeout=timeout)
     with pytest.raises(ServerError, match=rf"no reply within {timeout:g} s") as caught:
-        impatient.generate(_uncached(messages), "Q2")
+        ask(impatient, _uncached(messages), "Q2")
     assert caught.value.question_id == "Q2" and llama_url in str(caught.value)
 
 
-def test_the_grammar_through_the_server(llama_url, inputs):
-    """Lesson 3's reply grammar as GBNF: every reply parses and cites only retrieved IDs.
-    On Q3, which retrieves nothing, and Q6, which retrieves three passages."""
-    inputs = inputs[inputs["question_id"].isin(["Q3", "Q6"])]
-    assert sorted(len(ids) for ids in inputs["retrieved_ids"]) == [0, 3]
+def test_the_grammar_through_the_server_and_its_key(llama_url, inputs, tmp_path, capsys):
+    """Lesson 3's reply grammar as GBNF, on Q3 (nothing retrieved) and Q6 (three passages):
+    every reply parses and cites only retrieved IDs; it is keyed by the GBNF grammar the
+    server ran, never as an unconstrained or a live constrained reply, so ``record
+    --constrained`` refuses llama.cpp up front, before sending a prompt."""
+    rows = inputs[inputs["question_id"].isin(["Q3", "Q6"])]
+    assert sorted(len(ids) for ids in rows["retrieved_ids"]) == [0, 3]
     server_reader = load_reader(SMOL, mode="server", url=llama_url)
-    forced = constrained.generate_constrained_many(
-        server_reader, inputs["messages"], inputs["retrieved_ids"], inputs["question_id"])
-    assert [g.question_id for g in forced] == list(inputs["question_id"])
-    for generation, retrieved, messages in zip(forced, inputs["retrieved_ids"],
-                                               inputs["messages"]):
-        parsed = parsing.parse_reader_output(generation.raw_output)
-        assert parsed.parse_ok, generation.raw_output
-        assert set(parsed.sources) <= set(retrieved), (generation.raw_output, retrieved)
-        assert generation.grammar_complete and generation.ended_by_eos
-        assert not generation.hit_token_cap
-        assert constrained.reply_matches_gbnf(retrieved, generation.raw_output)
-        # Keyed by the GBNF grammar the server ran: never the unconstrained reply's key,
-        # and never a live constrained reply's (that grammar bounds the answer in tokens).
-        gbnf_settings = {**server_reader.settings, "decoding": CONSTRAINED_GBNF,
-                         "grammar": constrained.build_gbnf(retrieved)}
-        assert generation.settings == gbnf_settings
-        assert generation.key == transcript_key(SMOL_ID, server_reader.revision, messages,
-                                                gbnf_settings)
-        live_settings = constrained.constrained_settings(
-            server_reader.settings, constrained.build_grammar(retrieved))
-        assert generation.key not in {server_reader.key(messages),
-                                      server_reader.key(messages, live_settings)}
-
-
-def test_recording_constrained_replies_from_llama_cpp_is_refused_up_front(llama_url,
-                                                                          tmp_path, capsys):
-    """``record --constrained`` keys replies by lesson 3's llguidance grammar; llama.cpp
-    runs the GBNF form, so the command refuses before sending a prompt."""
+    forced = generate_all(server_reader, rows, constrained=True).attrs["generations"]
+    for reply, retrieved, messages in zip(forced, rows["retrieved_ids"], rows["messages"]):
+        parsed = parsing.parse_reader_output(reply.raw_output)
+        assert parsed.parse_ok and set(parsed.sources) <= set(retrieved), reply.raw_output
+        assert reply.ended_by_eos and not reply.hit_token_cap
+        assert reply_matches_gbnf(retrieved, reply.raw_output)
+        gbnf = {**server_reader.settings, "decoding": CONSTRAINED_GBNF,
+                "grammar": build_gbnf(retrieved)}
+        assert reply.settings == gbnf
+        assert reply.key == transcript_key(SMOL_ID, server_reader.revision, messages, gbnf)
+        live = constrained_settings(server_reader.settings, build_grammar(retrieved))
+        assert reply.key not in {server_reader.key(messages), server_reader.key(messages, live)}
     transcript = tmp_path / "reader-transcript.jsonl"
     shutil.copyfile(TRANSCRIPT_PATH, transcript)
-    before = transcript.read_bytes()
-    assert reader_cli(["record", "--reader", SMOL, "--server", llama_url, "--constrained",
-                       "--transcript", str(transcript)]) == 1
+    capsys.readouterr()
+    assert runtime_cli(["record", "reader", "--reader", SMOL, "--server", llama_url,
+                        "--constrained", "--transcript", str(transcript)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: reader server {llama_url}, before any question was sent")
-    assert "enforces the GBNF form of the grammar" in err and "vLLM" in err
-    assert transcript.read_bytes() == before
+    assert "enforces another form of it" in err and "vLLM" in err
+    assert transcript.read_bytes() == TRANSCRIPT_PATH.read_bytes()
 
 
 def test_the_penalty_reaches_the_reply_but_not_the_prompt(llama_url, inputs):
-    """What the README says about llama-cpp-python's repeat_penalty, measured: at a penalty
-    of 100 the reply never repeats one of its own tokens, yet it is full of tokens the
-    prompt uses, which a penalty over the prompt (transformers') would all but forbid."""
-    import dataclasses
-
-    from helpers.reader.generation import ServerReader
-    from helpers.reader.registry import get_reader_spec
-
+    """What ENGINES and the guide say about llama-cpp-python's repeat_penalty, measured: at
+    a penalty of 100 the reply never repeats one of its own tokens, yet it is full of
+    tokens the prompt uses, which a penalty over the prompt (transformers') would all but
+    forbid."""
     spec = get_reader_spec(SMOL)
     harsh = dataclasses.replace(spec, settings={**spec.settings, "repetition_penalty": 100.0})
-    server_reader = ServerReader(harsh, llama_url)
     messages = inputs["messages"].iloc[0]
-    reply = server_reader.generate(messages, "Q1").raw_output
+    reply = ask(ServerReader(harsh, llama_url), messages).raw_output
     tokens = _tokenize(llama_url, reply)
     assert len(tokens) == len(set(tokens)), reply
     prompt_tokens = set(_tokenize(llama_url, messages[0]["content"] + "\n" +
                                   messages[1]["content"]))
-    from_prompt = [t for t in tokens if t in prompt_tokens]
-    assert len(from_prompt) >= 5, (reply, from_prompt)
-
-
-def test_lesson_5_prompts_record_from_a_server_and_show_beside_another_readers(llama_url,
-                                                                             tmp_path):
-    """`python -m helpers.attacks record --server` records lesson 5's attack prompts (one
-    attack's here, to keep it short); the lesson's own prompts then find them, and the
-    recorded replies, paired with their own runs without the attack, sit beside another
-    reader's in the table the page shows."""
-    from helpers import attacks, pinned_reader
-    from helpers.fixture import load_attack_fixture
-
-    transcript = tmp_path / "reader-transcript.jsonl"
-    assert attacks.main(["record", "--reader", SMOL, "--server", llama_url, "--attack", "A04",
-                         "--transcript", str(transcript)]) == 0
-    entries = read_transcript(transcript)
-    assert entries and all(e.question_id.startswith("A04 ") for e in entries)
-    assert all(e.recorded_by.startswith("server ") for e in entries)
-    prompts = attacks.record_prompts("attacks")  # every prompt the lesson asks about
-    recorded = load_reader(SMOL, mode="recorded", transcript=transcript)
-    lookup = pinned_reader.transcript_lookup(recorded, prompts, ("question_id",))
-    found = prompts.loc[lookup["recorded"].to_numpy(), "attack_id"]
-    assert len(found) == len(entries) and set(found) == {"A04"}
-    source = pinned_reader.PinnedSource("none", None, lookup)
-    replies = pinned_reader.pinned_replies(source, prompts, key=SMOL, transcript=transcript)
-    assert list(replies["question_id"]) == list(prompts.loc[lookup["recorded"].to_numpy(),
-                                                            "question_id"])
-    rules = dict(zip(load_attack_fixture().questions["attack_id"],
-                     load_attack_fixture().questions["success_rule"]))
-    table = attacks.side_by_side(replies, replies, rules)
-    assert len(table) == (replies["condition"] == attacks.UNDER_ATTACK).sum()
-    assert table["second_caused"].notna().all()  # each paired with its run without the attack
-    assert (table["first_reply"] == table["second_reply"]).all()
+    assert len([t for t in tokens if t in prompt_tokens]) >= 5, reply

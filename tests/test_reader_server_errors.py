@@ -5,7 +5,9 @@ real engine cannot be made to misbehave on demand; the good paths run against th
 llama.cpp server in ``test_reader_server.py``. Every error must name the URL, the
 question and what was wrong, and nothing may reach a transcript. The same small server
 also stands in for what no engine on this machine can be: vLLM (no GPU here) and
-llama.cpp's own ``llama-server``, which report the path of the model they serve.
+llama.cpp's own ``llama-server``, which report the path of the model they serve. It is
+told which question each prompt belongs to (``question_of``): the question id travels
+beside the prompt, never inside a request.
 """
 from __future__ import annotations
 
@@ -20,82 +22,53 @@ import pytest
 
 pytest.importorskip("openai")
 
-from fake_server import SMOL_FILE, FakeServer, echo_question, good_reply  # noqa: E402
+from fake_server import SMOL_FILE, FakeServer, echo_question, good_reply, question_of  # noqa: E402
 
-from helpers.reader.generation import _question_of  # noqa: E402
-
-from helpers import reader  # noqa: E402
-from helpers.paths import PROJECT_ROOT  # noqa: E402
-from helpers.reader import (  # noqa: E402
-    TRANSCRIPT_PATH,
-    ServerError,
-    WrongModelError,
-    generate_all,
-    load_reader,
-    read_transcript,
-)
-from helpers.reader.__main__ import main as reader_cli  # noqa: E402
-from helpers.reader.llama_server import free_port  # noqa: E402
-from helpers.reader.record import record_into  # noqa: E402
-from helpers.reader.report import mode_sentence, token_count_note  # noqa: E402
-from helpers.reader.server import check_reply, ENGINES  # noqa: E402
-from helpers.reader.transcript import CONSTRAINED  # noqa: E402
+from helpers.decoding import CONSTRAINED  # noqa: E402
+from helpers.grammar import build_gbnf, build_grammar, constrained_settings  # noqa: E402
+from helpers.judge import JUDGE_GRAMMAR  # noqa: E402
+from runtime.cli import main as runtime_cli  # noqa: E402
+from runtime.llama_server import free_port  # noqa: E402
+from runtime.paths import PROJECT_ROOT  # noqa: E402
+from runtime.readers import generate_all, load_reader, mode_sentence  # noqa: E402
+from runtime.records import TRANSCRIPT_PATH, read_transcript  # noqa: E402
+from runtime.registry import ReaderError  # noqa: E402
+from runtime.server import ENGINES, ServerError, WrongModelError, check_reply  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("no_server_environment")
 
-SMOL = "smollm2_135m_instruct"
-QWEN = "qwen_1_5b_instruct"
+SMOL, QWEN = "smollm2_135m_instruct", "qwen_1_5b_instruct"
+SMOL_ID, QWEN_ID = "HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"
 QWEN_REVISION = "989aa7980e4cf806f80c7fef2b1adb7bc71aa306"
+CACHE = "/hf/hub/models--Qwen--Qwen2.5-1.5B-Instruct/snapshots"
 
 
 @pytest.fixture
 def transcript_copy(tmp_path):
-    path = tmp_path / "reader-transcript.jsonl"
-    shutil.copyfile(TRANSCRIPT_PATH, path)
-    return path
+    return shutil.copyfile(TRANSCRIPT_PATH, tmp_path / "reader-transcript.jsonl")
 
 
-def first_question(inputs):
-    return inputs["messages"].iloc[0], inputs["question_id"].iloc[0]
+def record(url, transcript, *options):
+    """``python -m runtime record reader`` from the server at ``url``; its exit status."""
+    return runtime_cli(["record", "reader", "--reader", SMOL, "--server", url,
+                        "--transcript", str(transcript), *options])
 
 
 # ------------------------------------------------------------------ cannot connect
 
 
-def test_connection_refused_at_load_names_the_url():
+def test_a_server_that_is_not_there_is_named_at_load_and_mid_lesson(inputs):
     url = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(ServerError) as caught:
         load_reader(SMOL, mode="server", url=url)
-    message = str(caught.value)
-    assert url in message and "before any question was sent" in message
-    assert "Connection refused" in message or "ConnectError" in message
-
-
-def test_connection_refused_mid_lesson_names_the_question(inputs):
+    assert f"reader server {url}, before any question was sent: listing the served models " \
+           "failed: cannot connect" in str(caught.value)
     with FakeServer("ok") as fake:
         server_reader = load_reader(SMOL, mode="server", url=fake.url)
-        url = fake.url
-    # The server is gone now: the next request is refused.
-    messages, qid = first_question(inputs)
-    with pytest.raises(ServerError) as caught:
-        server_reader.generate(messages, qid)
-    assert caught.value.url == url and caught.value.question_id == qid
-    assert f"question {qid}" in str(caught.value) and "cannot connect" in str(caught.value)
-
-
-def test_a_stalled_server_times_out_within_the_configured_bound(inputs, monkeypatch):
-    monkeypatch.setenv("RIVERTON_READER_TIMEOUT", "0.5")
-    with FakeServer("stall") as fake:
-        server_reader = load_reader(SMOL, mode="server", url=fake.url)
-        assert server_reader.timeout == 0.5
-        messages, qid = first_question(inputs)
-        started = time.monotonic()
-        with pytest.raises(ServerError) as caught:
-            server_reader.generate(messages, qid)
-        elapsed = time.monotonic() - started
-    assert elapsed < 5, elapsed
-    assert "no reply within 0.5 s" in str(caught.value) and fake.url in str(caught.value)
-    assert "RIVERTON_READER_TIMEOUT" in str(caught.value)
+    with pytest.raises(ServerError) as caught:  # the server is gone now
+        generate_all(server_reader, inputs.iloc[:1])
+    assert caught.value.url == fake.url and caught.value.question_id == "Q1"
+    assert f"reader server {fake.url}, question Q1: cannot connect" in str(caught.value)
 
 
 @pytest.mark.parametrize("variable, value", [
@@ -105,7 +78,7 @@ def test_a_stalled_server_times_out_within_the_configured_bound(inputs, monkeypa
 def test_bad_settings_are_refused_naming_the_variable(variable, value, monkeypatch):
     monkeypatch.setenv(variable, value)
     with FakeServer("ok") as fake:
-        with pytest.raises(reader.ReaderError, match=variable):
+        with pytest.raises(ReaderError, match=f"environment variable {variable} is '{value}'"):
             load_reader(SMOL, mode="server", url=fake.url)
 
 
@@ -125,23 +98,24 @@ def test_bad_settings_are_refused_naming_the_variable(variable, value, monkeypat
     ("hidden_cap", "took all 48 tokens yet says it ended with the end-of-sequence token"),
     ("server_cap", "cut off after 20 tokens, before the 48 requested"),
     ("over_cap", "took 60 tokens, more than the 48 requested"),
+    ("stall", "no reply within 0.5 s (the timeout; set RIVERTON_READER_TIMEOUT to wait longer)"),
 ])
-def test_each_bad_reply_names_url_question_and_problem(behaviour, expected, inputs,
-                                                       transcript_copy):
+def test_each_bad_reply_names_url_question_and_problem_and_records_nothing(
+        behaviour, expected, inputs, transcript_copy, capsys, monkeypatch):
     before = transcript_copy.read_bytes()
+    monkeypatch.setenv("RIVERTON_READER_TIMEOUT", "0.5")
     with FakeServer(behaviour) as fake:
         server_reader = load_reader(SMOL, mode="server", url=fake.url)
-        # The lesson's call: it stops here, as a parse failure would stop the page.
-        with pytest.raises(ServerError) as caught:
+        started = time.monotonic()
+        with pytest.raises(ServerError) as caught:  # the lesson's call stops here
             generate_all(server_reader, inputs)
-        # The record command's call: the transcript is left exactly as it was.
-        with pytest.raises(ServerError):
-            record_into(load_reader(SMOL, mode="server", url=fake.url), inputs,
-                        transcript_copy)
+        assert time.monotonic() - started < 5  # within the configured bound
+        assert record(fake.url, transcript_copy) == 1  # and so does the record command
     message = str(caught.value)
-    assert expected in message, message
-    assert fake.url in message and caught.value.question_id in set(inputs["question_id"])
-    assert f"question {caught.value.question_id}" in message
+    assert message.startswith(f"reader server {fake.url}, question {caught.value.question_id}: ")
+    assert expected in message and caught.value.question_id in set(inputs["question_id"])
+    last = capsys.readouterr().err.splitlines()[-1]  # after the progress bar
+    assert last.startswith(f"error: reader server {fake.url}, question ")
     assert transcript_copy.read_bytes() == before
     assert sorted(p.name for p in transcript_copy.parent.iterdir()) == [transcript_copy.name]
 
@@ -158,249 +132,164 @@ def test_a_hidden_cap_is_caught_only_where_the_engine_leaves_eos_uncounted():
 # -------------------------------------------------------------------- concurrency
 
 
-def test_prompts_run_concurrently_within_the_bound_and_come_back_in_order(inputs):
+@pytest.mark.parametrize("bound, fail", [(1, set()), (3, set()), (4, {"Q4"})])
+def test_prompts_run_within_the_bound_and_come_back_in_order_or_stop_at_one_failed(
+        inputs, bound, fail):
     qids = list(inputs["question_id"])
     # The first questions answer last, so arrival order is the reverse of question order.
     delays = {qid: 0.1 * (len(qids) - i) for i, qid in enumerate(qids)}
-    with FakeServer(echo_question(delays)) as fake:
-        server_reader = load_reader(SMOL, mode="server", url=fake.url, concurrency=3)
+    with FakeServer(echo_question(inputs, delays, fail)) as fake:
+        server_reader = load_reader(SMOL, mode="server", url=fake.url, concurrency=bound)
+        if fail:
+            with pytest.raises(ServerError) as caught:
+                generate_all(server_reader, inputs)
+            assert caught.value.question_id == "Q4" and "HTTP 500" in str(caught.value)
+            assert "failed on Q4" in str(caught.value)  # the server's own words
+            return
         results = generate_all(server_reader, inputs)
     assert list(results["question_id"]) == qids
     assert list(results["raw_output"]) == [f"Answer: {q}\nSources: none" for q in qids]
-    assert fake.max_in_flight == 3
-    assert len(fake.requests) == len(qids)  # one request per prompt: counting reused it
+    assert fake.max_in_flight == bound
+    assert len(fake.requests) == len(qids)  # one request per prompt
 
 
-def test_a_bound_of_one_sends_one_prompt_at_a_time(inputs):
-    with FakeServer(echo_question({q: 0.05 for q in inputs["question_id"]})) as fake:
-        generate_all(load_reader(SMOL, mode="server", url=fake.url, concurrency=1), inputs)
-    assert fake.max_in_flight == 1 and len(fake.requests) == len(inputs)
+# ------------------------------------------------------- requests and the grammar
 
 
-def test_one_failed_prompt_among_many_stops_the_batch_naming_it(inputs):
-    with FakeServer(echo_question(fail={"Q4"})) as fake:
-        server_reader = load_reader(SMOL, mode="server", url=fake.url, concurrency=4)
-        with pytest.raises(ServerError) as caught:
-            generate_all(server_reader, inputs)
-    assert caught.value.question_id == "Q4" and "failed on Q4" in str(caught.value)
-
-
-# ------------------------------------------------------- requests and engine naming
-
-
-@pytest.mark.parametrize("engine, penalty", [
-    ("llama-cpp-python", "repeat_penalty"), ("vLLM", "repetition_penalty"),
-    (None, "repetition_penalty"),
-])
-def test_requests_are_greedy_capped_and_name_the_penalty_as_the_engine_does(engine, penalty,
-                                                                            inputs):
-    with FakeServer("ok", engine=engine) as fake:
+@pytest.mark.parametrize("engine, penalty, field", [
+    ("llama-cpp-python", "repeat_penalty", "grammar"),
+    ("vLLM", "repetition_penalty", "structured_outputs"), (None, "repetition_penalty", None)])
+def test_requests_are_greedy_and_carry_the_penalty_and_grammar_as_the_engine_names_them(
+        inputs, engine, penalty, field):
+    rows = inputs.iloc[:1]
+    ids = rows["retrieved_ids"].iloc[0]
+    with FakeServer("ok", engine=engine, model_id=SMOL_ID) as fake:
         server_reader = load_reader(SMOL, mode="server", url=fake.url)
-        server_reader.generate(*first_question(inputs))
-    (body,) = fake.requests
-    assert body["temperature"] == 0 and body["max_tokens"] == 48
-    assert body[penalty] == 1.05
-    other = {"repeat_penalty", "repetition_penalty"} - {penalty}
-    assert not other & set(body)
-    assert body["model"] == fake.model_id
-    assert body["messages"] == first_question(inputs)[0]
-
-
-def test_the_grammar_travels_in_each_engines_own_form(inputs):
-    from helpers.reader import constrained
-
-    messages, qid = first_question(inputs)
-    ids = inputs["retrieved_ids"].iloc[0]
-    with FakeServer("ok", engine="llama-cpp-python") as fake:
-        constrained.generate_constrained(load_reader(SMOL, mode="server", url=fake.url),
-                                         messages, ids, qid)
-    assert fake.requests[0]["grammar"] == constrained.build_gbnf(ids)
-    with FakeServer("ok", engine="vLLM") as fake:
-        constrained.generate_constrained(load_reader(SMOL, mode="server", url=fake.url),
-                                         messages, ids, qid)
-    assert fake.requests[0]["structured_outputs"] == {"grammar": constrained.build_grammar(ids)}
-
-
-def test_an_engine_that_cannot_enforce_the_grammar_is_refused(inputs):
-    from helpers.reader import constrained
-
-    messages, qid = first_question(inputs)
-    with FakeServer("ok", engine=None) as fake:
-        server_reader = load_reader(SMOL, mode="server", url=fake.url)
-        with pytest.raises(ServerError, match="cannot enforce the reply format") as caught:
-            constrained.generate_constrained(server_reader, messages,
-                                             inputs["retrieved_ids"].iloc[0], qid)
-        assert fake.requests == []  # refused before anything was sent
-    assert caught.value.question_id == qid
+        plain = generate_all(server_reader, rows).attrs["generations"][0]
+        if field is None:
+            with pytest.raises(ServerError, match="cannot enforce the reply format") as caught:
+                generate_all(server_reader, rows, constrained=True)
+            assert caught.value.question_id == "Q1" and len(fake.requests) == 1  # none sent
+        else:
+            forced = generate_all(server_reader, rows, constrained=True).attrs["generations"][0]
+            with pytest.raises(ReaderError, match="not a grammar of its own"):
+                generate_all(server_reader, rows, grammar=JUDGE_GRAMMAR)
+    body = fake.requests[0]
+    assert body["temperature"] == 0 and body["max_tokens"] == 48 and body[penalty] == 1.05
+    assert not ({"repeat_penalty", "repetition_penalty"} - {penalty}) & set(body)
+    assert body["model"] == SMOL_ID and body["messages"] == rows["messages"].iloc[0]
+    if field is None:
+        return
+    assert len(fake.requests) == 2  # the grammar's reply was not served from the plain one's
+    assert fake.requests[1][field] == (build_gbnf(ids) if field == "grammar"
+                                       else {"grammar": build_grammar(ids)})
+    assert field not in body and forced.key != plain.key
+    if engine == "vLLM":  # lesson 3's own grammar: keyed as a live constrained reply
+        live = constrained_settings(server_reader.settings, build_grammar(ids))
+        assert forced.settings == live
+        assert forced.key == server_reader.key(rows["messages"].iloc[0], live)
 
 
 # ------------------------------------------------------------ model and revision
 
-
-def test_a_server_with_another_model_is_refused_naming_both():
-    with FakeServer("ok", model_id="gpt-4o-mini") as fake:
-        with pytest.raises(WrongModelError) as caught:
-            load_reader(SMOL, mode="server", url=fake.url)
-    message = str(caught.value)
-    assert "gpt-4o-mini" in message and "HuggingFaceTB/SmolLM2-135M-Instruct" in message
-    assert SMOL_FILE in message and fake.url in message
-
-
-def test_a_reported_snapshot_revision_is_checked_against_the_pin():
-    other = "0" * 40
-    cache = "/hf/hub/models--Qwen--Qwen2.5-1.5B-Instruct/snapshots"
-    with FakeServer("ok", engine="vLLM", model_id=f"{cache}/{other}") as fake:
-        with pytest.raises(WrongModelError) as caught:
-            load_reader(QWEN, mode="server", url=fake.url)
-    assert other in str(caught.value) and QWEN_REVISION in str(caught.value)
-    with FakeServer("ok", engine="vLLM", model_id="Qwen/Qwen2.5-1.5B-Instruct",
-                    model_root=f"{cache}/{QWEN_REVISION}") as fake:
-        server_reader = load_reader(QWEN, mode="server", url=fake.url)
-    assert server_reader.server.served_model == "Qwen/Qwen2.5-1.5B-Instruct"
-    assert server_reader.server.revision_checked is True
-    assert server_reader.server.engine_label == "vLLM 0.0-test"
-
-
-SMOL_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
-QWEN_ID = "Qwen/Qwen2.5-1.5B-Instruct"
 QWEN_GGUF = "/srv/models/qwen2.5-1.5b-instruct-q4_k_m.gguf"
+SMOL_Q8 = "/srv/models/SmolLM2-135M-Instruct.Q8_0.gguf"
+SMOL_SNAPSHOT = f"/hf/hub/models--HuggingFaceTB--SmolLM2-135M-Instruct/snapshots/{'1' * 40}"
+HOME_CACHE = f"/home/teacher/.cache/huggingface/hub/{CACHE[8:]}/{QWEN_REVISION}"
 
 
-@pytest.mark.parametrize("engine, key, listed, path, served, pinned", [
-    # vLLM loads GGUF files too; it reports the file as the model's root.
-    ("vLLM", QWEN, QWEN_ID, QWEN_GGUF, "qwen2.5-1.5b-instruct-q4_k_m.gguf", QWEN_REVISION),
-    # llama.cpp's llama-server reports the file in /props.
-    ("llama.cpp", QWEN, QWEN_ID, QWEN_GGUF, "qwen2.5-1.5b-instruct-q4_k_m.gguf",
-     QWEN_REVISION),
-    ("llama.cpp", SMOL, SMOL_ID, "/srv/models/SmolLM2-135M-Instruct.Q8_0.gguf",
-     "SmolLM2-135M-Instruct.Q8_0.gguf", SMOL_FILE),
-    ("vLLM", SMOL, SMOL_ID, "/srv/models/SmolLM2-135M-Instruct.Q8_0.gguf",
-     "SmolLM2-135M-Instruct.Q8_0.gguf", SMOL_FILE),
+@pytest.mark.parametrize("engine, key, listed, path, expected", [
+    ("llama-cpp-python", SMOL, "gpt-4o-mini", None,
+     ["the server serves gpt-4o-mini, but reader", SMOL_ID, SMOL_FILE]),
+    ("vLLM", QWEN, f"{CACHE}/{'0' * 40}", None,
+     [f"at revision {'0' * 40}", f"pins revision {QWEN_REVISION}"]),
+    # A GGUF file other than the pinned one, under the reader's own name: vLLM reports it
+    # as the model's root, llama.cpp's llama-server in /props.
+    ("vLLM", QWEN, QWEN_ID, QWEN_GGUF, [f"the server lists {QWEN_ID} but serves the GGUF file "
+                                        f"{QWEN_GGUF}", QWEN_REVISION]),
+    ("llama.cpp", QWEN, QWEN_ID, QWEN_GGUF, [f"serves the GGUF file {QWEN_GGUF}", QWEN_REVISION]),
+    ("llama.cpp", SMOL, SMOL_ID, SMOL_Q8, [f"the server lists {SMOL_ID} but serves the GGUF "
+                                          f"file SmolLM2-135M-Instruct.Q8_0.gguf", SMOL_FILE]),
+    ("vLLM", SMOL, SMOL_ID, SMOL_Q8, ["serves the GGUF file SmolLM2-135M-Instruct.Q8_0.gguf"]),
+    # SmolLM2 is pinned to its GGUF file: the Hub snapshot is another checkpoint.
+    ("vLLM", SMOL, SMOL_ID, SMOL_SNAPSHOT, [f"serves {SMOL_SNAPSHOT}, not a GGUF file",
+                                           SMOL_FILE]),
+    # Accepted: what was checked, the label pages and transcripts show, the note.
+    ("vLLM", QWEN, QWEN_ID, f"{CACHE}/{QWEN_REVISION}", (True, QWEN_ID, (
+        f"the server's model path names revision {QWEN_REVISION}, the pinned one"))),
+    # `vllm serve PATH` without --served-model-name lists the path on its disk as the id.
+    ("vLLM", QWEN, HOME_CACHE, None, (True, HOME_CACHE[HOME_CACHE.index("models--"):],
+                                      "names revision")),
+    ("vLLM", QWEN, QWEN_ID, None, (None, QWEN_ID, (
+        f"the server reports no revision for {QWEN_ID}, so it is not checked that it serves "
+        f"the pinned revision {QWEN_REVISION}"))),
+    # llama-server on another machine: the pinned file's name, bytes not readable here.
+    ("llama.cpp", SMOL, SMOL_ID, f"/srv/models/{SMOL_FILE}", (None, SMOL_FILE, (
+        f"the server reports the file name {SMOL_FILE} but not its SHA-256"))),
 ])
-def test_another_gguf_file_under_the_pinned_models_name_is_refused(engine, key, listed, path,
-                                                                   served, pinned):
-    """A model listed under the reader's own name is refused when the server reports that
-    it serves a GGUF file other than the pinned one, naming both."""
+def test_the_served_model_is_matched_to_the_pin(engine, key, listed, path, expected):
+    """Another model, revision or file is refused naming both, before any prompt is sent;
+    the pinned one is accepted, saying what could be checked."""
     with FakeServer("ok", engine=engine, model_id=listed, model_root=path,
                     model_path=path) as fake:
-        with pytest.raises(WrongModelError) as caught:
-            load_reader(key, mode="server", url=fake.url)
-        assert fake.requests == []
-    message = str(caught.value)
-    assert f"the server lists {listed} but serves the GGUF file" in message
-    assert served in message and pinned in message and fake.url in message
-
-
-def test_a_gguf_reader_served_from_a_snapshot_folder_is_refused():
-    """SmolLM2 is pinned to its Q4_1 GGUF file; vLLM serving the Hub snapshot of the same
-    model (unquantised weights) serves another checkpoint."""
-    snapshot = f"/hf/hub/models--HuggingFaceTB--SmolLM2-135M-Instruct/snapshots/{'1' * 40}"
-    with FakeServer("ok", engine="vLLM", model_id=SMOL_ID, model_root=snapshot) as fake:
-        with pytest.raises(WrongModelError) as caught:
-            load_reader(SMOL, mode="server", url=fake.url)
-    assert f"serves {snapshot}, not a GGUF file" in str(caught.value)
-    assert SMOL_FILE in str(caught.value)
-
-
-def test_the_pinned_file_named_by_llama_server_is_accepted_by_name():
-    """llama.cpp's llama-server on another machine: the file name is the pinned one, its
-    bytes cannot be read from here, and the note says so."""
-    with FakeServer("ok", engine="llama.cpp", model_id=SMOL_ID,
-                    model_path=f"/srv/models/{SMOL_FILE}") as fake:
-        server_reader = load_reader(SMOL, mode="server", url=fake.url)
-    info = server_reader.server
-    assert info.engine_label == "llama.cpp b0000-test"
-    assert info.revision_checked is None and info.label == SMOL_FILE
-    assert "reports the file name SmolLM2-135M-Instruct.Q4_1.gguf but not its SHA-256" in (
-        info.revision_note)
-
-
-def test_a_snapshot_path_is_kept_from_its_cache_folder_on_in_the_provenance():
-    """``vllm serve PATH`` without ``--served-model-name`` lists the local path as the
-    model id; the transcript keeps no folder of the server's machine."""
-    folder = "/home/teacher/.cache/huggingface/hub"
-    cached = f"models--Qwen--Qwen2.5-1.5B-Instruct/snapshots/{QWEN_REVISION}"
-    with FakeServer("ok", engine="vLLM", model_id=f"{folder}/{cached}") as fake:
-        server_reader = load_reader(QWEN, mode="server", url=fake.url)
-    info = server_reader.server
-    assert info.served_model == f"{folder}/{cached}"  # requests name it as listed
-    assert info.revision_checked is True and info.label == cached
-    assert f"serving {cached};" in info.provenance and "/home/teacher" not in info.provenance
-
-
-def test_a_server_that_reports_no_revision_is_accepted_and_says_so():
-    with FakeServer("ok", engine="vLLM", model_id="Qwen/Qwen2.5-1.5B-Instruct") as fake:
-        server_reader = load_reader(QWEN, mode="server", url=fake.url)
-    assert server_reader.server.revision_checked is None
-    assert "reports no revision" in server_reader.server.revision_note
-    assert QWEN_REVISION in server_reader.server.revision_note
-    assert server_reader.revision == QWEN_REVISION  # the key uses the pin, as live does
+        if isinstance(expected, list):
+            with pytest.raises(WrongModelError) as caught:
+                load_reader(key, mode="server", url=fake.url)
+            assert fake.requests == []
+            message = str(caught.value)
+            assert message.startswith(f"reader server {fake.url}, before any question was sent")
+            assert all(part in message for part in expected), message
+            return
+        server_reader = load_reader(key, mode="server", url=fake.url)
+    info, (checked, label, note) = server_reader.server, expected
+    assert info.served_model == listed  # requests name it as the server lists it
+    assert (info.revision_checked, info.label) == (checked, label) and note in info.revision_note
+    assert info.engine_label == f"{engine} {'0.0-test' if engine == 'vLLM' else 'b0000-test'}"
+    assert info.provenance == f"server {info.engine_label}, serving {label}; " \
+                              f"{info.revision_note}" and "/home/teacher" not in info.provenance
+    assert server_reader.revision == server_reader.spec.revision or key == SMOL
 
 
 # ---------------------------------------------------------------------- modes
 
 
-def test_auto_mode_uses_the_server_when_a_url_is_set(monkeypatch):
+def test_a_set_url_decides_auto_mode_and_is_never_skipped(monkeypatch):
     with FakeServer("ok") as fake:
         monkeypatch.setenv("RIVERTON_READER_URL", fake.url)
         assert load_reader(SMOL).mode == "server"
+        assert load_reader(SMOL, mode="server", url=fake.url.removesuffix("/v1") + "/"
+                           ).url == fake.url  # /v1 added
         monkeypatch.setenv("RIVERTON_READER_MODE", "recorded")
         assert load_reader(SMOL).mode == "recorded"  # an explicit mode wins
-
-
-def test_auto_mode_with_a_dead_server_fails_rather_than_replaying(monkeypatch):
+    monkeypatch.delenv("RIVERTON_READER_MODE")
     monkeypatch.setenv("RIVERTON_READER_URL", f"http://127.0.0.1:{free_port()}/v1")
     with pytest.raises(ServerError):
-        load_reader(QWEN)
-
-
-def test_server_mode_without_a_url_says_how_to_give_one():
-    with pytest.raises(reader.ReaderError, match="RIVERTON_READER_URL"):
+        load_reader(QWEN)  # a dead server fails rather than replaying
+    monkeypatch.delenv("RIVERTON_READER_URL")
+    with pytest.raises(ReaderError, match="RIVERTON_READER_URL=http://HOST:PORT/v1"):
         load_reader(SMOL, mode="server")
-
-
-def test_a_url_without_v1_gets_it_and_a_bad_url_is_refused():
-    with FakeServer("ok") as fake:
-        root = fake.url.removesuffix("/v1")
-        assert load_reader(SMOL, mode="server", url=root + "/").url == fake.url
-    with pytest.raises(reader.ReaderError, match="not an http"):
+    with pytest.raises(ReaderError, match="'127.0.0.1:8000' is not an http"):
         load_reader(SMOL, mode="server", url="127.0.0.1:8000")
 
 
-# ------------------------------------------------------------ what the page says
-
-
-def test_recorded_and_live_mode_sentences_are_unchanged(inputs):
+def test_recorded_and_live_mode_sentences(inputs):
     recorded = load_reader(QWEN, mode="recorded")
     results = generate_all(recorded, inputs)
     assert mode_sentence(recorded, results) == (
         "**Reader mode for this render:** recorded. The outputs below were replayed from "
         "the recorded transcript `data/riverton/reader-transcript.jsonl`, for "
-        f"`Qwen/Qwen2.5-1.5B-Instruct` at revision `{QWEN_REVISION}`. The recorded entries "
+        f"`{QWEN_ID}` at revision `{QWEN_REVISION}`. The recorded entries "
         "were transcribed from a reference render of this lesson made with the pinned "
         "model; running the model live needs its weights in the local Hugging Face cache "
-        "(see the README)."
-    )
-    assert token_count_note(results) is None
-    live_like = results.assign(mode="live", provenance=None)
-    assert mode_sentence(recorded, live_like) == (
+        "(see the README).")
+    assert mode_sentence(recorded, results.assign(mode="live", provenance=None)) == (
         "**Reader mode for this render:** live. The outputs below were generated live on "
-        "this machine with transformers, for `Qwen/Qwen2.5-1.5B-Instruct` at revision "
-        f"`{QWEN_REVISION}`."
-    )
+        f"this machine with transformers, for `{QWEN_ID}` at revision `{QWEN_REVISION}`.")
+    with pytest.raises(ValueError, match="more than one mode"):
+        mode_sentence(recorded, results.assign(mode=["live"] + ["recorded"] * 5))
 
 
 # --------------------------------------------------------- the record command
-
-
-def test_record_against_a_refusing_server_exits_with_the_error(transcript_copy, capsys):
-    before = transcript_copy.read_bytes()
-    url = f"http://127.0.0.1:{free_port()}/v1"
-    assert reader_cli(["record", "--reader", SMOL, "--server", url,
-                       "--transcript", str(transcript_copy)]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error: reader server ") and url in err
-    assert transcript_copy.read_bytes() == before
 
 
 @pytest.mark.slow  # a fresh interpreter imports the book's stack: about 15 s
@@ -408,96 +297,65 @@ def test_an_interrupted_record_leaves_the_transcript_as_it_was(transcript_copy):
     before = transcript_copy.read_bytes()
     with FakeServer("stall") as fake:
         process = subprocess.Popen(
-            [sys.executable, "-m", "helpers.reader", "record", "--reader", SMOL,
+            [sys.executable, "-m", "runtime", "record", "reader", "--reader", SMOL,
              "--server", fake.url, "--transcript", str(transcript_copy)],
             cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env={**os.environ, "RIVERTON_READER_TIMEOUT": "60"},
-        )
+            env={**os.environ, "RIVERTON_READER_TIMEOUT": "60"})
         try:
             deadline = time.monotonic() + 60
             while not fake.requests and time.monotonic() < deadline:
                 time.sleep(0.1)
             assert fake.requests, "the record command never reached the server"
             process.send_signal(signal.SIGINT)
-            process.wait(timeout=30)
+            process.wait(timeout=30)  # at once, not after the stalled requests time out
         finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    assert process.returncode != 0
-    assert transcript_copy.read_bytes() == before
+            process.kill()
+            process.wait()
+    assert process.returncode != 0 and transcript_copy.read_bytes() == before
     assert sorted(p.name for p in transcript_copy.parent.iterdir()) == [transcript_copy.name]
-    assert read_transcript(transcript_copy)
 
 
 def test_constrained_replies_from_a_server_running_the_llguidance_grammar_replay_as_live(
         inputs, transcript_copy, capsys):
-    """vLLM's guidance backend runs lesson 3's own Lark grammar, so ``record --server
-    --constrained`` keys its replies exactly as a live constrained run does, and lesson 3's
-    replay finds them. (A stand-in for vLLM: no GPU here.)"""
-    from helpers.reader import constrained
+    """vLLM's guidance backend runs lesson 3's own Lark grammar, so ``record reader --server
+    --constrained`` keys its replies exactly as a live constrained run does, and replay
+    finds them; a reply the server cut at the cap did not complete the grammar, which the
+    command says in one line (question, reply, URL) before it writes anything. (A
+    stand-in for vLLM: no GPU here.)"""
+    before, question = read_transcript(transcript_copy), question_of(inputs)
 
-    before = read_transcript(transcript_copy)
-    with FakeServer(echo_question(), engine="vLLM", model_id=SMOL_ID) as fake:
-        assert reader_cli(["record", "--reader", SMOL, "--server", fake.url, "--constrained",
-                           "--transcript", str(transcript_copy)]) == 0
-    assert "wrote 6 entries of smollm2_135m_instruct (constrained)" in capsys.readouterr().out
-    grammars = [constrained.build_grammar(ids) for ids in inputs["retrieved_ids"]]
+    def cut_short(body):  # all 48 tokens of Q4's reply spent inside the answer line
+        return 200, good_reply(text="Answer: the stipend is", finish="length",
+                               completion_tokens=48), 0.0
+
+    with FakeServer(echo_question(inputs), engine="vLLM", model_id=SMOL_ID) as fake:
+        echo, fake.behaviour = fake.behaviour, lambda body: (
+            cut_short if question(body) == "Q4" else echo)(body)
+        assert record(fake.url, transcript_copy, "--constrained") == 1
+        err = capsys.readouterr().err
+        assert err.splitlines()[-1] == (f"error: Q4: the constrained reply 'Answer: the "
+                                        f"stipend is' from {fake.url} did not complete the "
+                                        "grammar; nothing was recorded") and "Traceback" not in err
+        assert read_transcript(transcript_copy) == before
+        fake.behaviour, fake.requests[:] = echo, []
+        assert record(fake.url, transcript_copy, "--constrained") == 0
+    assert f"wrote 6 reader replies to {transcript_copy}" in capsys.readouterr().out
+    grammars = [build_grammar(ids) for ids in inputs["retrieved_ids"]]
     # Four requests in flight: they reach the server in any order.
-    assert sorted(body["structured_outputs"]["grammar"] for body in fake.requests) == sorted(
-        grammars)
-    recorded = load_reader(SMOL, mode="recorded", transcript=transcript_copy)
+    assert sorted(b["structured_outputs"]["grammar"] for b in fake.requests) == sorted(grammars)
     after = read_transcript(transcript_copy)
     new = [e for e in after if e not in before]
     assert [e.question_id for e in new] == list(inputs["question_id"])
+    recorded = load_reader(SMOL, mode="recorded", transcript=transcript_copy)
     for entry, messages, grammar in zip(new, inputs["messages"], grammars):
-        live_settings = constrained.constrained_settings(recorded.settings, grammar)
-        assert entry.key == recorded.key(messages, live_settings)  # a live run's key
-        assert entry.decoding == CONSTRAINED
+        assert entry.key == recorded.key(messages, constrained_settings(recorded.settings,
+                                                                        grammar))
+        assert entry.decoding == CONSTRAINED and entry.collection == \
+            "riverton-handbook-questions.csv, tfidf top 3"
         assert entry.recorded_by == "server vLLM 0.0-test, greedy under the reply grammar"
-    for row in inputs.itertuples(index=False):
-        replayed = constrained.replay_constrained(recorded, row.messages, row.retrieved_ids,
-                                                  row.question_id)
-        assert replayed.raw_output == f"Answer: {row.question_id}\nSources: none"
-    # The unconstrained replies to the same prompts are still there, untouched.
+    replayed = generate_all(recorded, inputs, constrained=True)
+    assert list(replayed["raw_output"]) == [f"Answer: {q}\nSources: none"
+                                            for q in inputs["question_id"]]
+    # The other entries, the unconstrained replies to the same prompts among them, stay.
     assert [e for e in after if e.decoding != CONSTRAINED] == [
         e for e in before if e.decoding != CONSTRAINED]
-
-
-def test_a_constrained_server_reply_cut_short_exits_naming_question_reply_and_url(
-        transcript_copy, capsys):
-    """A reply the server cut at the token cap did not complete the grammar: ``record``
-    says so in one line (question, reply, URL), with no traceback and no entry written."""
-    before = transcript_copy.read_bytes()
-
-    def cut_short(body):
-        qid = _question_of(body.get("messages", [])) or "?"
-        if qid == "Q4":  # all 48 tokens spent inside the answer line
-            return 200, good_reply(text="Answer: the stipend is", finish="length",
-                                   completion_tokens=48), 0.0
-        return 200, good_reply(text=f"Answer: {qid}\nSources: none"), 0.0
-
-    with FakeServer(cut_short, engine="vLLM", model_id=SMOL_ID) as fake:
-        assert reader_cli(["record", "--reader", SMOL, "--server", fake.url, "--constrained",
-                           "--transcript", str(transcript_copy)]) == 1
-    err = capsys.readouterr().err
-    assert err.startswith("error: Q4: the constrained reply 'Answer: the stipend is' from "
-                          f"{fake.url} did not complete the grammar"), err
-    assert "Traceback" not in err
-    assert transcript_copy.read_bytes() == before
-
-
-def test_a_constrained_server_reply_is_keyed_by_the_grammar_the_server_ran(inputs):
-    from helpers.reader import constrained
-
-    messages, qid = first_question(inputs)
-    ids = inputs["retrieved_ids"].iloc[0]
-    with FakeServer("ok", engine="vLLM", model_id=SMOL_ID) as fake:
-        server_reader = load_reader(SMOL, mode="server", url=fake.url)
-        forced = constrained.generate_constrained(server_reader, messages, ids, qid)
-        plain = server_reader.generate(messages, qid)
-    live_settings = constrained.constrained_settings(server_reader.settings,
-                                                     constrained.build_grammar(ids))
-    assert forced.settings == live_settings
-    assert forced.key == server_reader.key(messages, live_settings) != plain.key
-    assert len(fake.requests) == 2  # the plain reply was not served from the grammar's

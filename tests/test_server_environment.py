@@ -5,7 +5,7 @@ The packages installed in the lessons' kernel Python are part of every lesson's 
 next ``make book`` execute every lesson again. No lesson imports llama.cpp's server, so
 ``make test`` installs it into ``.venv-server/`` (``scripts/install-llama-server.sh``) and
 the server tests start it with that environment's Python
-(``helpers/reader/llama_server.py``).
+(``runtime/llama_server.py``).
 
 The slow test here runs what ``make test`` installs before it runs pytest (``make
 test-deps``), with the server's environment in a temporary folder, and compares every
@@ -26,8 +26,7 @@ import pytest
 
 from bookkit.build import load_book_config, read_chapter
 from bookkit.cache import LessonKey, ProjectInputs, explain, has_code
-from helpers.paths import PROJECT_ROOT
-from helpers.reader.llama_server import (
+from runtime.llama_server import (
     SERVER_PYTHON_VARIABLE,
     SERVER_VENV,
     LlamaServerError,
@@ -36,6 +35,7 @@ from helpers.reader.llama_server import (
     local_llama_server,
     server_python,
 )
+from runtime.paths import PROJECT_ROOT
 
 REQUIRE = "BOOK_REQUIRE_LLAMA_CPP"
 
@@ -45,13 +45,10 @@ def lesson_keys() -> dict[str, LessonKey]:
     importlib.invalidate_caches()
     config = load_book_config(PROJECT_ROOT)
     inputs = ProjectInputs.collect(PROJECT_ROOT, config.kernel)
-    keys = {}
-    for chapter in config.chapters:
-        if chapter.source.endswith(".ipynb") and chapter.present:
-            nb = read_chapter(PROJECT_ROOT, chapter)
-            if has_code(nb):
-                keys[chapter.source] = LessonKey.compute(nb, inputs)
-    return keys
+    notebooks = {chapter.source: read_chapter(PROJECT_ROOT, chapter) for chapter in
+                 config.chapters if chapter.source.endswith(".ipynb") and chapter.present}
+    return {source: LessonKey.compute(nb, inputs) for source, nb in notebooks.items()
+            if has_code(nb)}
 
 
 def pinned_llama_cpp_version() -> str:
@@ -102,20 +99,18 @@ def test_installing_the_server_as_make_test_does_changes_no_lesson_key(tmp_path)
     assert stamp.is_file(), f"make test-deps did not install the server into {server_venv}"
     assert "llama.cpp runs on this CPU" in result.stdout
     python = server_venv / "bin" / "python"
-    assert llama_server_installed(python)
-    assert llama_server_version(python) == pinned_llama_cpp_version()
+    assert llama_server_installed(python) and llama_server_version(python) == \
+        pinned_llama_cpp_version()
 
 
-def test_the_server_python_is_the_server_environment_unless_named(monkeypatch, tmp_path):
+def test_the_server_python_is_named_or_the_server_environment_and_must_hold_the_server(
+        monkeypatch, tmp_path):
+    """The default, a named one, a missing interpreter, and one that cannot import
+    llama_cpp (a bare venv)."""
     monkeypatch.delenv(SERVER_PYTHON_VARIABLE, raising=False)
     assert server_python() == PROJECT_ROOT / ".venv-server" / "bin" / "python"
-    named = tmp_path / "bin" / "python"
-    monkeypatch.setenv(SERVER_PYTHON_VARIABLE, str(named))
-    assert server_python() == named
-
-
-def test_a_python_without_the_server_is_not_taken_for_one(monkeypatch, tmp_path):
-    """A missing interpreter, and one that cannot import llama_cpp (a bare venv)."""
+    monkeypatch.setenv(SERVER_PYTHON_VARIABLE, str(tmp_path / "bin" / "python"))
+    assert server_python() == tmp_path / "bin" / "python"
     assert not llama_server_installed(tmp_path / "no-such-python")
     bare = tmp_path / "bare"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
