@@ -2,9 +2,10 @@
 
 ``check`` validates every file that ``data/riverton/riverton-handbook-metadata.csv``
 lists, each through its schema in :data:`runtime.fixture.SCHEMAS` (the review's rows also
-against the transcript, by :mod:`runtime.reviews`), and prints one line per file. Every
-CSV file needs a schema; any other file is only counted (its non-blank lines) and
-fingerprinted.
+against the transcript, by :mod:`runtime.reviews`), and prints one line per file. A CSV
+file of questions of your own (the question files' header) takes the questions' schema;
+any other CSV file needs a schema of its own; any other file is only counted (its
+non-blank lines) and fingerprinted.
 ``update-metadata FILE...`` is for after a deliberate edit: it validates the named files,
 recounts their rows, rewrites their SHA-256 fingerprints in the metadata (nothing else
 in it changes; the file is replaced atomically) and then checks everything. A file that
@@ -24,6 +25,7 @@ from .files import write_text_atomic
 from .fixture import (
     METADATA_COLUMNS,
     METADATA_FILE,
+    QUESTIONS_FILE,
     REVIEW_FILE,
     SCHEMAS,
     FixtureError,
@@ -40,8 +42,10 @@ from .reviews import review_rows
 def artifact_rows(path: Path, metadata: pd.DataFrame | None = None, found=None) -> int:
     """The data rows of an artifact, validated through its schema and, with ``metadata``,
     checked against its metadata row. ``found`` holds the files validated so far."""
-    if path.name in SCHEMAS and path.name != REVIEW_FILE:
-        return len(validated(path.parent, path.name, metadata, found)[path.name])
+    schema = SCHEMAS.get(path.name) or (question_schema() if path.suffix == ".csv" and
+                                        _header(path) == tuple(question_schema().columns) else None)
+    if schema is not None and path.name != REVIEW_FILE:
+        return len(validated(path.parent, path.name, metadata, found, schema)[path.name])
     if path.name == REVIEW_FILE:
         rows = len(review_rows(path, TRANSCRIPT_PATH)[0])
     elif path.suffix == ".csv":
@@ -51,6 +55,16 @@ def artifact_rows(path: Path, metadata: pd.DataFrame | None = None, found=None) 
     if metadata is not None:
         check_against_metadata(path, rows, metadata)
     return rows
+
+
+def _header(path: Path) -> tuple[str, ...]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        return tuple(next(csv.reader(handle), []))
+
+
+def question_schema():
+    """The schema of a question file (a file of questions of your own has it too)."""
+    return SCHEMAS[QUESTIONS_FILE]
 
 
 def update_metadata(artifacts: list[str], data_dir: str | os.PathLike = DATA_DIR) -> None:

@@ -1,9 +1,8 @@
-"""Progress bars for loops that ask a model one question at a time.
+"""Progress bars for the batches a model decodes.
 
-Introduced in lesson 3, "Run the six prompts as they are", the first lesson whose model
-runs live; :func:`helpers.reader.generate_all` (lesson 1) and
-:func:`helpers.reader.constrained.generate_all_constrained` (lesson 3, "Run the same six prompts
-under the grammar") use it. While a person runs a notebook, a bar shows how many
+Machinery first seen in lesson 3, "Run the six prompts as they are", the first lesson whose
+model runs live; :func:`runtime.readers.generate_all` shows one for every live or server
+reader. While a person runs a notebook, a bar shows how many
 questions are done and which one the model is working on (``tqdm.auto``: a widget in
 JupyterLab, a line on standard error in a terminal).
 
