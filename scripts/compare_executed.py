@@ -8,7 +8,8 @@ nbclient build keeps its executions in ``.book-cache/executed/``, Quarto's in
 ``.book-cache/quarto/executed/``). Cells are matched by their ``id``; a cell present on one
 side only is reported. Outputs are compared after removing what differs from run to run
 without meaning anything: timings ("3.2 seconds", "0.41 s"), absolute paths, the random
-ids of interactive tables, execution counts and output metadata. Every difference is
+ids of interactive tables, widgets and SVG figures, the date an SVG figure was drawn,
+execution counts and output metadata. Every difference is
 printed with the cell, its first line and a few characters either side. Exit status 0
 when the outputs are the same, 1 otherwise.
 """
@@ -27,6 +28,9 @@ _NOISE = [
     (re.compile(r"<(?:helpers|runtime)\.[\w.]+ object(?: at 0x[0-9a-f]+)?>"), "<object>"),
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
     (re.compile(r'"model_id": "[0-9a-f]{32}"'), '"model_id": "<widget>"'),
+    # matplotlib's SVG: the time it was drawn, and random ids of clip paths and glyphs
+    (re.compile(r"<dc:date>[^<]*</dc:date>"), "<dc:date/>"),
+    (re.compile(r"(?<=[#\"])(?:[pm]|image)[0-9a-f]{10}\b"), "<svg-id>"),
 ]
 
 

