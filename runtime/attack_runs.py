@@ -51,39 +51,30 @@ def run_attacks(small_reader, inputs: pd.DataFrame,
     if unknown:
         raise ValueError(f"unknown decoding(s) or prompt(s) {unknown}; use "
                          f"{', '.join(DECODINGS)} and {', '.join(PROMPT_COLUMNS)}")
-    jobs = pd.DataFrame([
-        {"attack_id": row.attack_id, "condition": row.condition, "wording": row.wording,
-         "position": row.position, "prompt": prompt, "decoding": decoding,
-         "question_id": run_name(row.attack_id, row.condition, row.wording, row.position,
-                                 prompt, decoding),
-         "messages": getattr(row, PROMPT_COLUMNS[prompt]), "retrieved_ids": row.retrieved_ids}
-        for row in inputs.itertuples(index=False) for prompt in prompts
-        for decoding in decodings])
-    replies = {}
-    for decoding in decodings:
-        mine = jobs[jobs["decoding"] == decoding]
+    asked, runs = attack_prompts(inputs, prompts), []
+    for decoding in decodings:  # each run named with its decoding: see run_name
+        mine = asked.assign(decoding=decoding, question_id=asked["question_id"] + f", {decoding}")
         made = generate_all(small_reader, mine, constrained=decoding == "constrained")
-        replies.update(zip(mine.index, made.to_dict("records")))
-    rows = [{**{c: job[c] for c in ("attack_id", "condition", "wording", "position", "prompt",
-                                    "decoding", "retrieved_ids")},
-             **{c: replies[n][c] for c in ("raw_output", "output_tokens", "ended_by_eos",
-                                           "hit_token_cap", "seconds")}}
-            for n, job in jobs.iterrows()]
-    return pd.DataFrame(rows, columns=RUN_COLUMNS)
+        runs.append(mine.assign(**{c: made[c].to_numpy() for c in (
+            "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap", "seconds")}))
+    # in the order of the inputs, then prompts, then decodings
+    runs = pd.concat(runs or [pd.DataFrame(columns=RUN_COLUMNS)])
+    return runs.sort_index(kind="stable").reset_index(drop=True)[RUN_COLUMNS]
 
 
-def attack_prompts(inputs: pd.DataFrame) -> pd.DataFrame:
-    """Every prompt lesson 5 asks about its attacks, one row per input and prompt, named
-    for a reader: ``question_id`` (the run's name, such as "A01 wording 2, first,
-    quoting prompt"), ``attack_id``, ``condition``, ``prompt``, ``messages`` and
-    ``retrieved_ids``."""
+def attack_prompts(inputs: pd.DataFrame,
+                   prompts: Sequence[str] = tuple(PROMPT_COLUMNS)) -> pd.DataFrame:
+    """Every prompt lesson 5 asks about its attacks (or those of ``prompts``), one row per
+    input and prompt, named for a reader: ``question_id`` (the run's name, such as "A01
+    wording 2, first, quoting prompt"), ``attack_id``, ``condition``, ``prompt``,
+    ``messages`` and ``retrieved_ids``."""
     return pd.DataFrame([
         {"question_id": run_name(row.attack_id, row.condition, row.wording, row.position,
                                  prompt),
          "attack_id": row.attack_id, "condition": row.condition, "wording": row.wording,
-         "position": row.position, "prompt": prompt, "messages": getattr(row, column),
-         "retrieved_ids": row.retrieved_ids}
-        for row in inputs.itertuples(index=False) for prompt, column in PROMPT_COLUMNS.items()])
+         "position": row.position, "prompt": prompt,
+         "messages": getattr(row, PROMPT_COLUMNS[prompt]), "retrieved_ids": row.retrieved_ids}
+        for row in inputs.itertuples(index=False) for prompt in prompts])
 
 
 def ordinary_inputs(questions: pd.DataFrame, retrieved: pd.DataFrame, handbook: pd.DataFrame,

@@ -14,6 +14,7 @@ set, else :data:`DEFAULT_BATCH_SIZE`.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Sequence
 
@@ -32,19 +33,15 @@ MAX_BATCH_SIZE = 64
 def batch_size(value: int | None = None) -> int:
     """``value``, else ``RIVERTON_BATCH_SIZE``, else :data:`DEFAULT_BATCH_SIZE`; a whole
     number from 1 to :data:`MAX_BATCH_SIZE`, or a ValueError naming where it came from."""
-    source = "batch_size"
+    source, text = "batch_size", value
     if value is None:
-        text = os.environ.get(BATCH_ENV, "").strip()
+        source, text = f"environment variable {BATCH_ENV}", os.environ.get(BATCH_ENV, "").strip()
         if not text:
             return DEFAULT_BATCH_SIZE
-        source = f"environment variable {BATCH_ENV}"
-        try:
+        with contextlib.suppress(ValueError):  # not a whole number: refused below
             value = int(text)
-        except ValueError:
-            raise ValueError(f"{source} is {text!r}; expected a whole number from 1 to "
-                             f"{MAX_BATCH_SIZE}") from None
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH_SIZE:
-        raise ValueError(f"{source} is {value!r}; expected a whole number from 1 to "
+        raise ValueError(f"{source} is {text!r}; expected a whole number from 1 to "
                          f"{MAX_BATCH_SIZE}")
     return value
 

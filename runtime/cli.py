@@ -59,16 +59,15 @@ def entries_of(reader, inputs: pd.DataFrame, replies: pd.DataFrame, collection,
     under a grammar that did not complete it is refused: nothing is recorded."""
     if reader.mode not in ("live", "server"):
         raise ReaderError(f"recording needs a live or server reader, not a {reader.mode} one")
-    if reader.mode == "server":
-        recorded_by = recorded_by or reader.recorder_label(constrained)
-    else:
-        recorded_by = recorded_by or recorder_label(command, constrained, grammar_name)
-    provenance = reader.provenance if reader.mode == "server" else GENERATED_LIVE
+    served = reader.mode == "server"
+    recorded_by = recorded_by or (reader.recorder_label(constrained) if served else
+                                  recorder_label(command, constrained, grammar_name))
+    provenance = reader.provenance if served else GENERATED_LIVE
     today = datetime.date.today().isoformat()
     entries = []
     for row, reply in zip(inputs.to_dict("records"), replies.attrs["generations"]):
         if reply.grammar_complete is False or (constrained and not reply.ended_by_eos):
-            source = f" from {reader.url}" if reader.mode == "server" else ""
+            source = f" from {reader.url}" if served else ""
             raise ConstrainedDecodingError(
                 f"{reply.question_id}: the constrained reply {reply.raw_output!r}{source} did "
                 "not complete the grammar; nothing was recorded")
@@ -85,19 +84,16 @@ def entries_of(reader, inputs: pd.DataFrame, replies: pd.DataFrame, collection,
 
 
 def _reader(args):
-    if args.server:
-        reader = load_reader(args.reader, mode="server", url=args.server,
-                             concurrency=args.concurrency, timeout=args.timeout)
-        print(f"server {reader.url}: {reader.server.engine_label} serving "
-              f"{reader.server.label}; {reader.server.revision_note}")
-        return reader
-    return load_reader(args.reader, mode="live", allow_download=args.allow_download)
-
-
-def _refuse_gbnf(reader, constrained: bool) -> None:
-    """A constrained reply is keyed by lesson 3's llguidance grammar, so it is recorded
-    live or from a server that runs that grammar (vLLM), never from llama.cpp's GBNF."""
-    if constrained and reader.mode == "server" and reader.server.engine.grammar != "lark":
+    """The reader to record from, live or a server's. A constrained reply is keyed by lesson
+    3's llguidance grammar, so it is recorded live or from a server that runs that grammar
+    (vLLM), never from llama.cpp's GBNF."""
+    if not args.server:
+        return load_reader(args.reader, mode="live", allow_download=args.allow_download)
+    reader = load_reader(args.reader, mode="server", url=args.server,
+                         concurrency=args.concurrency, timeout=args.timeout)
+    print(f"server {reader.url}: {reader.server.engine_label} serving "
+          f"{reader.server.label}; {reader.server.revision_note}")
+    if args.constrained and reader.server.engine.grammar != "lark":
         from .server import ServerError
 
         raise ServerError(reader.url, None, (
@@ -107,6 +103,15 @@ def _refuse_gbnf(reader, constrained: bool) -> None:
             "grammar they were not decoded under. Record constrained replies live or "
             "from vLLM with the guidance backend; unconstrained replies record from any "
             "server."))
+    return reader
+
+
+def _record(args, reader, inputs: pd.DataFrame, collection: str, recorded_by: str | None,
+            command: str) -> list[TranscriptEntry]:
+    """Ask ``reader`` every prompt of ``inputs`` and merge the replies into the transcript."""
+    replies = generate_all(reader, inputs, constrained=args.constrained)
+    return record_into(entries_of(reader, inputs, replies, collection, recorded_by, command,
+                                  args.constrained), args.transcript)
 
 
 def record_reader(args) -> list[TranscriptEntry]:
@@ -114,14 +119,10 @@ def record_reader(args) -> list[TranscriptEntry]:
     questions = Path(args.questions)
     data_dir = questions.parent if questions.parent != Path(".") else DATA_DIR
     reader = _reader(args)
-    _refuse_gbnf(reader, args.constrained)
     inputs = lesson_reader_inputs(questions.name, data_dir, retriever=args.retriever)
-    replies = generate_all(reader, inputs, constrained=args.constrained)
-    command = "python -m runtime record reader" + (" --constrained" if args.constrained else "")
-    return record_into(entries_of(reader, inputs, replies,
-                                  collection_name(questions.name, args.retriever),
-                                  args.recorded_by, command, args.constrained),
-                       args.transcript)
+    return _record(args, reader, inputs, collection_name(questions.name, args.retriever),
+                   args.recorded_by, "python -m runtime record reader"
+                   + (" --constrained" if args.constrained else ""))
 
 
 def record_judge(args) -> list[TranscriptEntry]:
@@ -159,12 +160,8 @@ def record_attacks(args) -> list[TranscriptEntry]:
 
     read_transcript(args.transcript)  # a damaged transcript is refused before any reply is made
     inputs = record_prompts(args.prompts, attack_ids=args.attack)
-    reader = _reader(args)
-    _refuse_gbnf(reader, args.constrained)
-    replies = generate_all(reader, inputs, constrained=args.constrained)
-    return record_into(entries_of(reader, inputs, replies, "collection", None,
-                                  f"python -m runtime record attacks --prompts {args.prompts}",
-                                  args.constrained), args.transcript)
+    return _record(args, _reader(args), inputs, "collection", None,
+                   f"python -m runtime record attacks --prompts {args.prompts}")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -183,18 +180,17 @@ def _parser() -> argparse.ArgumentParser:
                              "from RIVERTON_READER_API_KEY")
             sub.add_argument("--concurrency", type=int, help="server requests in flight (4)")
             sub.add_argument("--timeout", type=float, help="seconds per server request (60)")
-            sub.add_argument("--constrained", action="store_true",
-                             help="decode under lesson 3's reply grammar (live, or vLLM with "
-                                  "the guidance backend)")
+            sub.add_argument("--constrained", action="store_true", help="decode under lesson "
+                             "3's reply grammar (live, or vLLM with the guidance backend)")
             sub.add_argument("--allow-download", action="store_true",
                              help="let transformers download missing pinned weights")
-    kinds.choices["reader"].add_argument("--questions", default=QUESTIONS_FILE)
-    kinds.choices["reader"].add_argument("--retriever", default="tfidf", choices=RETRIEVERS)
-    kinds.choices["reader"].add_argument("--recorded-by", default=None)
-    kinds.choices["judge"].add_argument("--only-missing", action="store_true")
-    kinds.choices["attacks"].add_argument("--prompts", default="attacks",
-                                          choices=("attacks", "ordinary"))
-    kinds.choices["attacks"].add_argument("--attack", action="append", metavar="ID")
+    reader, judge, attacks = (kinds.choices[kind] for kind in ("reader", "judge", "attacks"))
+    reader.add_argument("--questions", default=QUESTIONS_FILE)
+    reader.add_argument("--retriever", default="tfidf", choices=RETRIEVERS)
+    reader.add_argument("--recorded-by", default=None)
+    judge.add_argument("--only-missing", action="store_true")
+    attacks.add_argument("--prompts", default="attacks", choices=("attacks", "ordinary"))
+    attacks.add_argument("--attack", action="append", metavar="ID")
     show = commands.add_parser("show", help="list the entries of a transcript")
     show.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
     review = commands.add_parser("review", help="check reviews or start one")

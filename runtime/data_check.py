@@ -15,25 +15,14 @@ names the file, row, line and column.
 from __future__ import annotations
 
 import csv
-import io
 import os
 from pathlib import Path
 
 import pandas as pd
 
-from .files import write_text_atomic
-from .fixture import (
-    METADATA_COLUMNS,
-    METADATA_FILE,
-    QUESTIONS_FILE,
-    REVIEW_FILE,
-    SCHEMAS,
-    FixtureError,
-    check_against_metadata,
-    fingerprint,
-    read_metadata,
-    validated,
-)
+from .files import write_csv_atomic
+from .fixture import METADATA_COLUMNS, METADATA_FILE, QUESTIONS_FILE, REVIEW_FILE, SCHEMAS, \
+    FixtureError, check_against_metadata, fingerprint, read_metadata, validated
 from .paths import DATA_DIR
 from .records import TRANSCRIPT_PATH
 from .reviews import review_rows
@@ -42,8 +31,9 @@ from .reviews import review_rows
 def artifact_rows(path: Path, metadata: pd.DataFrame | None = None, found=None) -> int:
     """The data rows of an artifact, validated through its schema and, with ``metadata``,
     checked against its metadata row. ``found`` holds the files validated so far."""
-    schema = SCHEMAS.get(path.name) or (question_schema() if path.suffix == ".csv" and
-                                        _header(path) == tuple(question_schema().columns) else None)
+    questions = SCHEMAS[QUESTIONS_FILE]  # a file of questions of your own takes their schema
+    schema = SCHEMAS.get(path.name) or (questions if path.suffix == ".csv" and
+                                        _header(path) == tuple(questions.columns) else None)
     if schema is not None and path.name != REVIEW_FILE:
         return len(validated(path.parent, path.name, metadata, found, schema)[path.name])
     if path.name == REVIEW_FILE:
@@ -62,11 +52,6 @@ def _header(path: Path) -> tuple[str, ...]:
         return tuple(next(csv.reader(handle), []))
 
 
-def question_schema():
-    """The schema of a question file (a file of questions of your own has it too)."""
-    return SCHEMAS[QUESTIONS_FILE]
-
-
 def update_metadata(artifacts: list[str], data_dir: str | os.PathLike = DATA_DIR) -> None:
     """Recompute rows and fingerprint for the named artifacts and rewrite the metadata."""
     data_dir = Path(data_dir)
@@ -78,11 +63,8 @@ def update_metadata(artifacts: list[str], data_dir: str | os.PathLike = DATA_DIR
                                column="artifact")
         metadata.loc[matches[0], "rows"] = artifact_rows(data_dir / name)
         metadata.loc[matches[0], "fingerprint"] = fingerprint(data_dir / name)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(METADATA_COLUMNS)
-    writer.writerows([str(value) for value in row] for row in metadata.itertuples(index=False))
-    write_text_atomic(data_dir / METADATA_FILE, buffer.getvalue())
+    write_csv_atomic(data_dir / METADATA_FILE, METADATA_COLUMNS,
+                     ([str(value) for value in row] for row in metadata.itertuples(index=False)))
 
 
 def check_all(data_dir: str | os.PathLike = DATA_DIR) -> list[str]:

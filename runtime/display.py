@@ -39,6 +39,7 @@ from __future__ import annotations
 import csv
 import functools
 import inspect
+import itertools
 import json
 import re
 import textwrap
@@ -164,10 +165,8 @@ def prepare(frame: pd.DataFrame, labels: Mapping[str, str] | None = None) -> pd.
 
 def long_text_columns(shown: pd.DataFrame, threshold: int = LONG_TEXT) -> list[int]:
     """Positions of the columns holding text longer than ``threshold`` characters."""
-    return [
-        position for position, column in enumerate(shown.columns)
-        if max((len(str(value)) for value in shown[column]), default=0) > threshold
-    ]
+    return [position for position, column in enumerate(shown.columns)
+            if max((len(str(value)) for value in shown[column]), default=0) > threshold]
 
 
 def _mark_columns(html: str, positions: list[int], css_class: str) -> str:
@@ -175,12 +174,9 @@ def _mark_columns(html: str, positions: list[int], css_class: str) -> str:
     wanted = set(positions)
 
     def row(match: re.Match) -> str:
-        position = iter(range(len(match.group(0))))
-
-        def cell(tag: re.Match) -> str:
-            return f'<{tag.group(1)} class="{css_class}">' if next(position) in wanted else tag.group(0)
-
-        return re.sub(r"<(t[hd])>", cell, match.group(0))
+        place = itertools.count()  # the position of each cell of the row, in turn
+        return re.sub(r"<(t[hd])>", lambda tag: f'<{tag[1]} class="{css_class}">'
+                      if next(place) in wanted else tag[0], match[0])
 
     return re.sub(r"<tr\b[^>]*>.*?</tr>", row, html, flags=re.DOTALL)
 
@@ -201,17 +197,13 @@ def bundle(frame: pd.DataFrame, labels: Mapping[str, str] | None, name: str,
 
         # A search box even on short tables (itables hides it when a table fits one page).
         options = {"connected": False, "classes": "display compact", "paging": False,
-                   "scrollX": True,
-                   "layout": {"topStart": None, "topEnd": "search",
-                              "bottomStart": None, "bottomEnd": None}}
+                   "scrollX": True, "layout": {"topStart": None, "topEnd": "search",
+                                               "bottomStart": None, "bottomEnd": None}}
         if key_columns:
             options["fixedColumns"] = {"start": key_columns}
-        column_defs = list(itables_options.pop("columnDefs", []))
-        if long_columns:
-            column_defs.append({"targets": long_columns, "className": LONG_CLASS})
-        if column_defs:
-            options["columnDefs"] = column_defs
-        options.update(itables_options)
+        column_defs = list(itables_options.pop("columnDefs", [])) + (
+            [{"targets": long_columns, "className": LONG_CLASS}] if long_columns else [])
+        options.update({"columnDefs": column_defs} if column_defs else {}, **itables_options)
         html = to_html_datatable(shown, **options)
     else:
         if key_columns > 1:
@@ -223,12 +215,11 @@ def bundle(frame: pd.DataFrame, labels: Mapping[str, str] | None, name: str,
         # Quarto would rebuild the table and drop the column classes; keep it as written.
         html = html.replace("<table ", '<table data-quarto-disable-processing="true" ', 1)
     # itables opens with a comment that tells Quarto to leave the table alone; keep it first.
-    directive = ""
-    if html.startswith("<!--|"):
-        directive, html = html.split("\n", 1)
-        directive += "\n"
+    directive, line_end, html = (html.partition("\n") if html.startswith("<!--|") else
+                                 ("", "", html))
     pin = " riverton-pin-first" if key_columns and not interactive else ""
-    html = f'{directive}{_STYLE}<div class="{CONTAINER_CLASS}{pin} {NO_MATH_CLASSES}">{html}</div>'
+    html = (f'{directive}{line_end}{_STYLE}'
+            f'<div class="{CONTAINER_CLASS}{pin} {NO_MATH_CLASSES}">{html}</div>')
     payload = {"name": name, "columns": list(shown.columns),
                "rows": shown.to_numpy().tolist()}
     return {
@@ -257,11 +248,9 @@ def cell_texts(shown: pd.DataFrame) -> list[list[str]]:
     formatted as pandas formats them (``display.precision`` included)."""
     from pandas.io.formats.format import format_array
 
-    columns = []
-    for position in range(len(shown.columns)):
-        values = shown.iloc[:, position].to_numpy()
-        columns.append([text.strip() for text in format_array(values, None, justify="all",
-                                                                leading_space=False)])
+    columns = [[text.strip() for text in format_array(shown.iloc[:, position].to_numpy(), None,
+                                                      justify="all", leading_space=False)]
+               for position in range(len(shown.columns))]
     return [list(row) for row in zip(*columns)] if columns else []
 
 
@@ -298,26 +287,20 @@ def markdown_table(shown: pd.DataFrame, max_rows: int = PRINT_MAX_ROWS, rows_kep
     narrower one keeps its natural width. A table longer than ``max_rows`` rows keeps
     its first ``rows_kept`` and ends with a sentence that says so.
     """
-    header = [str(column) for column in shown.columns]
-    rows = cell_texts(shown)
+    header, rows = [str(column) for column in shown.columns], cell_texts(shown)
     total = len(rows)
-    cut = total > max_rows
-    if cut:
-        rows = rows[:rows_kept]
+    rows = rows[:rows_kept] if total > max_rows else rows
     header_md = [markdown_text(label) for label in header]
     rows_md = [[markdown_text(text) for text in row] for row in rows]
     widths = _print_widths(header, rows)
     lines = ["| " + " | ".join(cells) + " |" for cells in [header_md, *rows_md]]
-    if max(len(line) for line in lines) > PANDOC_COLUMNS:
-        # Relative widths: pandoc reads each column's share from its dashes.
-        scale = 120 / sum(widths)
-        dashes = [max(3, round(width * scale)) for width in widths]
-    else:
-        dashes = [3] * len(header)
+    # Relative widths: pandoc reads each column's share from its dashes.
+    dashes = ([max(3, round(width * 120 / sum(widths))) for width in widths]
+              if max(len(line) for line in lines) > PANDOC_COLUMNS else [3] * len(header))
     # Left-aligned, as the HTML tables are.
     separator = "|" + "|".join(":" + "-" * (count - 1) for count in dashes) + "|"
     table = "\n".join([lines[0], separator, *lines[1:]]) + "\n"
-    if cut:
+    if total > max_rows:
         table += (f"\nOnly the first {rows_kept} of the table's {total} rows are printed here; "
                   f"the website and the notebook show all {total}.\n")
     return table

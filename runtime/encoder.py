@@ -7,14 +7,13 @@ encoder loads with no network: hub access is switched off while it loads.
 from __future__ import annotations
 
 import functools
-import os
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from helpers.dense import ENCODER_ID, ENCODER_PACKAGE
 
 from .paths import shown
+from .progress import quiet_loading
 
 
 def encoder_path() -> Path:
@@ -32,28 +31,6 @@ def encoder_path() -> Path:
     return path
 
 
-@contextmanager
-def _offline_and_quiet():
-    """Forbid hub access and hide the weight-loading progress bar, then restore both."""
-    from transformers.utils import logging as hf_logging
-
-    saved = {name: os.environ.get(name) for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    bars_were_on = hf_logging.is_progress_bar_enabled()
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-        if bars_were_on:
-            hf_logging.enable_progress_bar()
-
-
 @functools.cache
 def load_encoder(path: str | None = None) -> Any:
     """The sentence encoder on the CPU, loaded once per process (and per ``path``).
@@ -64,13 +41,11 @@ def load_encoder(path: str | None = None) -> Any:
     """
     from sentence_transformers import SentenceTransformer
 
-    folder = str(path) if path is not None else str(encoder_path())
-    if path is None:
-        what, where = ENCODER_ID, f"the {ENCODER_PACKAGE} package's folder {shown(Path(folder))}"
-    else:
-        what, where = "a sentence encoder", f"the folder {shown(Path(folder))}"
-    print(f"Loading {what} from {where} (on the CPU, no network)", flush=True)
-    with _offline_and_quiet():
-        model = SentenceTransformer(folder, device="cpu", local_files_only=True)
+    folder = Path(path if path is not None else encoder_path())
+    what, where = (ENCODER_ID, f"the {ENCODER_PACKAGE} package's folder") if path is None else (
+        "a sentence encoder", "the folder")
+    print(f"Loading {what} from {where} {shown(folder)} (on the CPU, no network)", flush=True)
+    with quiet_loading(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1"):  # no hub access
+        model = SentenceTransformer(str(folder), device="cpu", local_files_only=True)
     model.eval()
     return model

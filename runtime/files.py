@@ -8,6 +8,8 @@ beside it.
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import tempfile
@@ -47,3 +49,10 @@ def write_json_atomic(path: str | os.PathLike, value, **dump_options) -> Path:
     """
     options = {"indent": 1, "sort_keys": True, **dump_options}
     return write_text_atomic(path, json.dumps(value, **options))
+
+
+def write_csv_atomic(path: str | os.PathLike, header, rows, *, overwrite: bool = True) -> Path:
+    """Write ``header`` and ``rows`` as CSV (LF line ends) with :func:`write_text_atomic`."""
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows([header, *rows])
+    return write_text_atomic(path, buffer.getvalue(), overwrite=overwrite)

@@ -91,12 +91,10 @@ def baseline_replies(questions: pd.DataFrame, retrieved: pd.DataFrame, handbook:
     settings = baseline_settings(retriever)
     inputs = reader_inputs(questions, retrieved, handbook)
     sentences = sentence_baseline(questions, retrieved, handbook).set_index("question_id")
-    replies = []
-    for row in inputs.itertuples(index=False):
-        top = sentences.at[row.question_id, "top_passage_id"]
-        top = None if pd.isna(top) else top
-        replies.append(baseline_reply(
-            sentences.at[row.question_id, "baseline_sentence"] if top else None, top))
+    tops = [None if pd.isna(top) else top
+            for top in sentences.loc[inputs["question_id"], "top_passage_id"]]
+    replies = [baseline_reply(sentences.at[q, "baseline_sentence"] if top else None, top)
+               for q, top in zip(inputs["question_id"], tops)]
     return inputs.assign(
         settings=[settings] * len(inputs),
         key=[transcript_key(BASELINE_MODEL, BASELINE_REVISION, m, settings)

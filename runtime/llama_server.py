@@ -43,13 +43,8 @@ SERVER_PYTHON_VARIABLE = "BOOK_LLAMA_SERVER_PYTHON"
 _IMPORTS_SERVER = ("import importlib.util as u, sys; "
                    "sys.exit(0 if u.find_spec('llama_cpp') and u.find_spec('uvicorn') else 1)")
 _VERSION_SCRIPT = "import importlib.metadata as m; print(m.version('llama-cpp-python'))"
-_SMOKE_SCRIPT = """
-import sys
-from llama_cpp import Llama
-
-model = Llama(model_path=sys.argv[1], n_ctx=64, n_threads=1, verbose=False)
-model("Hello", max_tokens=1)
-"""
+_SMOKE_SCRIPT = ("import sys; from llama_cpp import Llama; Llama(model_path=sys.argv[1], "
+                 "n_ctx=64, n_threads=1, verbose=False)('Hello', max_tokens=1)")
 
 
 class LlamaServerError(RuntimeError):
@@ -63,15 +58,18 @@ def server_python() -> Path:
     return Path(named) if named else SERVER_VENV / "bin" / "python"
 
 
+def _run(python: Path, script: str, *args: str, timeout: float = 60):
+    """``python -c script args``, its output captured as text."""
+    return subprocess.run([str(python), "-c", script, *args], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, errors="replace", timeout=timeout)
+
+
 def llama_server_installed(python: str | os.PathLike | None = None) -> bool:
     """Whether ``python`` (default :func:`server_python`) can import ``llama_cpp`` and its
     server's ``uvicorn``."""
     python = Path(python) if python is not None else server_python()
-    if not python.is_file():
-        return False
     try:
-        return subprocess.run([str(python), "-c", _IMPORTS_SERVER], stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=60).returncode == 0
+        return python.is_file() and _run(python, _IMPORTS_SERVER).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -80,8 +78,7 @@ def llama_server_version(python: str | os.PathLike | None = None) -> str:
     """The version of ``llama-cpp-python`` installed for ``python`` (default
     :func:`server_python`), as the server reports it."""
     python = python if python is not None else server_python()
-    result = subprocess.run([str(python), "-c", _VERSION_SCRIPT], stdin=subprocess.DEVNULL,
-                            capture_output=True, text=True, timeout=60)
+    result = _run(python, _VERSION_SCRIPT)
     if result.returncode != 0:
         raise LlamaServerError(f"{python} has no llama-cpp-python: {result.stderr.strip()[-500:]}")
     return result.stdout.strip()
@@ -122,8 +119,7 @@ def local_llama_server(model: str | os.PathLike, *, threads: int = 1, n_ctx: int
         raise LlamaServerError(
             f"llama-cpp-python[server] is not installed for {python}; `make test` installs "
             f"it into {SERVER_VENV.name}/ ({SERVER_PYTHON_VARIABLE} names another Python; "
-            "see the README, 'Serving a reader for a class')"
-        )
+            "see the README, 'Serving a reader for a class')")
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
     command = [str(python), "-m", "llama_cpp.server", "--model", str(model),
@@ -146,13 +142,10 @@ def local_llama_server(model: str | os.PathLike, *, threads: int = 1, n_ctx: int
                 if process.poll() is not None:
                     raise LlamaServerError(
                         f"llama.cpp's server exited with status {process.returncode} while "
-                        f"starting ({' '.join(command)}):\n{log_tail()}"
-                    )
+                        f"starting ({' '.join(command)}):\n{log_tail()}")
                 if time.monotonic() > deadline:
-                    raise LlamaServerError(
-                        f"llama.cpp's server did not answer {url}/models within "
-                        f"{start_timeout:g} s:\n{log_tail()}"
-                    )
+                    raise LlamaServerError(f"llama.cpp's server did not answer {url}/models "
+                                           f"within {start_timeout:g} s:\n{log_tail()}")
                 time.sleep(0.25)
             yield url
         finally:
@@ -180,14 +173,11 @@ def smoke_test(python: str | os.PathLike | None = None) -> None:
     Raises :class:`LlamaServerError` with the end of its output when it fails.
     """
     python = python if python is not None else server_python()
-    result = subprocess.run([str(python), "-c", _SMOKE_SCRIPT, str(smollm2_gguf())],
-                            stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                            timeout=300)
+    result = _run(python, _SMOKE_SCRIPT, str(smollm2_gguf()), timeout=300)
     if result.returncode != 0:
         raise LlamaServerError(
             f"llama.cpp could not generate a token with {python} (exit status "
-            f"{result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}"
-        )
+            f"{result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}")
 
 
 if __name__ == "__main__":

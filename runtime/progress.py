@@ -20,6 +20,8 @@ the published page. So the bars stay off whenever a build runs the code:
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -53,9 +55,7 @@ def book_build(environ: Mapping[str, str] | None = None) -> str | None:
 def bars_enabled(environ: Mapping[str, str] | None = None) -> bool:
     """Whether progress bars are shown: not in a book build, not switched off."""
     environ = os.environ if environ is None else environ
-    if book_build(environ) is not None:
-        return False
-    return environ.get(SWITCH_ENV, "").strip().lower() not in _OFF
+    return book_build(environ) is None and environ.get(SWITCH_ENV, "").strip().lower() not in _OFF
 
 
 def build_environment(engine: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -122,3 +122,32 @@ class QuestionProgress:
             self.working_on(question_id)
             yield question_id, item
             self.finished()
+
+
+@contextlib.contextmanager
+def quiet_loading(**environ: str):
+    """Load a model with ``environ`` set and no progress bar (a bar would land in a rendered
+    page), then restore both: transformers' bars, and the one the GGUF de-quantizer draws
+    outside transformers' switch."""
+    from transformers.utils import logging as hf_logging
+
+    try:
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+    except ImportError:
+        gguf_utils = None
+    saved = {name: os.environ.get(name) for name in environ}
+    enabled, original = hf_logging.is_progress_bar_enabled(), getattr(gguf_utils, "tqdm", None)
+    hf_logging.disable_progress_bar()
+    os.environ.update(environ)
+    if original is not None:
+        gguf_utils.tqdm = functools.partial(original, disable=True)
+    try:
+        yield
+    finally:
+        os.environ.update({name: value for name, value in saved.items() if value is not None})
+        for name in (name for name, value in saved.items() if value is None):
+            os.environ.pop(name, None)
+        if original is not None:
+            gguf_utils.tqdm = original
+        if enabled:
+            hf_logging.enable_progress_bar()

@@ -19,7 +19,6 @@ page that the machinery writes: which mode ran and where the replies came from.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import re
 import time
@@ -28,37 +27,19 @@ from pathlib import Path
 
 import pandas as pd
 
-from helpers.decoding import MAX_INPUT_TOKENS, UNCONSTRAINED, decoding_of, \
-    stopping_diagnostics
-from helpers.grammar import (
-    ANSWER_MAX_TOKENS,
-    ConstrainedDecodingError,
-    GrammarMask,
-    build_grammar,
-    check_ids,
-    constrained_settings,
-    reply_grammar,
-)
+from helpers.decoding import MAX_INPUT_TOKENS, UNCONSTRAINED, decoding_of, stopping_diagnostics
+from helpers.grammar import ANSWER_MAX_TOKENS, ConstrainedDecodingError, GrammarMask, \
+    build_grammar, check_ids, constrained_settings, reply_grammar
 from helpers.prompts import check_input_budget
 
 from . import batch, server
 from .paths import shown
-from .progress import QuestionProgress
+from .progress import QuestionProgress, quiet_loading
 from .records import TRANSCRIBED, TRANSCRIPT_PATH, describe_difference, read_transcript, \
     transcript_key
-from .registry import (
-    GGUF_PACKAGE,
-    HF_CACHE,
-    ReaderError,
-    ReaderSpec,
-    WeightsUnavailableError,
-    get_reader_spec,
-    hf_snapshot_path,
-    how_to_get_weights,
-    package_gguf_path,
-    resolve_revision,
-    weights_available,
-)
+from .registry import GGUF_PACKAGE, HF_CACHE, ReaderError, ReaderSpec, \
+    WeightsUnavailableError, get_reader_spec, hf_snapshot_path, how_to_get_weights, \
+    package_gguf_path, resolve_revision, weights_available
 
 MODE_ENV = "RIVERTON_READER_MODE"
 MODES = ("auto", "live", "recorded", "server")
@@ -114,8 +95,7 @@ class Reader:
     mode: str
 
     def __init__(self, spec: ReaderSpec, revision: str):
-        self.spec = spec
-        self.revision = revision
+        self.spec, self.revision = spec, revision
 
     @property
     def model_id(self) -> str:
@@ -129,6 +109,13 @@ class Reader:
         """The transcript key of ``messages`` under ``settings`` (default: the reader's)."""
         return transcript_key(self.model_id, self.revision, messages,
                               self.settings if settings is None else settings)
+
+    def _generation(self, question_id: str, messages: list[dict], settings: dict,
+                   **reply) -> Generation:
+        """This reader's :class:`Generation` of ``reply`` to ``messages`` under ``settings``."""
+        return Generation(question_id=question_id, mode=self.mode, model_id=self.model_id,
+                          revision=self.revision, key=self.key(messages, settings),
+                          settings=settings, **reply)
 
     def prompt_tokens(self, messages: list[dict], question_id: str = "?") -> int:
         raise NotImplementedError
@@ -162,28 +149,28 @@ def load_model_and_tokenizer(spec: ReaderSpec, allow_download: bool = False):
         return _LOADED[cache_key]
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
-        from transformers.utils import logging as hf_logging
     except ImportError as error:
         raise ReaderError("live mode needs torch and transformers: `pip install "
                           "torch==2.13.0` then `pip install -e '.[reader]'`") from error
     from .weights import load_gguf
 
-    with _quiet_progress(hf_logging):
+    hub = spec.weights_source == HF_CACHE
+    with quiet_loading():
         if spec.weights_source == GGUF_PACKAGE:
             # Dequantised once, then read from a per-user cache (see runtime.weights).
             model, tokenizer = load_gguf(spec, package_gguf_path(spec), say=_say)
         else:
-            if spec.weights_source == HF_CACHE and allow_download:
+            if hub and allow_download:
                 source, kwargs = spec.model_id, {"revision": spec.revision}
                 where = f"at revision {spec.revision} from the Hugging Face Hub"
             else:
-                folder = hf_snapshot_path(spec) if spec.weights_source == HF_CACHE else (
+                folder = hf_snapshot_path(spec) if hub else (
                     spec.local_path if weights_available(spec) else None)
                 if folder is None:
                     raise WeightsUnavailableError(how_to_get_weights(spec))
                 source, kwargs = str(folder), {"local_files_only": True}
                 where = (f"at revision {spec.revision[:12]} from the Hugging Face cache "
-                         if spec.weights_source == HF_CACHE else "from the folder ") + shown(folder)
+                         if hub else "from the folder ") + shown(folder)
             _say(f"Loading {spec.model_id} {where}")
             tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
             model = AutoModelForCausalLM.from_pretrained(source, device_map="cpu", **kwargs)
@@ -195,27 +182,6 @@ def load_model_and_tokenizer(spec: ReaderSpec, allow_download: bool = False):
 def _say(line: str) -> None:
     """Print a loading message where a student running the notebook sees it."""
     print(line, flush=True)
-
-
-@contextlib.contextmanager
-def _quiet_progress(hf_logging):
-    """Hide loading progress bars (they would land in rendered pages), then restore them."""
-    enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()
-    try:
-        import transformers.modeling_gguf_pytorch_utils as gguf_utils
-    except ImportError:
-        gguf_utils = None
-    original = getattr(gguf_utils, "tqdm", None)
-    if original is not None:  # the GGUF de-quantizer calls tqdm outside transformers' switch
-        gguf_utils.tqdm = functools.partial(original, disable=True)
-    try:
-        yield
-    finally:
-        if original is not None:
-            gguf_utils.tqdm = original
-        if enabled:
-            hf_logging.enable_progress_bar()
 
 
 @contextlib.contextmanager
@@ -243,9 +209,8 @@ class LiveReader(Reader):
         self.model, self.tokenizer = load_model_and_tokenizer(spec, allow_download)
         super().__init__(spec, resolve_revision(spec))
         ids = self.model.generation_config.eos_token_id
-        ids = [] if ids is None else [ids] if isinstance(ids, int) else list(ids)
-        self.eos_ids = {int(i) for i in ids} | (
-            {int(self.tokenizer.eos_token_id)} if self.tokenizer.eos_token_id is not None else set())
+        ids = [ids] if isinstance(ids, int) else list(ids or ())
+        self.eos_ids = {int(i) for i in [*ids, self.tokenizer.eos_token_id] if i is not None}
         pad = self.tokenizer.pad_token_id
         self.pad_id = min(self.eos_ids) if pad is None else int(pad)
 
@@ -298,28 +263,25 @@ class LiveReader(Reader):
         count, ended_by_eos, hit_cap = stopping_diagnostics(
             new_ids, self.eos_ids, int(settings["max_new_tokens"]))
         new_ids = new_ids[:count]
-        complete = None
-        if mask is not None:
-            try:
-                complete = mask.complete(new_ids, ended_by_eos)
-            except ConstrainedDecodingError as error:
-                raise ConstrainedDecodingError(f"{question_id}: {error}") from error
-        return Generation(
-            question_id=question_id, raw_output=self.tokenizer.decode(
-                new_ids, skip_special_tokens=True),
-            output_tokens=count, ended_by_eos=ended_by_eos, hit_token_cap=hit_cap,
-            prompt_tokens=n_prompt, mode=self.mode, model_id=self.model_id,
-            revision=self.revision, key=self.key(messages, settings), settings=settings,
-            token_ids=tuple(new_ids), grammar_complete=complete, seconds=seconds)
+        complete = None if mask is None else _named(question_id, mask.complete, new_ids,
+                                                     ended_by_eos)
+        return self._generation(
+            question_id, messages, settings, output_tokens=count, ended_by_eos=ended_by_eos,
+            raw_output=self.tokenizer.decode(new_ids, skip_special_tokens=True),
+            hit_token_cap=hit_cap, prompt_tokens=n_prompt, token_ids=tuple(new_ids),
+            grammar_complete=complete, seconds=seconds)
 
 
 def _rule(mask: GrammarMask, question_id: str, width: int):
-    def allowed(generated):
-        try:
-            return mask.allowed_after(generated, width)
-        except ConstrainedDecodingError as error:
-            raise ConstrainedDecodingError(f"{question_id}: {error}") from error
-    return allowed
+    return lambda generated: _named(question_id, mask.allowed_after, generated, width)
+
+
+def _named(question_id: str, call, *args, **kwargs):
+    """``call(*args, **kwargs)``, whose grammar error, if any, names the question."""
+    try:
+        return call(*args, **kwargs)
+    except ConstrainedDecodingError as error:
+        raise ConstrainedDecodingError(f"{question_id}: {error}") from error
 
 
 # ------------------------------------------------------------------------- recorded
@@ -371,16 +333,15 @@ class RecordedReader(Reader):
 
     def generate_many(self, question_ids, messages_list, settings_list, grammars,
                       bar=None) -> list[Generation]:
-        out = []
-        for question_id, messages, settings in zip(question_ids, messages_list, settings_list):
-            entry = self.entry(messages, question_id, settings)
-            out.append(Generation(
-                question_id=question_id, raw_output=entry.raw_output,
-                output_tokens=entry.output_tokens, ended_by_eos=entry.ended_by_eos,
-                hit_token_cap=entry.hit_token_cap, prompt_tokens=entry.prompt_tokens,
-                mode=self.mode, model_id=entry.model_id, revision=entry.revision,
-                key=entry.key, settings=settings, provenance=entry.provenance))
-        return out
+        return [self._generation(q, m, s, **{f: getattr(entry, f) for f in _REPLAYED})
+                for q, m, s in zip(question_ids, messages_list, settings_list)
+                for entry in [self.entry(m, q, s)]]
+
+
+#: What a replayed :class:`Generation` takes from its transcript entry (the entry's key,
+#: model and revision are the request's: its key hashes them).
+_REPLAYED = ("raw_output", "output_tokens", "ended_by_eos", "hit_token_cap", "prompt_tokens",
+             "provenance")
 
 
 def record_command(key: str, entry=None, constrained: bool = False) -> str:
@@ -445,18 +406,15 @@ class ServerReader(Reader):
 
     def _one(self, job) -> Generation:
         question_id, messages, grammar_ids = job
-        settings, extra, keyed = self.settings, {}, self.settings
-        if grammar_ids is not None:
-            extra, keyed = server.grammar_request(self.server, grammar_ids, question_id,
-                                                  settings)
-        reply = server.ask(self.client, self.server, messages, settings, extra, question_id,
+        extra, keyed = ({}, self.settings) if grammar_ids is None else server.grammar_request(
+            self.server, grammar_ids, question_id, self.settings)
+        reply = server.ask(self.client, self.server, messages, self.settings, extra, question_id,
                            self.timeout)
-        return Generation(
-            question_id=question_id, raw_output=reply.text,
+        return self._generation(
+            question_id, messages, keyed, raw_output=reply.text,
             output_tokens=reply.completion_tokens, ended_by_eos=reply.finish_reason == "stop",
             hit_token_cap=reply.finish_reason == "length", prompt_tokens=reply.prompt_tokens,
-            mode=self.mode, model_id=self.model_id, revision=self.revision,
-            key=self.key(messages, keyed), settings=keyed, provenance=self.provenance)
+            provenance=self.provenance)
 
     def ask(self, question_ids, messages_list, grammar_ids=None) -> list[Generation]:
         """One reply per prompt, at most ``concurrency`` requests in flight, in input order.
@@ -535,16 +493,11 @@ def _grammars(reader: Reader, inputs: pd.DataFrame, constrained: bool, grammar: 
     ids = [check_ids(r) for r in inputs["retrieved_ids"]]
     if isinstance(reader, ServerReader):
         return ids, [reader.grammar_settings(r, q) for r, q in zip(ids, inputs["question_id"])]
-    grammars = []
-    for question_id, retrieved in zip(inputs["question_id"], ids):
-        try:
-            grammars.append(
-                reply_grammar(reader.tokenizer, retrieved, int(settings["max_new_tokens"]),
-                              answer_max_tokens=answer_max_tokens)
-                if isinstance(reader, LiveReader) else
-                build_grammar(retrieved, answer_max_tokens=answer_max_tokens))
-        except ConstrainedDecodingError as error:
-            raise ConstrainedDecodingError(f"{question_id}: {error}") from error
+    live = isinstance(reader, LiveReader)
+    grammars = [_named(q, reply_grammar, reader.tokenizer, r, int(settings["max_new_tokens"]),
+                       answer_max_tokens=answer_max_tokens) if live else
+                _named(q, build_grammar, r, answer_max_tokens=answer_max_tokens)
+                for q, r in zip(inputs["question_id"], ids)]
     return grammars, [constrained_settings(settings, g) for g in grammars]
 
 

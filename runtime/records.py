@@ -100,11 +100,9 @@ def _entry_from_line(path: Path, number: int, line: str) -> TranscriptEntry:
                               ) from None
     if not isinstance(record, dict):
         raise TranscriptError(f"{where}: expected a JSON object, found {type(record).__name__}")
-    missing = [name for name in FIELDS if name not in record]
-    if missing:
+    if missing := [name for name in FIELDS if name not in record]:
         raise TranscriptError(f"{where}: missing field(s) {', '.join(missing)}")
-    unknown = sorted(set(record) - set(FIELDS))
-    if unknown:
+    if unknown := sorted(set(record) - set(FIELDS)):
         raise TranscriptError(f"{where}: unknown field(s) {', '.join(unknown)}")
     for name, kinds in FIELDS.items():
         value = record[name]
@@ -156,17 +154,11 @@ def merge_entries(existing: Iterable[TranscriptEntry],
     keys = {entry.key for entry in new}
     if len(keys) != len(new):
         raise TranscriptError("two new entries have the same key (the same request twice)")
-    slots = {entry.slot for entry in new}
-    merged: list[TranscriptEntry] = []
-    placed = False
-    for entry in existing:
-        if entry.slot in slots or entry.key in keys:
-            if not placed:
-                merged += new
-                placed = True
-            continue
-        merged.append(entry)
-    return merged if placed else merged + new
+    slots, existing = {entry.slot for entry in new}, list(existing)
+    replaced = [entry.slot in slots or entry.key in keys for entry in existing]
+    first = replaced.index(True) if True in replaced else len(existing)
+    kept = [entry for entry, gone in zip(existing, replaced) if not gone]
+    return kept[:first] + new + kept[first:]  # every entry before the first replaced is kept
 
 
 def write_transcript(path: str | os.PathLike, entries: Iterable[TranscriptEntry]) -> None:

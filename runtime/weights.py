@@ -38,6 +38,8 @@ from .registry import ReaderSpec, file_sha256, remember_sha256
 
 CACHE_ENV = "RIVERTON_MODEL_CACHE"
 MANIFEST = "manifest.json"
+#: The packages whose versions the manifest records.
+VERSIONED = ("transformers", "gguf", "torch")
 
 
 class ModelCacheWarning(UserWarning):
@@ -46,8 +48,7 @@ class ModelCacheWarning(UserWarning):
 
 def cache_root() -> Path:
     """Where dequantised models are kept for this user."""
-    override = os.environ.get(CACHE_ENV)
-    if override:
+    if override := os.environ.get(CACHE_ENV):
         return Path(override).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base).expanduser() / "riverton-qa-book" / "models"
@@ -93,9 +94,8 @@ def cache_folder(spec: ReaderSpec, gguf_path: Path) -> Path:
     """The cache folder of ``gguf_path``: its SHA-256 and the dequantising versions name it."""
     slug = re.sub(r"[^A-Za-z0-9.]+", "-", spec.model_id).strip("-")
     sha = gguf_sha256(Path(gguf_path))
-    return cache_root() / (
-        f"{slug}-gguf-{sha[:16]}-transformers-{_version('transformers')}-gguf-{_version('gguf')}"
-    )
+    return cache_root() / (f"{slug}-gguf-{sha[:16]}-transformers-{_version('transformers')}"
+                           f"-gguf-{_version('gguf')}")
 
 
 def problem_with(folder: Path, gguf_sha256: str) -> str | None:
@@ -114,8 +114,7 @@ def problem_with(folder: Path, gguf_sha256: str) -> str | None:
         path = folder / name
         if not path.is_file():
             return f"{name} is missing"
-        actual = path.stat().st_size
-        if actual != size:
+        if (actual := path.stat().st_size) != size:
             return f"{name} has {actual} bytes, not {size} (truncated?)"
         if name.endswith(".json") and size < 65536:  # a larger file is checked by loading it
             try:
@@ -151,16 +150,9 @@ def _write_cache(model, tokenizer, folder: Path, spec: ReaderSpec, gguf_path: Pa
         save_dequantised(model, tokenizer, staging)
         files = {p.relative_to(staging).as_posix(): p.stat().st_size
                  for p in sorted(staging.rglob("*")) if p.is_file()}
-        manifest = {
-            "model_id": spec.model_id,
-            "gguf_file": Path(gguf_path).name,
-            "gguf_sha256": sha,
-            "transformers": _version("transformers"),
-            "gguf": _version("gguf"),
-            "torch": _version("torch"),
-            "dtype": str(next(model.parameters()).dtype),
-            "files": files,
-        }
+        manifest = {"model_id": spec.model_id, "gguf_file": Path(gguf_path).name,
+                    "gguf_sha256": sha, **{name: _version(name) for name in VERSIONED},
+                    "dtype": str(next(model.parameters()).dtype), "files": files}
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1), encoding="utf-8")
         try:
             staging.rename(folder)
@@ -170,13 +162,6 @@ def _write_cache(model, tokenizer, folder: Path, spec: ReaderSpec, gguf_path: Pa
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
-
-
-def _discard(folder: Path) -> None:
-    if folder.exists():
-        doomed = folder.with_name(f".{folder.name}.damaged-{os.getpid()}")
-        folder.rename(doomed)
-        shutil.rmtree(doomed, ignore_errors=True)
 
 
 def load_gguf(spec: ReaderSpec, gguf_path: Path, say=print):
@@ -203,7 +188,9 @@ def load_gguf(spec: ReaderSpec, gguf_path: Path, say=print):
                 problem = f"loading it failed ({type(error).__name__}: {error})"
         warnings.warn(f"the dequantised cache {folder} is damaged: {problem}; rebuilding it "
                       f"from {gguf_path.name}", ModelCacheWarning, stacklevel=2)
-        _discard(folder)
+        doomed = folder.with_name(f".{folder.name}.damaged-{os.getpid()}")
+        folder.rename(doomed)
+        shutil.rmtree(doomed, ignore_errors=True)
     say(f"Loading {spec.model_id} from its GGUF file {shown(gguf_path)} (sha256 {sha[:8]}...): "
         f"dequantising, then saving the weights to {shown(folder)} so that later loads take seconds")
     kwargs = {"gguf_file": gguf_path.name, "local_files_only": True}
