@@ -543,24 +543,33 @@ def generate_all(reader: Reader, inputs: pd.DataFrame, *, constrained: bool = Fa
     return table
 
 
-def mode_sentence(reader: Reader, results: pd.DataFrame) -> str:
+def mode_sentence(reader: Reader, results: pd.DataFrame | None = None) -> str:
     """The reader-mode sentence: which mode ran, where the replies came from, the model
-    and its revision. The one sentence of a page that the machinery writes."""
-    modes = sorted(set(results["mode"]))
-    if len(modes) != 1:
-        raise ValueError(f"the replies were produced in more than one mode: {modes}")
-    mode, revision = modes[0], results["revision"].iloc[0]
+    and its revision. The one sentence of a page that the machinery writes. Without
+    ``results`` it describes the reader itself (a recorded reader: the provenance of its
+    model's entries in the transcript)."""
+    if results is None:
+        mode, revision = reader.mode, reader.revision
+        made = sorted({e.provenance for e in getattr(reader, "entries", ())
+                       if e.model_id == reader.model_id})
+    else:
+        modes = sorted(set(results["mode"]))
+        if len(modes) != 1:
+            raise ValueError(f"the replies were produced in more than one mode: {modes}")
+        mode, revision = modes[0], results["revision"].iloc[0]
+        made = sorted(set(results["provenance"].dropna()))
     where = {"recorded": "replayed from the recorded transcript "
                          "`data/riverton/reader-transcript.jsonl`",
              "live": "generated live on this machine with transformers"}
-    made = sorted(set(results["provenance"].dropna()))
-    sentence = (f"**Reader mode for this render:** {mode}. The outputs below were "
+    sentence = (f"**Reader mode for this render:** {mode}. Its replies are "
                 f"{where.get(mode) or reader.server.sentence()}, for "
                 f"`{reader.spec.model_id}` at revision `{revision}`.")
     if mode == "recorded" and made == [TRANSCRIBED]:
-        sentence += (" The recorded entries were transcribed from a reference render of "
-                     "this lesson made with the pinned model; running the model live "
-                     "needs its weights in the local Hugging Face cache (see the README).")
+        sentence += (" Those entries were transcribed by hand from the printed reference "
+                     "render of this lesson, which ran the pinned model: its raw replies, "
+                     "their token counts and stopping flags, and the prompt token counts. "
+                     "Running the model live needs its weights in the local Hugging Face "
+                     "cache (see the appendix for authors and instructors).")
     elif mode == "recorded":
         sentence += " The recorded entries say how they were made: " + "; ".join(made) + "."
     elif mode == "server":
@@ -612,17 +621,17 @@ def pinned_source(prompts: pd.DataFrame, label_columns=("question_id",),
 
 
 def pinned_replies(source: PinnedSource, prompts: pd.DataFrame, key: str = PINNED_READER,
-                   transcript=TRANSCRIPT_PATH) -> pd.DataFrame | None:
+                   transcript=TRANSCRIPT_PATH) -> pd.DataFrame:
     """The pinned reader's replies to ``prompts``, as many as can be had: every reply when
     ``source`` answers all, the recorded ones when it is "none" but the transcript holds
-    some, else None."""
+    some (none at all otherwise: an empty table). The rows of ``prompts`` that got a reply,
+    with ``raw_output``, ``mode``, ``revision`` and ``provenance``."""
     if source.how != "none":
         reader, asked = source.reader, prompts
-    elif source.n_recorded:
+    else:
         reader = load_reader(key, mode="recorded", transcript=transcript)
         asked = prompts[source.lookup["recorded"].to_numpy()]
-    else:
-        return None
-    replies = generate_all(reader, asked)
-    return asked.assign(raw_output=replies["raw_output"].to_numpy())
-
+    replies = generate_all(reader, asked) if len(asked) else pd.DataFrame(
+        columns=["raw_output", "mode", "revision", "provenance"])
+    return asked.assign(**{c: replies[c].to_numpy() for c in
+                           ("raw_output", "mode", "revision", "provenance")})

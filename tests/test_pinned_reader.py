@@ -62,7 +62,7 @@ def test_without_a_server_the_transcript_answers_what_it_holds(prompts, changed)
     recorded = load_reader(PINNED_READER, mode="recorded")
     assert replies["raw_output"].tolist() == [recorded.entry(m, q).raw_output for q, m in
                                               zip(held["question_id"], held["messages"])]
-    assert pinned_replies(pinned_source(asked.iloc[:0]), asked.iloc[:0]) is None
+    assert pinned_replies(pinned_source(asked.iloc[:0]), asked.iloc[:0]).empty
 
 
 def _replay_qwen(body):
