@@ -147,4 +147,27 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
         out.append(line)
     while closers:
         out.extend(["", closers.pop()])
-    return "\n".join(out)
+    return tex_math_to_mathml("\n".join(out))
+
+
+# TeX maths as pandoc reads it (tex_math_dollars): $$...$$ for display; $...$ inline when
+# the opening $ has no space after it and the closing one no space before it and no digit
+# after it, so "$150 and $200" stays money. Code spans and fences are left alone.
+_MATH = re.compile(r"(?s)(?P<code>`+).*?(?P=code)|^(?P<fence>```|~~~).*?^(?P=fence)"
+                   r"|(?<!\\)\$\$(?P<display>.+?)\$\$"
+                   r"|(?<![\\$])\$(?P<inline>[^\s$`](?:[^$\n`]*?[^\s\\$`])?)\$(?!\d)", re.M)
+
+
+def tex_math_to_mathml(text: str) -> str:
+    """``text`` with its TeX maths written as MathML, which browsers show with no script,
+    offline (Quarto does the same with ``html-math-method: mathml``)."""
+    from latex2mathml.converter import convert
+
+    def one(match: re.Match) -> str:
+        if match["display"] is not None:
+            return "\n" + convert(match["display"].strip(), display="block") + "\n"
+        if match["inline"] is not None:
+            return convert(match["inline"])
+        return match[0]
+
+    return _MATH.sub(one, text)

@@ -154,7 +154,7 @@ def _check_passages(passages: pd.DataFrame, id_column: str, text_column: str) ->
                              f"text: {text!r}")
 
 
-def _unit_tfidf(counts: sp.csr_matrix, idf: np.ndarray) -> sp.csr_matrix:
+def unit_tfidf(counts: sp.csr_matrix, idf: np.ndarray) -> sp.csr_matrix:
     """Raw term counts, one row per text, turned in place into unit-length tf-idf vectors.
 
     Each count is multiplied by its term's idf; a term found in every passage weighs 0
@@ -208,7 +208,7 @@ class TfidfRetriever:
         document_frequency = np.bincount(counts.indices, minlength=counts.shape[1])
         idf = np.log(counts.shape[0] / document_frequency)
         # The unit-length passage vectors, stored term-major: the inverted index.
-        term_matrix = _unit_tfidf(counts, idf).T.tocsr()
+        term_matrix = unit_tfidf(counts, idf).T.tocsr()
         ids = tuple(str(pid) for pid in passages[id_column])
         return cls(ids, vectorizer, idf, document_frequency, term_matrix,
                    passage_id_order(ids), np.asarray(ids, dtype=object))
@@ -237,7 +237,7 @@ class TfidfRetriever:
         queries = list(queries)
         for row, text in enumerate(queries):
             _check_text(text, f"query {row + 1}")
-        return _unit_tfidf(self.vectorizer.transform(queries), self.idf)
+        return unit_tfidf(self.vectorizer.transform(queries), self.idf)
 
     def score_sparse(self, queries: Sequence[str]) -> sp.csr_matrix:
         """Cosine scores as a sparse (queries x passages) matrix; zeros are not stored.
@@ -252,7 +252,7 @@ class TfidfRetriever:
         """Cosine scores as a dense (queries x passages) array in ``passage_ids`` order."""
         return self.score_sparse(queries).toarray()
 
-    def _cosines(self, terms: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    def cosines(self, terms: np.ndarray, weights: np.ndarray) -> np.ndarray:
         """One question's cosine with every passage, from its unit-length tf-idf vector
         (``terms`` and their ``weights``): the postings of its terms, each times the
         question's weight for the term, added up passage by passage."""
@@ -288,13 +288,13 @@ class TfidfRetriever:
         """Each question's top ``k`` passage positions with a positive score, best first,
         and their scores: what :meth:`rank` puts into its table.
 
-        One question at a time, scored through the inverted index (:meth:`_cosines`).
+        One question at a time, scored through the inverted index (:meth:`cosines`).
         """
         for question_id, text in zip(question_ids, texts):
             _check_text(text, f"question {question_id!r}")
         found = []
         for terms, weights in _rows(self.query_matrix(texts)):
-            scores = self._cosines(terms, weights)
+            scores = self.cosines(terms, weights)
             chosen = _top(scores, self.id_order.__getitem__, k)
             found.append((chosen, scores[chosen]))
         return found

@@ -20,6 +20,12 @@ from .text import normalize_answer
 
 ACTIONS = ("answer", "abstain", "flag premise")
 
+#: The columns of :func:`score_table`, in order.
+SCORE_COLUMNS = ["question_id", "reader_action", "expected_action", "action_correct",
+                 "parsed_answer", "exact_match", "f1", "recall_at_3", "reader_given_passages",
+                 "reference_agreement", "recall_at_3_label", "end_to_end_outcome",
+                 "acceptable_variant_in_answer"]
+
 
 def exact_match(prediction: str, reference: str) -> int:
     """1 when the normalised strings are equal, else 0."""
@@ -127,7 +133,7 @@ def score_table(parsed: pd.DataFrame, questions: pd.DataFrame, gold: pd.DataFram
                     scored_answer, row.acceptable_list),
             }
         )
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows, columns=SCORE_COLUMNS)
     frame["recall_at_3"] = frame["recall_at_3"].astype("boolean")
     frame["parsed_answer"] = pd.Series([r["parsed_answer"] for r in rows], dtype=object)
     return frame
@@ -137,32 +143,6 @@ def action_counts(scores: pd.DataFrame) -> dict[str, int]:
     """How many rows the reader answered, abstained on, flagged, or failed to parse."""
     counts = scores["reader_action"].value_counts()
     return {action: int(counts.get(action, 0)) for action in (*ACTIONS, "parse failure")}
-
-
-def em_zero_reason(scores: pd.DataFrame) -> dict[str, object]:
-    """Explain the correctly handled answer rows that still score EM 0.
-
-    Returns the rows (comma-joined IDs), their count and a sentence: when every such
-    answer contains an acceptable variant and overlaps the reference, the EM 0 comes
-    from extra words; otherwise from wording differences.
-    """
-    rows = scores[
-        (scores["expected_action"] == "answer") & scores["action_correct"]
-        & (scores["exact_match"] == 0)
-    ]
-    ids = ", ".join(rows["question_id"])
-    count = len(rows)
-    if count == 0:
-        reason = "no correctly handled answer row has exact match 0"
-    else:
-        verb = "has" if count == 1 else "have"
-        if (rows["f1"] > 0).all() and rows["acceptable_variant_in_answer"].all():
-            subject = "the answer contains" if count == 1 else "each answer contains"
-            reason = (f"{ids} {verb} exact match 0 because {subject} an acceptable "
-                      "variant but includes extra words")
-        else:
-            reason = f"{ids} {verb} exact match 0 for wording differences"
-    return {"rows": ids, "count": count, "reason": reason}
 
 
 def action_table(scores: pd.DataFrame) -> pd.DataFrame:

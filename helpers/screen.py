@@ -22,18 +22,16 @@ CHECKS = (
 NOT_FLAGGED = "not flagged by screen"
 HELD = "held for human review"
 
-_CITATION = regex.compile(r"\bH\d{2}\b")
-_NUMBER = regex.compile(r"(?<![\p{L}\p{N}])\d+")
 
 
 def strip_citation_tokens(text: str) -> str:
     """Remove passage IDs such as ``H08`` so their digits are not read as figures."""
-    return _CITATION.sub("", text)
+    return regex.sub(r"\bH\d{2}\b", "", text)
 
 
 def numbers_in(text: str | None) -> list[str]:
     """Digit runs not glued to a preceding letter or digit, after removing citations."""
-    return _NUMBER.findall(strip_citation_tokens(text or ""))
+    return regex.findall(r"(?<![\p{L}\p{N}])\d+", strip_citation_tokens(text or ""))
 
 
 def screen_reply(

@@ -14,10 +14,6 @@ STOP_WORDS: frozenset[str] = frozenset(
     there this to when where while with your""".split()
 )
 
-_TOKEN = regex.compile(r"[\p{L}\p{N}][\p{L}\p{N}-]*")
-_PUNCT_OR_SYMBOL = regex.compile(r"[\p{P}\p{S}]")
-_ARTICLE = regex.compile(r"\b(a|an|the)\b")
-_SPACES = regex.compile(r"\s+")
 _SENTENCE_END = regex.compile(r"(?<=[.!?])\s+")
 
 
@@ -27,7 +23,7 @@ def tokenize(text: str) -> list[str]:
     A token starts with a letter or digit and continues with letters, digits or
     hyphens, so ``DSC-104`` stays one token and ``$150`` becomes ``150``.
     """
-    return _TOKEN.findall(text.lower())
+    return regex.findall(r"[\p{L}\p{N}][\p{L}\p{N}-]*", text.lower())
 
 
 def content_tokens(text: str, stop_words: Collection[str] = STOP_WORDS) -> list[str]:
@@ -53,25 +49,25 @@ def shared_content_words(first: str | None, second: str | None,
 
 # SQuAD's normalize_answer as a chain of small steps. The punctuation step uses the
 # Unicode classes P (punctuation) and S (symbols), so "$" and "€" go too.
-def _lower(text: str) -> str:
+def lower_case(text: str) -> str:
     return text.lower()
 
 
-def _drop_punctuation_and_symbols(text: str) -> str:
-    return _PUNCT_OR_SYMBOL.sub("", text)
+def drop_punctuation_and_symbols(text: str) -> str:
+    return regex.sub(r"[\p{P}\p{S}]", "", text)
 
 
-def _drop_articles(text: str) -> str:
-    return _ARTICLE.sub(" ", text)
+def drop_articles(text: str) -> str:
+    return regex.sub(r"\b(a|an|the)\b", " ", text)
 
 
-def _squeeze_spaces(text: str) -> str:
-    return _SPACES.sub(" ", text).strip()
+def squeeze_spaces(text: str) -> str:
+    return regex.sub(r"\s+", " ", text).strip()
 
 
 def normalize_answer(text: str) -> str:
     """Lower-case, drop punctuation and symbols, drop English articles, squeeze spaces."""
-    return _squeeze_spaces(_drop_articles(_drop_punctuation_and_symbols(_lower(text))))
+    return squeeze_spaces(drop_articles(drop_punctuation_and_symbols(lower_case(text))))
 
 
 def split_sentences(text: str) -> list[str]:

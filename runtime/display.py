@@ -357,8 +357,10 @@ def show_source(*objects) -> None:
     code, where = source_of(*objects)
     html = highlight(code, PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True))
     display({
-        "text/html": f'<div class="riverton-source {NO_MATH_CLASSES}">'
-                     f'<p class="riverton-source-file">From <code>{where}</code></p>{html}</div>',
+        "text/html": f'<div class="riverton-source {NO_MATH_CLASSES}" style="border-left: 3px '
+                     f'solid #9bb0c6; padding: 0.1em 0 0.1em 0.9em; margin: 0.4em 0;">'
+                     f'<p class="riverton-source-file" style="margin: 0.3em 0; color: #555;">'
+                     f'From <code>{where}</code></p>{html}</div>',
         "text/markdown": f"From `{where}`:\n\n```python\n{code}\n```\n",
         "text/plain": f"# {where}\n{code}",
     }, raw=True)

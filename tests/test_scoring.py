@@ -15,7 +15,7 @@ from collections import Counter
 import pytest
 
 from helpers.parsing import parse_outputs
-from helpers.scoring import (action_counts, action_table, best_reference_scores, em_zero_reason,
+from helpers.scoring import (action_counts, action_table, best_reference_scores,
                              exact_match, policy_table, score_table, token_f1)
 
 PRINTED_OUTCOMES = [
@@ -135,23 +135,24 @@ def test_flagging_the_premise_is_the_expected_action(source_raw_outputs, questio
 
 
 @pytest.mark.parametrize(
-    ("replacements", "rows", "reason"),
+    ("replacements", "em_zero", "contains"),
     [
-        ({}, "Q2", "Q2 has exact match 0 because the answer contains an acceptable variant but "
-                   "includes extra words"),  # the sentence printed under the table
-        ({"Q2": "Answer: Oct. 15\nSources: H14"}, "",
-         "no correctly handled answer row has exact match 0"),
-        ({"Q1": "Answer: It is $150 per week.\nSources: H08"}, "Q1, Q2",
-         "Q1, Q2 have exact match 0 because each answer contains an acceptable variant but "
-         "includes extra words"),
-        ({"Q1": "Answer: One hundred fifty dollars weekly\nSources: H08"}, "Q1, Q2",
-         "Q1, Q2 have exact match 0 for wording differences"),
+        ({}, ["Q2"], [True]),  # lesson 1's render: Q2 carries words the variants lack
+        ({"Q2": "Answer: Oct. 15\nSources: H14"}, [], []),
+        ({"Q1": "Answer: One hundred fifty dollars weekly\nSources: H08"}, ["Q1", "Q2"],
+         [False, True]),
     ],
 )
-def test_em_zero_reason(source_raw_outputs, questions, gold, replacements, rows, reason):
+def test_right_actions_with_em_zero_and_whether_they_hold_a_variant(
+        source_raw_outputs, questions, gold, replacements, em_zero, contains):
+    """What lesson 1's sentence on exact match 0 reads from the table: the right answers
+    that still score EM 0, and whether each contains an acceptable variant."""
     scores = _scores_with(source_raw_outputs, questions, gold, replacements)
-    assert em_zero_reason(scores) == {"rows": rows, "count": len(rows.split(", ")) if rows else 0,
-                                      "reason": reason}
+    rows = scores[(scores["expected_action"] == "answer") & scores["action_correct"]
+                  & (scores["exact_match"] == 0)]
+    assert rows["question_id"].tolist() == em_zero
+    assert rows["acceptable_variant_in_answer"].tolist() == contains
+    assert (rows["f1"] > 0).all()
 
 
 def test_unknown_question_ids_are_rejected(source_raw_outputs, questions, gold):
