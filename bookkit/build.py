@@ -39,6 +39,7 @@ from bookkit import quarto as quarto_tools
 from bookkit.cache import (ExecutionCache, KeyInputError, LessonKey, PageCache, ProjectInputs, explain,
                            has_code, installed_distributions, server_reason)
 from bookkit.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark, split_front_matter
+from bookkit.notebooks import offer_notebooks
 from bookkit.offline import find_remote_assets
 from runtime.progress import build_environment
 
@@ -780,6 +781,7 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
         for name, page in written.items():
             (staging / name).parent.mkdir(parents=True, exist_ok=True)
             (staging / name).write_text(page, encoding="utf-8")
+        offer_notebooks(config.root, staging, [c.source for c in targets])
         _publish(staging, output, partial=only is not None)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -71,6 +71,7 @@ from bookkit.cache import (  # noqa: E402
     CACHE_DIR_NAME, LESSON_PACKAGES, KeyInputError, LessonKey, ProjectInputs, explain, files_under,
     has_code, input_folders, now_text, package_folder, read_json, server_reason,
 )
+from bookkit.notebooks import offer_notebooks  # noqa: E402
 from bookkit.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
 from runtime.files import write_json_atomic, write_text_atomic  # noqa: E402
 
@@ -332,6 +333,7 @@ def post_render(root: Path, say=print) -> int:
         return 1
     make_pages_offline([path for path in outputs if path.suffix == ".html" and path.is_file()])
     output_dir = root / (os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_book")
+    offer_notebooks(root, output_dir, [chapter.source for chapter, _ in _chapters_with_code(root)[1]])
     _record_keys(root, output_dir, {os.path.normpath(p) for p in outputs}, say)
     remote = remote_assets_in_site(output_dir) if output_dir.is_dir() else []
     if remote:

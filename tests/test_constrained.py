@@ -9,6 +9,7 @@ server enforcing the GBNF form is tested in ``test_reader_server.py``.
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 import pytest
@@ -251,8 +252,9 @@ def test_lesson_three_executes_and_its_tables_keep_their_promises(lesson):
     assert screened and screened <= {screen.HELD, screen.NOT_FLAGGED}
     prose = markdown_outputs(lesson)
     assert [line for line in prose.splitlines() if "seconds per question" in line], prose
-    for value in [row[c] for row in table_rows(lesson, "constrained_scores") for c in ("EM", "F1")]:
-        assert value == "NA" or (0 <= float(value) <= 1 and not math.isnan(float(value)))
+    # Reference agreement in lesson 1's format, "EM 0; F1 0.14", or not applicable.
+    for value in [row["Reference agreement"] for row in table_rows(lesson, "constrained_scores")]:
+        assert value == "not applicable" or re.fullmatch(r"EM [01]; F1 [01]\.\d\d", value), value
 
 
 @pytest.mark.slow

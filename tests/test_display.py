@@ -259,28 +259,6 @@ def test_markdown_renders_literally_with_quartos_pandoc(quarto):
 # --------------------------------------------------------------------------- the lessons
 
 LESSONS = sorted((PROJECT_ROOT / "lessons").glob("*.ipynb"))
-_CODE_SPAN = re.compile(r"(`+)(?:(?!\1).)+?\1(?!`)", re.DOTALL)
-
-
-def _dollars_outside_code(text: str) -> int:
-    return len(re.findall(r"(?<!\\)\$", _CODE_SPAN.sub("", text)))
-
-
-@pytest.mark.parametrize("lesson", LESSONS, ids=[p.stem[:2] for p in LESSONS])
-def test_no_lesson_markdown_puts_an_amount_of_money_beside_another_dollar(lesson):
-    """JupyterLab typesets the text between two dollar signs in a Markdown cell, and
-    escaping does not stop it there: a cell with an amount of money ("$150") holds no other
-    dollar sign outside code, so no amount is ever read as mathematics; formulas ($$ ... $$)
-    stay in cells without money."""
-    nb = nbformat.read(lesson, as_version=4)
-    bad = []
-    for index, cell in enumerate(nb.cells):
-        text = _CODE_SPAN.sub("", cell.source) if cell.cell_type == "markdown" else ""
-        if re.search(r"(?<!\\)\$\d", text) and _dollars_outside_code(cell.source) >= 2:
-            bad.append((index + 1, cell.source[:80]))
-    assert not bad, f"{lesson.name}: Markdown cells with an amount beside another $: {bad}"
-
-
 @pytest.mark.parametrize("lesson", LESSONS, ids=[p.stem[:2] for p in LESSONS])
 def test_lessons_compute_prose_with_the_literal_markdown(lesson):
     nb = nbformat.read(lesson, as_version=4)

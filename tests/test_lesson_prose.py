@@ -111,7 +111,8 @@ def test_the_build_without_quarto_shows_the_dollar_signs():
 
     found = money_cells()
     lessons = sorted({where.split(",")[0] for where, _, _ in found})
-    assert lessons == ["03-format-is-not-truth.ipynb", "05-evidence-not-instructions.ipynb"], lessons
+    assert lessons == ["01-answering-from-retrieved-passages.ipynb", "03-format-is-not-truth.ipynb",
+                       "05-evidence-not-instructions.ipynb"], lessons
     assert len(found) >= 3, [where for where, _, _ in found]
     for where, source, phrases in found:
         text = shown_text(markdown2html_mistune(quarto_markdown_to_commonmark(source)))

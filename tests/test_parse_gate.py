@@ -64,3 +64,18 @@ def test_third_line_in_a_recorded_reply_executes_again_and_stops_the_build(tmp_p
         assert shown in report, shown
     assert not output.exists(), "nothing may be published when a lesson fails"
     assert cache_entries(project) == entries, "the failed execution left a cache entry"
+
+
+def test_a_changed_figure_stops_the_build_at_the_sentence_that_no_longer_holds(tmp_path):
+    """A reply that still parses but changes a figure the prose quotes (Q2's exact match)
+    stops the build at that sentence's guard, quoting the sentence, what it states and
+    what this run gives."""
+    project = copy_project(tmp_path / "book")
+    corrupt_transcript(project, "Q2", "Answer: October 15\nSources: H14")
+    output = tmp_path / "site"
+    result = build(project, output)
+    report = result.stdout + result.stderr
+    assert result.returncode != 0, report
+    for shown in ("ClaimMismatch", "The page says:", "Q2 has EM 0", "but this run gives"):
+        assert shown in report, shown
+    assert not output.exists(), "nothing may be published when a lesson fails"
