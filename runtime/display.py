@@ -157,9 +157,10 @@ def prepare(frame: pd.DataFrame, labels: Mapping[str, str] | None = None) -> pd.
     shown = frame[list(labels)].astype(object).map(_cell)
     for column in labels:
         style = vocabulary().get(column, ("", ""))[1]
-        if style:
-            shown[column] = [value if value == "NA" or isinstance(value, str) else
-                             format(value, style) for value in shown[column]]
+        if style:  # a number format leaves text ("NA", "not applicable") as it is
+            numeric = style[-1] in "defg%"
+            shown[column] = [value if value == "NA" or (numeric and isinstance(value, str))
+                             else format(value, style) for value in shown[column]]
     return shown.rename(columns=dict(labels))
 
 
