@@ -356,7 +356,8 @@ def show_source(*objects) -> None:
     from pygments.lexers import PythonLexer
 
     code, where = source_of(*objects)
-    html = highlight(code, PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True))
+    html = highlight(code, PythonLexer(), HtmlFormatter(
+        noclasses=True, nobackground=True, prestyles="overflow-x: auto; white-space: pre; margin: 0;"))
     display({
         "text/html": f'<div class="riverton-source {NO_MATH_CLASSES}" style="border-left: 3px '
                      f'solid #9bb0c6; padding: 0.1em 0 0.1em 0.9em; margin: 0.4em 0;">'
