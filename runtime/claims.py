@@ -71,6 +71,7 @@ def check_claim(sentence: str, claimed, computed, *, reader=None) -> None:
     figures ``sentence`` states). Numbers are compared to 1e-9; sequences and dicts item
     by item. ``reader``: the reader whose replies the figures come from, named in the
     message when it ran live."""
+    __tracebackhide__ = True  # IPython shows the lesson's cell, not this function's lines
     claimed, computed = _plain(claimed), _plain(computed)
     if _same(claimed, computed):
         return
