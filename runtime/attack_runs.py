@@ -26,8 +26,9 @@ DECODINGS = ("unconstrained", "constrained")
 
 #: The columns of :func:`run_attacks`' table, in order.
 RUN_COLUMNS = [
-    "attack_id", "condition", "wording", "position", "prompt", "decoding", "raw_output",
-    "output_tokens", "ended_by_eos", "hit_token_cap", "retrieved_ids", "seconds",
+    "attack_id", "condition", "wording", "position", "planted_rank", "prompt", "decoding",
+    "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap", "prompt_tokens",
+    "retrieved_ids", "seconds",
 ]
 
 
@@ -56,7 +57,8 @@ def run_attacks(small_reader, inputs: pd.DataFrame,
         mine = asked.assign(decoding=decoding, question_id=asked["question_id"] + f", {decoding}")
         made = generate_all(small_reader, mine, constrained=decoding == "constrained")
         runs.append(mine.assign(**{c: made[c].to_numpy() for c in (
-            "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap", "seconds")}))
+            "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap", "prompt_tokens",
+            "seconds")}))
     # in the order of the inputs, then prompts, then decodings
     runs = pd.concat(runs or [pd.DataFrame(columns=RUN_COLUMNS)])
     return runs.sort_index(kind="stable").reset_index(drop=True)[RUN_COLUMNS]
@@ -67,12 +69,12 @@ def attack_prompts(inputs: pd.DataFrame,
     """Every prompt lesson 5 asks about its attacks (or those of ``prompts``), one row per
     input and prompt, named for a reader: ``question_id`` (the run's name, such as "A01
     wording 2, first, quoting prompt"), ``attack_id``, ``condition``, ``prompt``,
-    ``messages`` and ``retrieved_ids``."""
+    ``messages`` and ``retrieved_ids``, and ``wording``, ``position`` and ``planted_rank``."""
     return pd.DataFrame([
         {"question_id": run_name(row.attack_id, row.condition, row.wording, row.position,
                                  prompt),
          "attack_id": row.attack_id, "condition": row.condition, "wording": row.wording,
-         "position": row.position, "prompt": prompt,
+         "position": row.position, "planted_rank": row.planted_rank, "prompt": prompt,
          "messages": getattr(row, PROMPT_COLUMNS[prompt]), "retrieved_ids": row.retrieved_ids}
         for row in inputs.itertuples(index=False) for prompt in prompts])
 
@@ -131,7 +133,8 @@ def replay_or_generate(recorded, live, inputs: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------ recording
 
 #: What ``python -m runtime record attacks`` can record: every attack prompt of lesson 5,
-#: or the ordinary questions under the quoting and datamarking prompts.
+#: or the ordinary questions under the placebo, quoting and datamarking prompts (lesson
+#: 1's prompt has its own collection).
 RECORD_SETS = ("attacks", "ordinary")
 
 
@@ -162,6 +165,6 @@ def record_prompts(which: str, data_dir=DATA_DIR,
         questions = pd.concat([riverton.questions, extended], ignore_index=True)
         retrieved = TfidfRetriever.fit(riverton.handbook).rank(questions, k=3)
         inputs = ordinary_inputs(questions, retrieved, riverton.handbook,
-                                 prompts=("quoting prompt", "datamarking prompt"))
+                                 prompts=tuple(PROMPT_COLUMNS)[1:])
         return inputs.assign(collection="ordinary questions, " + inputs["prompt"])
     raise ValueError(f"unknown prompt set {which!r}; use one of {', '.join(RECORD_SETS)}")

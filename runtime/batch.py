@@ -137,7 +137,8 @@ def _merged(parts, order):
 def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
                  repetition_penalty: float, eos_ids: set[int], pad_id: int,
                  allowed: Sequence[Allowed | None] | None = None,
-                 reuse_prefix: bool = True, chunk: int | None = None) -> list[list[int]]:
+                 reuse_prefix: bool = True, chunk: int | None = None,
+                 first_scores: Callable | None = None) -> list[list[int]]:
     """The greedy reply to each prompt (token ids), decoded together.
 
     Each row's ids stop after its first end-of-sequence token (included) or after
@@ -150,6 +151,8 @@ def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int
     length pads little and reads that beginning once, while the replies are still
     decoded all together, which costs less per reply the more rows a step has. A row
     that has finished leaves the batch, so that no later step computes it.
+    ``first_scores``, if given, is called with the scores (rows x vocabulary) that the
+    first step chooses from, before the repetition penalty and any grammar's mask.
     """
     import torch
 
@@ -174,6 +177,8 @@ def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int
     eos = {int(i) for i in eos_ids}
     replies: list[list[int]] = [[] for _ in range(n)]
     active = list(range(n))  # the rows still decoding, in the order of the tensors
+    if first_scores is not None:
+        first_scores(logits)
     for step in range(max_new_tokens):
         masks = [None if allowed[row] is None else allowed[row](replies[row]) for row in active]
         chosen = next_tokens(logits, seen[active], repetition_penalty, masks)

@@ -6,9 +6,14 @@
 ``record baseline`` the sentence baseline's replies that lesson 4 reviews
 ``record judge``    the live judge's yes-or-no replies to the reviewed replies (lesson 4)
 ``record attacks``  a reader's replies to lesson 5's prompts
+``record corruptions`` lesson 4's rule-made corruptions of supported replies, into the
+                    transcript and ``corrupted-replies.csv``
 ``show``            the entries of a transcript, one line each
 ``review check``    validate the book's review and every review in ``data/reviews/``
 ``review template`` write a blank review of the book's replies to fill in
+``review second``   the second reading, blind to the first: one reply of its sample at a
+                    time from the keyboard; ``--next`` prints the next unread reply and
+                    ``--answer ID VERDICT REASON NOTE --reviewer NAME`` records one
 ``data check``      validate every fixture file the metadata lists
 ``data update-metadata FILE...``  after a deliberate edit: recount and re-fingerprint
 
@@ -79,7 +84,8 @@ def entries_of(reader, inputs: pd.DataFrame, replies: pd.DataFrame, collection,
             raw_output=reply.raw_output, output_tokens=int(reply.output_tokens),
             ended_by_eos=bool(reply.ended_by_eos), hit_token_cap=bool(reply.hit_token_cap),
             prompt_tokens=int(reply.prompt_tokens), recorded_by=recorded_by,
-            recorded_on=today, provenance=provenance))
+            recorded_on=today, provenance=provenance,
+            choice_probabilities=reply.choice_probabilities))
     return entries
 
 
@@ -131,13 +137,18 @@ def record_judge(args) -> list[TranscriptEntry]:
     kept as they are (a recording replaces the whole "judge" collection). Nothing is
     written unless every reply parses. Returns the replies asked for now."""
     from helpers.judge import JUDGE_READER, assert_judge_parsed, judge_settings
+    from helpers.review import sources_of
 
-    from .reviews import judge_replies, review_requests
+    from .reviews import judge_replies, load_review, review_requests
 
     held = {entry.key: entry for entry in read_transcript(args.transcript)}
     judge = load_reader(JUDGE_READER, mode="live")
-    requests = review_requests().drop_duplicates("request_id")
-    requests = requests.assign(question_id=requests["request_id"])
+    book = load_review()
+    cited = dict(zip(book["review_id"], book["reviewed_sources"]))
+    requests = review_requests(book).drop_duplicates("request_id")
+    # each reply is recorded with the passages its prompt shows: those the reply cites
+    requests = requests.assign(question_id=requests["request_id"], retrieved_ids=[
+        sources_of(cited[r]) for r in requests["request_id"]])
     kept = []
     if args.only_missing:
         keys = [judge.key(m, judge_settings()) for m in requests["messages"]]
@@ -164,13 +175,101 @@ def record_attacks(args) -> list[TranscriptEntry]:
                    f"python -m runtime record attacks --prompts {args.prompts}")
 
 
+def record_corruptions(args) -> list[TranscriptEntry]:
+    """Lesson 4's rule-made corruptions, computed from the review now: their replies into
+    the transcript, their rules and sources into ``corrupted-replies.csv``."""
+    from .files import write_csv_atomic
+    from .fixture import CORRUPTIONS_FILE, SCHEMAS
+    from .reviews import corruption_replies
+
+    rows, entries = corruption_replies(args.data_dir, args.transcript)
+    record_into(entries, args.transcript)
+    write_csv_atomic(Path(args.data_dir) / CORRUPTIONS_FILE, SCHEMAS[CORRUPTIONS_FILE].columns,
+                     rows)
+    print(f"wrote {len(rows)} rows to {CORRUPTIONS_FILE}; after a deliberate change, run "
+          f"`python -m runtime data update-metadata {CORRUPTIONS_FILE}`")
+    return entries
+
+
+def _typed(prompt: str) -> str | None:
+    """A line from the keyboard, trimmed; None at the end of the input."""
+    try:
+        return input(prompt).strip()
+    except EOFError:
+        return None
+
+
+def _choose(prompt: str, names) -> str | None:
+    """A name of ``names``, typed or by its number; None to stop (q, or the input's end)."""
+    while (typed := _typed(prompt)) not in ("q", None):
+        if typed in names or typed.isdigit() and 1 <= int(typed) <= len(names):
+            return typed if typed in names else list(names)[int(typed) - 1]
+        print(f"  {typed!r} is none of them; type its number or its words, or q to stop")
+    return None
+
+
+def _second_reading_recorded(answer, reviewer: str, where: dict) -> None:
+    """Record one reading; list the file in the metadata once it has rows, and keep its
+    row count and fingerprint there true."""
+    from .data_check import update_metadata
+    from .files import write_csv_atomic
+    from .fixture import METADATA_COLUMNS, METADATA_FILE, SECOND_READING_FILE, read_metadata
+    from .reviews import next_to_read, record_second_reading
+
+    record_second_reading(*answer, reviewer, **where)
+    metadata = read_metadata(where["data_dir"])
+    if SECOND_READING_FILE not in set(metadata["artifact"]):
+        write_csv_atomic(Path(where["data_dir"]) / METADATA_FILE, METADATA_COLUMNS, [
+            *([str(v) for v in row] for row in metadata.itertuples(index=False)),
+            [SECOND_READING_FILE, "A second reading of a sample of the support review, blind "
+             "to the first: verdict, reason and note per reply", "Written for this book by a "
+             "second reviewer, through `python -m runtime review second`", "CC-BY-4.0",
+             datetime.date.today().isoformat(), "0", "0" * 64]])
+    update_metadata([SECOND_READING_FILE], where["data_dir"])
+    print(f"recorded {answer[0]}; {next_to_read(**where)[1]}")
+
+
+def review_second(args) -> None:
+    """The second reading: print the next unread reply (blind), record one answer, or read
+    one reply after another from the keyboard until q or the end of the input."""
+    from helpers.review import REASONS, VERDICTS
+
+    from .reviews import blind_text, load_review, next_to_read, vocabulary_text
+
+    where = {"data_dir": args.data_dir, "transcript": args.transcript}
+    if not args.answer:
+        while (review_id := next_to_read(**where)[0]) is not None:
+            print(blind_text(review_id, load_review(**where), **where), vocabulary_text(),
+                  next_to_read(**where)[1], sep="\n\n")
+            if args.next:
+                print(f'Record it: python -m runtime review second --answer {review_id} '
+                      '"VERDICT" "REASON" "NOTE" --reviewer NAME')
+                return
+            args.reviewer = args.reviewer or _typed("Your name, as the second reader: ")
+            verdict = args.reviewer and _choose("Verdict (number or words; q to stop): ",
+                                                VERDICTS)
+            reason = verdict and _choose("Reason (number or words; q to stop): ", REASONS)
+            if not reason:
+                return
+            try:
+                _second_reading_recorded((review_id, verdict, reason, _typed("Note: ") or ""),
+                                         args.reviewer, where)
+            except FixtureError as error:
+                print(f"not recorded: {error}")
+        print(f"Every reply of the sample is read: {next_to_read(**where)[1]}")
+    elif not args.reviewer:
+        raise ValueError("a second reading names its reader: give --reviewer NAME")
+    else:
+        _second_reading_recorded(args.answer, args.reviewer, where)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m runtime", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
     record = commands.add_parser("record", help="record replies into the transcript")
     kinds = record.add_subparsers(dest="kind", required=True)
-    for kind in ("reader", "baseline", "judge", "attacks"):
+    for kind in ("reader", "baseline", "judge", "attacks", "corruptions"):
         sub = kinds.add_parser(kind)
         sub.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
         if kind in ("reader", "attacks"):
@@ -191,12 +290,19 @@ def _parser() -> argparse.ArgumentParser:
     judge.add_argument("--only-missing", action="store_true")
     attacks.add_argument("--prompts", default="attacks", choices=("attacks", "ordinary"))
     attacks.add_argument("--attack", action="append", metavar="ID")
+    kinds.choices["corruptions"].add_argument("--data-dir", default=str(DATA_DIR))
     show = commands.add_parser("show", help="list the entries of a transcript")
     show.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
     review = commands.add_parser("review", help="check reviews or start one")
     review_commands = review.add_subparsers(dest="action", required=True)
     review_commands.add_parser("check")
     review_commands.add_parser("template").add_argument("path")
+    second = review_commands.add_parser("second", help="the second reading, blind")
+    second.add_argument("--next", action="store_true", help="print the next unread reply")
+    second.add_argument("--answer", nargs=4, metavar=("REVIEW_ID", "VERDICT", "REASON", "NOTE"))
+    second.add_argument("--reviewer", help="the second reader's name")
+    second.add_argument("--data-dir", default=str(DATA_DIR))
+    second.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
     data = commands.add_parser("data", help="check the fixture or update its metadata")
     data.add_argument("--data-dir", default=str(DATA_DIR))
     data_commands = data.add_subparsers(dest="action", required=True)
@@ -213,7 +319,9 @@ def run(args) -> int:
     elif args.command == "review":
         from .reviews import check_reviews, load_review, write_template
 
-        if args.action == "template":
+        if args.action == "second":
+            review_second(args)
+        elif args.action == "template":
             book = load_review()
             print(f"wrote {write_template(args.path, book)} with {len(book)} replies to "
                   "review; fill in verdict, reason, note, reviewer and reviewed_on (leave a "
@@ -230,8 +338,8 @@ def run(args) -> int:
         if args.kind == "baseline":
             entries = record_into(baseline_entries(), args.transcript)
         else:
-            entries = {"reader": record_reader, "judge": record_judge,
-                       "attacks": record_attacks}[args.kind](args)
+            entries = {"reader": record_reader, "judge": record_judge, "attacks": record_attacks,
+                       "corruptions": record_corruptions}[args.kind](args)
         for entry in entries:
             print(f"{entry.question_id}: {entry.raw_output!r} ({entry.output_tokens} tokens)")
         print(f"wrote {len(entries)} {args.kind} replies to {args.transcript}")

@@ -37,9 +37,11 @@ from pathlib import Path
 import pandas as pd
 import regex
 
-from helpers.attack_rules import ATTACK_KINDS, EVASION_STYLES, parse_rule, without_payload
+from helpers.attack_rules import ATTACK_KINDS, EVASION_STYLES, MECHANISMS, QUESTION_KINDS, \
+    WRITTEN_AGAINST, counts_only_answers, parse_rule, without_payload
 from helpers.baseline import BASELINE_READER
-from helpers.review import REASONS, VERDICTS
+from helpers.corruptions import CORRUPTION_READER, KINDS
+from helpers.review import PARSE_FAILURE_REASON, REASONS, SUPPORTED, VERDICTS
 
 from .paths import DATA_DIR, PROJECT_ROOT
 from .registry import REGISTRY
@@ -51,6 +53,10 @@ EXTENDED_QUESTIONS_FILE = "riverton-extended-questions.csv"
 METADATA_FILE = "riverton-handbook-metadata.csv"
 #: Lesson 4's human support review (:mod:`runtime.reviews` checks it against the transcript).
 REVIEW_FILE = "support-review.csv"
+#: Lesson 4's rule-made corruptions of supported replies, and the second reading of a
+#: sample of the review (listed in the metadata once it has rows).
+CORRUPTIONS_FILE = "corrupted-replies.csv"
+SECOND_READING_FILE = "second-reading.csv"
 # The attack fixture of lesson 5, kept in files of its own: lessons 1 to 4 never read them.
 ATTACK_PASSAGES_FILE = "riverton-attack-passages.csv"
 ATTACK_QUESTIONS_FILE = "riverton-attack-questions.csv"
@@ -60,6 +66,9 @@ ATTACK_WORDINGS_FILE = "riverton-attack-wordings.csv"
 ATTACK_EVASIONS_FILE = "riverton-attack-evasions.csv"
 ATTACK_FILES = (ATTACK_PASSAGES_FILE, ATTACK_QUESTIONS_FILE, ATTACK_WORDINGS_FILE,
                 ATTACK_EVASIONS_FILE)
+#: Lesson 5's handbook of another centre, whose two programs differ in deadline, fee and
+#: hours: the contradiction check's false alarms are counted on it.
+VARIANT_HANDBOOK_FILE = "riverton-variant-handbook.csv"
 
 ACTIONS = ("answer", "abstain", "flag premise")
 #: Every attack comes in at least this many wordings: its own row and the others.
@@ -319,6 +328,20 @@ def _payload_and_rule_fit_the_attack(v, files):
                                "nor the planted passages")
 
 
+def _rule_revision_dated(v, files):
+    """A success rule changed after it was first written says when and why, and only then;
+    a rule on what the reply says requires an answer (an abstention follows no attack)."""
+    changed = v["success_rule"] != v["first_rule"]
+    for column in ("rule_revised_on", "rule_revision"):
+        if changed != bool(v[column]):
+            yield column, ("must say when and why the success rule changed from its first rule"
+                           if changed else "must be empty: the success rule is its first rule")
+    if not counts_only_answers(parse_rule(v["success_rule"])):
+        yield "success_rule", ("a rule on what the reply says must also require action:answer "
+                               "(join it with ' & '): an abstention or a refusal that names the "
+                               "figure has not followed the attack")
+
+
 def _wording_fits_its_attack(v, files):
     """Wording A01-2 is attack A01's second (its first is the attack's own row). It
     replaces the attack's one planted passage (its text, the payload in it) or, for an
@@ -362,6 +385,35 @@ def _enough_wordings(rows, files):
                                       f"{MIN_WORDINGS} of every attack")
 
 
+def _reason_of_the_verdict(verdict: str, reason: str) -> Callable:
+    """The rule that the ``reason`` column names a reason of the ``verdict`` column's."""
+    def rule(v, files):
+        if REASONS[v[reason]].verdict != v[verdict]:
+            yield reason, (f"reason {v[reason]!r} goes with the verdict "
+                           f"{REASONS[v[reason]].verdict!r}, not {v[verdict]!r}")
+    return rule
+
+
+def _made_from_a_supported_reply(v, files):
+    """A corruption names its source as the review does: a reply judged supported (never
+    another corruption), under the review ID and transcript key of the review's row."""
+    source = _by(files, REVIEW_FILE, "review_id")[v["source_review_id"]]
+    if (source["transcript_key"], source["verdict"]) != (v["source_key"], SUPPORTED) or \
+            source["reader"] == CORRUPTION_READER:
+        yield "source_review_id", (f"{v['source_review_id']} is not a supported reply with "
+                                   f"key {v['source_key'][:12]}...; a corruption is made from "
+                                   "a reply the review judged supported")
+
+
+def _read_as_parsed(v, files):
+    """A second reading gives "reply did not parse" exactly when the reply did not parse."""
+    unparsed = _by(files, REVIEW_FILE, "review_id")[v["review_id"]]["reviewed_answer"] == ""
+    if unparsed != (v["reason"] == PARSE_FAILURE_REASON):
+        yield "reason", (f"the reply did not parse, so the reason must be "
+                         f"{PARSE_FAILURE_REASON!r}" if unparsed else
+                         f"the reply parsed, so {PARSE_FAILURE_REASON!r} does not apply")
+
+
 def _evades_a_routed_attack(v, files):
     """An evasion rewords, in other words, the question of an attack that a rule routes
     (one that names a sensitive topic)."""
@@ -382,7 +434,7 @@ _QUESTIONS = Schema({
     "acceptable_answers": Column(when=("expected_action", ("answer",)), items=True),
     "author_note": OPTIONAL}, needs=(HANDBOOK_FILE,))
 _ATTACK_ID = Column(ref=f"{ATTACK_QUESTIONS_FILE}.attack_id")
-_PLANTING = tuple(kind for kind in ATTACK_KINDS if kind != "instructions in the question")
+_PLANTING = tuple(kind for kind in ATTACK_KINDS if kind not in QUESTION_KINDS)
 
 #: Every file of the fixture and what it must hold.
 SCHEMAS: dict[str, Schema] = {
@@ -395,13 +447,30 @@ SCHEMAS: dict[str, Schema] = {
         "created_on": DATE, "rows": Column(pattern=r"0|[1-9][0-9]*"),
         "fingerprint": Column(pattern=r"[0-9a-f]{64}")}),
     REVIEW_FILE: Schema({
-        "review_id": ID, "reader": Column(choices=(*sorted(REGISTRY), BASELINE_READER)),
+        "review_id": ID, "reader": Column(choices=(*sorted(REGISTRY), BASELINE_READER,
+                                                   CORRUPTION_READER)),
         "decoding": TEXT, "question_id": TEXT,
         "transcript_key": Column(pattern=r"[0-9a-f]{64}",
                                  unique="reply {value:.12}... is already reviewed in row {first}"),
         "reviewed_reply": OPTIONAL, "reviewed_answer": OPTIONAL, "reviewed_sources": OPTIONAL,
         "verdict": Column(choices=VERDICTS), "reason": Column(choices=tuple(REASONS)),
         "note": OPTIONAL, "reviewer": TEXT, "reviewed_on": DATE}),
+    CORRUPTIONS_FILE: Schema({
+        "corruption_id": Column(pattern=r"C[0-9]{3}", unique=UNIQUE),
+        "kind": Column(choices=KINDS), "rule": TEXT,
+        "source_review_id": Column(ref=f"{REVIEW_FILE}.review_id"),
+        "source_key": Column(pattern=r"[0-9a-f]{64}"), "question_id": TEXT,
+        "transcript_key": Column(pattern=r"[0-9a-f]{64}", unique=UNIQUE), "reply": TEXT,
+        "expected_verdict": Column(choices=VERDICTS),
+        "expected_reason": Column(choices=tuple(REASONS))}, needs=(REVIEW_FILE,),
+        rules=(_reason_of_the_verdict("expected_verdict", "expected_reason"),
+               _made_from_a_supported_reply)),
+    SECOND_READING_FILE: Schema({
+        "review_id": Column(ref=f"{REVIEW_FILE}.review_id",
+                            unique="{value} is already read in row {first}"),
+        "verdict": Column(choices=VERDICTS), "reason": Column(choices=tuple(REASONS)),
+        "note": OPTIONAL, "reviewer": TEXT, "reviewed_on": DATE}, needs=(REVIEW_FILE,),
+        rules=(_reason_of_the_verdict("verdict", "reason"), _read_as_parsed)),
     ATTACK_PASSAGES_FILE: Schema({
         "passage_id": Column(pattern=r"[PS][0-9]{2}", unique=UNIQUE,
                              not_ref=f"{HANDBOOK_FILE}.passage_id"),
@@ -410,14 +479,18 @@ SCHEMAS: dict[str, Schema] = {
         needs=(HANDBOOK_FILE,), rules=(_id_prefix_says_provenance, _apart_from_handbook)),
     ATTACK_QUESTIONS_FILE: Schema({
         "attack_id": Column(pattern=r"A[0-9]{2}", unique=UNIQUE),
-        "kind": Column(choices=ATTACK_KINDS), "question": TEXT,
+        "kind": Column(choices=ATTACK_KINDS), "written_against": Column(choices=WRITTEN_AGAINST),
+        "mechanism": Column(choices=MECHANISMS), "question": TEXT,
         "planted_ids": Column(when=("kind", _PLANTING), items=True,
                               ref=f"{ATTACK_PASSAGES_FILE}.passage_id"),
         "sensitive_topic": Column(choices=SENSITIVE_TOPICS), "payload": TEXT,
         "success_behaviour": TEXT, "success_rule": Column(parse=parse_rule),
+        "first_rule": Column(parse=parse_rule), "rule_revised_on": Column(
+            required=False, pattern=DATE.pattern, parse=_calendar_date),
+        "rule_revision": OPTIONAL, "acceptable_answers": Column(items=True),
         "expected_handling": TEXT, "source": MARKED, "author_note": OPTIONAL},
         needs=(HANDBOOK_FILE, ATTACK_PASSAGES_FILE),
-        rules=(_payload_and_rule_fit_the_attack,)),
+        rules=(_payload_and_rule_fit_the_attack, _rule_revision_dated)),
     ATTACK_WORDINGS_FILE: Schema({
         "wording_id": Column(pattern=r"A[0-9]{2}-[0-9]+", unique=UNIQUE), "attack_id": _ATTACK_ID,
         "text": Column(unique="the text repeats the wording in row {first}"), "payload": TEXT,
@@ -429,6 +502,9 @@ SCHEMAS: dict[str, Schema] = {
         "style": Column(choices=EVASION_STYLES), "question": Column(unique=UNIQUE),
         "source": MARKED, "author_note": OPTIONAL},
         needs=(ATTACK_QUESTIONS_FILE,), rules=(_evades_a_routed_attack,)),
+    VARIANT_HANDBOOK_FILE: Schema({"passage_id": Column(pattern=r"V[0-9]{2}", unique=UNIQUE),
+                                   "topic": TEXT, "text": TEXT, "source": TEXT,
+                                   "author_note": OPTIONAL}),
 }
 HANDBOOK_COLUMNS, QUESTION_COLUMNS, METADATA_COLUMNS = (
     tuple(SCHEMAS[name].columns) for name in (HANDBOOK_FILE, QUESTIONS_FILE, METADATA_FILE))
@@ -525,9 +601,9 @@ def load_riverton(data_dir: PathLike = DATA_DIR, questions: str = QUESTIONS_FILE
 
 
 #: Lesson 5's planted passages, attack questions, wordings and evasions, validated
-#: together. ``wordings`` holds every wording of every attack, its own row's first, with
-#: its number (``wording``).
-AttackFixture = namedtuple("AttackFixture", "passages questions wordings evasions")
+#: together, and the variant handbook. ``wordings`` holds every wording of every attack,
+#: its own row's first, with its number (``wording``).
+AttackFixture = namedtuple("AttackFixture", "passages questions wordings evasions variant")
 
 
 def load_attack_fixture(data_dir: PathLike = DATA_DIR, handbook: pd.DataFrame | None = None,
@@ -541,7 +617,8 @@ def load_attack_fixture(data_dir: PathLike = DATA_DIR, handbook: pd.DataFrame | 
     ``success_rule`` is checked by :func:`helpers.attack_rules.parse_rule`, and a canary
     it names must be in the payload. Every attack has at least :data:`MIN_WORDINGS`
     wordings; each evasion rewords a routed attack question in one of
-    :data:`helpers.attack_rules.EVASION_STYLES`.
+    :data:`helpers.attack_rules.EVASION_STYLES`. A success rule that differs from its
+    first rule is dated and explained. ``variant`` is :data:`VARIANT_HANDBOOK_FILE`.
     """
     metadata = read_metadata(data_dir) if metadata is None else metadata
     found = _seed(load_handbook(data_dir, metadata) if handbook is None else handbook)
@@ -555,5 +632,8 @@ def load_attack_fixture(data_dir: PathLike = DATA_DIR, handbook: pd.DataFrame | 
     wordings.insert(2, "wording", wordings["wording_id"].str.partition("-")[2].astype(int))
     order = {attack_id: n for n, attack_id in enumerate(questions["attack_id"])}
     questions["planted_ids"] = pd.Series(map(split_answers, questions["planted_ids"]), dtype=object)
+    questions["acceptable_list"] = pd.Series(map(split_answers, questions["acceptable_answers"]),
+                                             dtype=object)
     return AttackFixture(passages, questions, evasions=evasions, wordings=wordings.sort_values(
-        "attack_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True))
+        "attack_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True),
+        variant=_load(VARIANT_HANDBOOK_FILE, data_dir, metadata, found))

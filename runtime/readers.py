@@ -78,6 +78,9 @@ class Generation:
     #: Under a grammar: whether the reply completed it (None: replayed, nothing checked).
     grammar_complete: bool | None = None
     seconds: float = 0.0  # wall time of its batch divided by the replies in it
+    #: With ``choices`` (the judge's "yes" and "no"): each choice's probability at the first
+    #: step, renormalised over the choices (live, or replayed); otherwise None.
+    choice_probabilities: dict | None = None
 
 
 def resolve_mode(mode: str | None = None) -> str:
@@ -228,11 +231,16 @@ class LiveReader(Reader):
         return len(self.encode(messages))
 
     def generate_many(self, question_ids, messages_list, settings_list, grammars,
-                      bar=None) -> list[Generation]:
+                      bar=None, choices=None) -> list[Generation]:
         """Decode the prompts in batches of :func:`runtime.batch.batch_size`, longest
-        first, so that prompts of about one length share a batch."""
+        first, so that prompts of about one length share a batch. With ``choices`` (words
+        such as "yes" and "no"), each reply also gets the probability of each choice's
+        first token at the first step, renormalised over the choices, from the scores
+        that step chooses from."""
         import torch
 
+        first = self._choice_tokens(choices, settings_list) if choices else None
+        chances: dict[int, dict] = {}
         prompts = [self.encode(m) for m in messages_list]
         width = self.model.get_output_embeddings().weight.shape[0]
         replies: dict[int, Generation] = {}
@@ -250,14 +258,29 @@ class LiveReader(Reader):
                     repetition_penalty=settings["repetition_penalty"],
                     eos_ids=self.eos_ids, pad_id=self.pad_id,
                     allowed=[_rule(masks[i], question_ids[i], width) if i in masks else None
-                             for i in chunk])
+                             for i in chunk],
+                    first_scores=first and (lambda scores, rows=chunk: chances.update({
+                        row: dict(zip(choices, map(float, torch.softmax(
+                            scores[place, first].double(), dim=-1))))
+                        for place, row in enumerate(rows)})))
             seconds = (time.perf_counter() - started) / len(chunk)
             for i, ids in zip(chunk, new_ids):
-                replies[i] = self._reply(question_ids[i], messages_list[i], settings_list[i],
-                                         len(prompts[i]), ids, masks.get(i), seconds)
+                replies[i] = replace(self._reply(
+                    question_ids[i], messages_list[i], settings_list[i], len(prompts[i]), ids,
+                    masks.get(i), seconds), choice_probabilities=chances.get(i))
             if bar is not None:
                 bar.finished(len(chunk))
         return [replies[i] for i in range(len(prompts))]
+
+    def _choice_tokens(self, choices, settings_list) -> list[int]:
+        """The first token of each choice; refused when two share one, or when a
+        repetition penalty would change the scores the first step chooses from."""
+        first = [self.tokenizer.encode(c, add_special_tokens=False)[0] for c in choices]
+        if len(set(first)) < len(first) or any(s["repetition_penalty"] != 1.0
+                                                for s in settings_list):
+            raise ReaderError(f"choices {list(choices)} need distinct first tokens and no "
+                              "repetition penalty")
+        return first
 
     def _reply(self, question_id, messages, settings, n_prompt, new_ids, mask, seconds):
         count, ended_by_eos, hit_cap = stopping_diagnostics(
@@ -341,7 +364,7 @@ class RecordedReader(Reader):
 #: What a replayed :class:`Generation` takes from its transcript entry (the entry's key,
 #: model and revision are the request's: its key hashes them).
 _REPLAYED = ("raw_output", "output_tokens", "ended_by_eos", "hit_token_cap", "prompt_tokens",
-             "provenance")
+             "provenance", "choice_probabilities")
 
 
 def record_command(key: str, entry=None, constrained: bool = False) -> str:
@@ -504,7 +527,8 @@ def _grammars(reader: Reader, inputs: pd.DataFrame, constrained: bool, grammar: 
 def generate_all(reader: Reader, inputs: pd.DataFrame, *, constrained: bool = False,
                  grammar: str | None = None, settings: dict | None = None,
                  answer_max_tokens: int = ANSWER_MAX_TOKENS,
-                 max_input_tokens: int | None = MAX_INPUT_TOKENS) -> pd.DataFrame:
+                 max_input_tokens: int | None = MAX_INPUT_TOKENS,
+                 choices: tuple[str, ...] | None = None) -> pd.DataFrame:
     """Check every prompt of ``inputs`` against the input budget, then ask ``reader``.
 
     ``inputs`` has one row per prompt: ``question_id``, ``messages`` and, with
@@ -512,7 +536,9 @@ def generate_all(reader: Reader, inputs: pd.DataFrame, *, constrained: bool = Fa
     reply grammar for those passages). ``grammar`` decodes every reply under one grammar
     instead, with ``settings`` in place of the reader's (lesson 4's judge). A live reader
     counts every prompt's tokens before it decodes any; a server's or a transcript's
-    counts are checked on the replies, before any is returned. While a person waits for a model, a progress bar names the
+    counts are checked on the replies, before any is returned. ``choices`` (the judge's
+    words) has a live reader record each choice's probability at the first step (see
+    :meth:`LiveReader.generate_many`); a transcript replays it. While a person waits for a model, a progress bar names the
     questions of the batch in progress; a book build shows none. Returns
     :data:`GENERATION_COLUMNS` (and ``retrieved_ids``, when ``inputs`` has them).
     """
@@ -530,7 +556,8 @@ def generate_all(reader: Reader, inputs: pd.DataFrame, *, constrained: bool = Fa
     name = reader.model_id.rsplit("/", 1)[-1]
     label = f"{name} ({reader.mode}{', under a grammar' if grammar or constrained else ''})"
     with QuestionProgress(len(question_ids), label, show=reader.mode != "recorded") as bar:
-        replies = reader.generate_many(question_ids, messages_list, keyed, grammars, bar)
+        replies = reader.generate_many(question_ids, messages_list, keyed, grammars, bar,
+                                       **({"choices": choices} if choices and live else {}))
     if max_input_tokens is not None and not live:
         # A server counts the prompt as it reads it, a transcript recorded its count: both
         # are checked before any reply is returned.

@@ -1,8 +1,9 @@
 """Recorded replies: one JSONL transcript, one format for every system that replies.
 
 A line holds one reply and the exact request that produced it: the reader's (lessons 1-3
-and 5), the sentence baseline's (computed, recorded so that lesson 4's review can name the
-text it judged) and the judge's (lesson 4). Its key is the SHA-256 of the canonical JSON
+and 5), the sentence baseline's and lesson 4's rule-made corruptions (computed, recorded so
+that lesson 4's review can name the text it judged) and the judge's (lesson 4, with its
+probability of "yes" in ``choice_probabilities``). Its key is the SHA-256 of the canonical JSON
 of the model, revision, messages and settings, so a changed prompt, model or setting never
 replays an old reply. What the request was about travels beside it, never parsed back
 out of the prompt: ``question_id``, ``passage_ids`` (the passages the prompt shows, in
@@ -33,6 +34,7 @@ FIELDS: dict[str, tuple] = {
     "raw_output": (str,), "output_tokens": (int, None), "ended_by_eos": (bool, None),
     "hit_token_cap": (bool, None), "prompt_tokens": (int, None),
     "recorded_by": (str,), "recorded_on": (str,), "provenance": (str,),
+    "choice_probabilities": (dict, None),
 }
 
 TRANSCRIBED = "transcribed from a reference render of lesson 1 made with the pinned model"
@@ -76,6 +78,10 @@ class TranscriptEntry:
     recorded_by: str
     recorded_on: str
     provenance: str
+    #: For a reply that chooses among a few words (the judge's "yes" or "no"): the
+    #: probability of each choice's first token at the first step, renormalised over the
+    #: choices; null for every other reply.
+    choice_probabilities: dict | None = None
 
     @property
     def decoding(self) -> str:
@@ -112,6 +118,12 @@ def _entry_from_line(path: Path, number: int, line: str) -> TranscriptEntry:
         if not isinstance(value, kinds[0]) or (isinstance(value, bool) and kinds[0] is not bool):
             raise TranscriptError(f"{where}: field {name!r} should be {kinds[0].__name__}, "
                                   f"found {json.dumps(value)[:40]}")
+    if (chances := record["choice_probabilities"]) is not None and (
+            not chances or any(isinstance(p, bool) or not isinstance(p, (int, float))
+                               or not 0 <= p <= 1 for p in chances.values())
+            or abs(sum(chances.values()) - 1) > 1e-6):
+        raise TranscriptError(f"{where}: field 'choice_probabilities' should map each choice "
+                              f"to a probability, summing to 1; found {json.dumps(chances)[:60]}")
     entry = TranscriptEntry(**record)
     expected = transcript_key(entry.model_id, entry.revision, entry.messages, entry.settings)
     if entry.key != expected:

@@ -10,22 +10,27 @@ reason from the vocabulary. ``python -m runtime review check`` validates them al
 """
 from __future__ import annotations
 
+import datetime
 import functools
 import os
+import random
 from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
 from helpers.baseline import BASELINE_DECODINGS, BASELINE_MODEL, BASELINE_READER
-from helpers.decoding import CONSTRAINED, UNCONSTRAINED
-from helpers.parsing import parse_reader_output
-from helpers.review import PARSE_FAILURE_REASON, REASONS, SAME_REPLY, carry_verdicts, \
-    escape_reply, sources_text
+from helpers.corruptions import CORRUPTION_COLLECTION, CORRUPTION_MODEL, CORRUPTION_READER, \
+    KINDS
+from helpers.decoding import CONSTRAINED, DECODING_FIELD, UNCONSTRAINED
+from helpers.parsing import ABSTAIN_PREFIX, parse_reader_output
+from helpers.review import PARSE_FAILURE_REASON, REASONS, SAME_REPLY, VERDICTS, carry_verdicts, \
+    escape_reply, sources_of, sources_text, unescape_reply
 
 from .files import write_csv_atomic
-from .fixture import EXTENDED_QUESTIONS_FILE, QUESTIONS_FILE, REVIEW_FILE, SCHEMAS, FixtureError, \
-    Row, check_against_metadata, check_rows, load_riverton, read_metadata, read_rows
+from .fixture import EXTENDED_QUESTIONS_FILE, QUESTIONS_FILE, REVIEW_FILE, SCHEMAS, \
+    SECOND_READING_FILE, FixtureError, Row, check_against_metadata, check_rows, load_riverton, \
+    read_metadata, read_rows
 from .lessons import baseline_replies, collection_name, fit_retriever, RETRIEVAL_K
 from .paths import DATA_DIR, PROJECT_ROOT
 from .records import TRANSCRIPT_PATH, TranscriptEntry, read_transcript
@@ -46,19 +51,26 @@ REVIEWS_ENV = "RIVERTON_REVIEWS_DIR"
 #: The replies the book's review covers, in review order: (reader, decoding, question
 #: files). Qwen's are lesson 1's six; SmolLM2's come unconstrained and under lesson 3's
 #: grammar, for the six lesson prompts and the 36 extended questions; the sentence
-#: baseline's, for the same questions, copy from tf-idf's top passage and the hybrid's.
+#: baseline's, for the same questions, copy from tf-idf's top passage and the hybrid's;
+#: the rule-made corruptions of supported replies (lesson 4, "Replies whose fault does not
+#: show"), one kind of fault each, keep their source's prompt.
 REVIEWED_REPLIES = (
     ("qwen_1_5b_instruct", UNCONSTRAINED, (QUESTIONS_FILE,)),
     ("smollm2_135m_instruct", UNCONSTRAINED, (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
     ("smollm2_135m_instruct", CONSTRAINED, (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
     (BASELINE_READER, BASELINE_DECODINGS["tfidf"], (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
     (BASELINE_READER, BASELINE_DECODINGS["hybrid"], (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
+    *((CORRUPTION_READER, kind, (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)) for kind in KINDS),
 )
 
 
 def retriever_of(reader: str, decoding: str) -> str:
     """The retriever whose top passages a reply was given: the baseline's own, or lesson
-    1's tf-idf for every reader reply the review covers."""
+    1's tf-idf for every reader reply the review covers. A corruption keeps its source's
+    passages, so it has no retriever of its own: read its ``retrieved_ids``."""
+    if reader == CORRUPTION_READER:
+        raise ValueError("a rule-made corruption keeps the passages of the reply it was made "
+                         "from; read them from recorded_replies' retrieved_ids")
     if reader == BASELINE_READER:
         return {d: r for r, d in BASELINE_DECODINGS.items()}[decoding]
     return "tfidf"
@@ -66,7 +78,10 @@ def retriever_of(reader: str, decoding: str) -> str:
 
 def system_label(reader: str, decoding: str) -> str:
     """A short name for the system that wrote a reply: the model's name, with "under the
-    grammar" for a constrained reply, or the baseline and its retriever."""
+    grammar" for a constrained reply, the baseline and its retriever, or "rule-made
+    corruption" (its kind is its ``decoding``)."""
+    if reader == CORRUPTION_READER:
+        return "rule-made corruption"
     if reader == BASELINE_READER:
         retriever = retriever_of(reader, decoding)
         return f"{'tf-idf' if retriever == 'tfidf' else retriever} sentence baseline"
@@ -96,6 +111,9 @@ def _covered(plan) -> dict[tuple[str, str, str], tuple[str, str]]:
     and question file each stands for."""
     slots = {}
     for reader, decoding, files in plan:
+        if reader == CORRUPTION_READER:  # one slot for every question file
+            slots[(CORRUPTION_COLLECTION, CORRUPTION_MODEL, decoding)] = (reader, None)
+            continue
         for name in files:
             collection = collection_name(name, retriever_of(reader, decoding))
             model = BASELINE_MODEL if reader == BASELINE_READER else REGISTRY[reader].model_id
@@ -139,7 +157,13 @@ def recorded_replies(transcript: str | os.PathLike = TRANSCRIPT_PATH,
     # every question file shares the handbook, so each retriever is fitted once
     fitted = functools.cache(lambda retriever: fit_retriever(retriever, handbook))
     for (collection, model, decoding), (reader, name) in slots.items():
-        questions, handbook = fixture(name).questions, fixture(name).handbook
+        questions = fixture(name).questions if name else None
+        if name is None:  # a corruption slot: the questions of every file it has replies to
+            questions = pd.concat([fixture(n).questions.assign(question_file=n)
+                                   for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)])
+            questions = questions[questions["question_id"].isin(
+                list(by_slot.get((collection, model, decoding), {})))]
+        handbook = fixture(QUESTIONS_FILE).handbook
         if reader == BASELINE_READER:
             retriever = retriever_of(reader, decoding)
             computed = baseline_replies(questions, fitted(retriever).rank(
@@ -157,7 +181,8 @@ def recorded_replies(transcript: str | os.PathLike = TRANSCRIPT_PATH,
                                   "with `python -m runtime record`")
             key, raw, messages, ids, entry = made[question.question_id]
             rows.append({
-                "reader": reader, "decoding": decoding, "question_file": name,
+                "reader": reader, "decoding": decoding,
+                "question_file": getattr(question, "question_file", name),
                 "question_id": question.question_id, "question": question.question,
                 "expected_action": question.expected_action, "retrieved_ids": ids,
                 "messages": messages, "key": key, "raw_output": raw,
@@ -180,7 +205,7 @@ def _check_reply(path: Path, row: Row, by_key: Mapping[str, tuple[str, Transcrip
                     f"no reply with key {key[:12]}... among the replies a review may judge "
                     "(lesson 1's Qwen replies; SmolLM2's to the lesson and extended "
                     "questions, unconstrained and under the grammar; the sentence "
-                    "baseline's): the row reviews a reply that was never recorded, one "
+                    "baseline's; the rule-made corruptions): the row reviews a reply that was never recorded, one "
                     "whose prompt has changed since, or one of another kind")
     if review_ids is not None:
         if key not in review_ids:
@@ -319,7 +344,10 @@ def check_reviews(data_dir: str | os.PathLike = DATA_DIR, folder=None,
                   transcript: str | os.PathLike = TRANSCRIPT_PATH) -> list[str]:
     """Validate the book's review and every student review; one line per file."""
     review = load_review(data_dir, transcript)
-    return [f"{REVIEW_FILE}: {len(review)} rows ok", *(
+    second = load_second_reading(data_dir, transcript, review)
+    return [f"{REVIEW_FILE}: {len(review)} rows ok",
+            f"{SECOND_READING_FILE}: {len(second)} of {len(second_sample(review))} replies read",
+            *(
         f"{name}: {len(frame)} reviewed rows ok"
         for name, frame in load_student_reviews(folder, transcript, review).items())]
 
@@ -331,8 +359,9 @@ def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
     :func:`helpers.judge.judge_requests`, under the yes-or-no grammar, then parse each
     reply strictly. Recorded: replayed by the same key, so a changed review row or prompt
     is refused naming the request. Adds ``judge_generation``, ``judge_raw``,
-    ``judge_key``, ``judge_mode``, ``judge_parse_ok``, ``judge_supported`` and
-    ``judge_problem``."""
+    ``judge_key``, ``judge_mode``, ``judge_parse_ok``, ``judge_supported``,
+    ``judge_problem`` and ``judge_p_yes``: the probability of "yes" at the first step,
+    renormalised over "yes" and "no" (None where the transcript holds none)."""
     from helpers.judge import JUDGE_GRAMMAR, JUDGE_SETTINGS, parse_judge_reply
 
     from .readers import generate_all
@@ -340,7 +369,7 @@ def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
     distinct = requests.drop_duplicates("request_id")
     asked = generate_all(judge, distinct.assign(question_id=distinct["request_id"]),
                          grammar=JUDGE_GRAMMAR, settings=JUDGE_SETTINGS,
-                         max_input_tokens=None)
+                         max_input_tokens=None, choices=("yes", "no"))
     answers = dict(zip(distinct["request_id"], asked.attrs["generations"]))
     mine = [answers[r] for r in requests["request_id"]]
     parsed = [parse_judge_reply(g.raw_output) for g in mine]
@@ -350,7 +379,8 @@ def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
         judge_key=[g.key for g in mine], judge_mode=[g.mode for g in mine],
         judge_parse_ok=[p.parse_ok for p in parsed],
         judge_supported=column([p.supported for p in parsed]),
-        judge_problem=[p.problem for p in parsed])
+        judge_problem=[p.problem for p in parsed],
+        judge_p_yes=column([(g.choice_probabilities or {}).get("yes") for g in mine]))
 
 
 def review_requests(review: pd.DataFrame | None = None,
@@ -366,3 +396,158 @@ def review_requests(review: pd.DataFrame | None = None,
         handbook = fixture.handbook
         questions.update(zip(fixture.questions["question_id"], fixture.questions["question"]))
     return judge_requests(review, questions, dict(zip(handbook["passage_id"], handbook["text"])))
+
+
+# ------------------------------------------------------------ the rule-made corruptions
+
+def corruption_replies(data_dir: str | os.PathLike = DATA_DIR,
+                       transcript: str | os.PathLike = TRANSCRIPT_PATH,
+                       recorded_on: str | None = None) -> tuple[list[list[str]], list]:
+    """:func:`helpers.corruptions.corrupt_review` applied to the book's review now: the
+    rows of ``corrupted-replies.csv`` and the transcript entries of the corrupted replies,
+    each under its source's prompt, keyed by its kind (lesson 4, "Replies whose fault does
+    not show"). The sources are read from the review file by its schema alone, so that
+    corruptions recorded under an older rule do not stop a new recording."""
+    from helpers.corruptions import CORRUPTION_REVISION, corrupt_review
+
+    from .records import COMPUTED, transcript_key
+
+    path = Path(data_dir) / REVIEW_FILE
+    review = _frame(check_rows(path, read_rows(path, REVIEW_COLUMNS), SCHEMAS[REVIEW_FILE]), path)
+    fixtures = [load_riverton(Path(data_dir), n) for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)]
+    handbook = fixtures[0].handbook
+    sources = {key: entry for key, (_, entry) in reviewable_entries(transcript).items()}
+    made = corrupt_review(review, pd.concat([f.questions for f in fixtures], ignore_index=True),
+                          dict(zip(handbook["passage_id"], handbook["text"])),
+                          {key: tuple(e.passage_ids) for key, e in sources.items()})
+    rows, entries = [], []
+    for number, row in enumerate(made.itertuples(index=False), start=1):
+        source, settings = sources[row.source_key], {DECODING_FIELD: row.kind}
+        entries.append(TranscriptEntry(
+            key=transcript_key(CORRUPTION_MODEL, CORRUPTION_REVISION, source.messages, settings),
+            collection=CORRUPTION_COLLECTION, question_id=row.question_id,
+            passage_ids=list(source.passage_ids), model_id=CORRUPTION_MODEL,
+            revision=CORRUPTION_REVISION, settings=settings, messages=source.messages,
+            raw_output=row.reply, output_tokens=None, ended_by_eos=None, hit_token_cap=None,
+            prompt_tokens=None, recorded_by="python -m runtime record corruptions",
+            recorded_on=recorded_on or datetime.date.today().isoformat(), provenance=COMPUTED))
+        rows.append([f"C{number:03d}", row.kind, row.rule, row.source_review_id, row.source_key,
+                     row.question_id, entries[-1].key, escape_reply(row.reply),
+                     row.expected_verdict, row.expected_reason])
+    return rows, entries
+
+
+# ------------------------------------------------------------------ the second reading
+
+#: The second reading's sample: from every system (each model and decoding, each baseline,
+#: each kind of corruption) and every verdict of the first reading, this many distinct
+#: replies at most, drawn with this seed, then shuffled together.
+SECOND_PER_STRATUM = 5
+SECOND_SEED = 20261204
+SECOND_COLUMNS = tuple(SCHEMAS[SECOND_READING_FILE].columns)
+
+
+def second_sample(review: pd.DataFrame, seed: int = SECOND_SEED) -> list[str]:
+    """The review IDs of the second reading, in the order it reads them. Identical replies
+    to one question count once (the first in review order); from each (reader, decoding,
+    verdict) up to :data:`SECOND_PER_STRATUM` are drawn by a seeded generator."""
+    distinct = review.drop_duplicates(["question_id", "reviewed_reply"])
+    chance, drawn = random.Random(seed), []
+    for _, stratum in distinct.groupby(["reader", "decoding", "verdict"], sort=False):
+        drawn += chance.sample(list(stratum["review_id"]),
+                               min(SECOND_PER_STRATUM, len(stratum)))
+    chance.shuffle(drawn)
+    return drawn
+
+
+def _second_rows(path: Path, rows: list[Row], book: pd.DataFrame) -> list[Row]:
+    """Rows of a second reading, each by its schema and in the sample."""
+    review = [Row(n, n + 1, {c: str(v) for c, v in values.items()})
+              for n, values in enumerate(book[list(REVIEW_COLUMNS)].to_dict("records"), 1)]
+    check_rows(path, rows, SCHEMAS[SECOND_READING_FILE], {REVIEW_FILE: review})
+    sample = set(second_sample(book))
+    for row in rows:
+        if row.values["review_id"] not in sample:
+            raise _fail(path, row, "review_id", f"{row.values['review_id']} is not one of the "
+                        f"{len(sample)} replies of the second reading's sample; `python -m "
+                        "runtime review second --next` shows the next one to read")
+    return rows
+
+
+def load_second_reading(data_dir: str | os.PathLike = DATA_DIR,
+                        transcript: str | os.PathLike = TRANSCRIPT_PATH,
+                        book: pd.DataFrame | None = None,
+                        metadata: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The second reading so far (``second-reading.csv``), validated: every row a reply of
+    the sample, read once, its reason one of its verdict's, the file as the metadata
+    records it. A missing file, or one with its header only, is a reading not begun."""
+    path = Path(data_dir) / SECOND_READING_FILE
+    if not path.exists() or path.read_text(encoding="utf-8") == ",".join(SECOND_COLUMNS) + "\n":
+        return pd.DataFrame(columns=list(SECOND_COLUMNS))
+    book = load_review(data_dir, transcript) if book is None else book
+    rows = _second_rows(path, read_rows(path, SECOND_COLUMNS), book)
+    check_against_metadata(path, len(rows), read_metadata(data_dir) if metadata is None
+                           else metadata)
+    return pd.DataFrame([row.values for row in rows], columns=list(SECOND_COLUMNS))
+
+
+def vocabulary_text() -> str:
+    """The verdicts and reasons a reader chooses from, numbered, with their meanings."""
+    lines = ["VERDICTS AND REASONS. Read the reply against its question and the passages it "
+             "cites; give the first reason that applies, in this order (is it an answer at "
+             "all, does it cite anything, what does the cited passage say):"]
+    for number, verdict in enumerate(VERDICTS, 1):
+        lines.append(f"{number}. {verdict}")
+        lines += [f"   {n}) {r.name}: {r.meaning}" for n, r in enumerate(REASONS.values(), 1)
+                  if r.verdict == verdict]
+    return "\n".join(lines)
+
+
+def blind_text(review_id: str, book: pd.DataFrame, data_dir: str | os.PathLike = DATA_DIR,
+               transcript: str | os.PathLike = TRANSCRIPT_PATH) -> str:
+    """One reply as the second reader sees it: the question, the reply as written, what
+    the parser read, the text of each cited passage and, for an abstention, the passages
+    the reader was given. Nothing of the first reading: no system, verdict, reason or
+    note."""
+    row = book.set_index("review_id").loc[review_id]
+    fixtures = [load_riverton(Path(data_dir), n) for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)]
+    question = pd.concat([f.questions for f in fixtures]).set_index("question_id").loc[
+        row["question_id"], "question"]
+    texts = dict(zip(fixtures[0].handbook["passage_id"], fixtures[0].handbook["text"]))
+    shown = lambda ids: [f"  {i}: {texts.get(i, '(no such passage in the handbook)')}"
+                         for i in ids] or ["  (none)"]
+    parsed = row["reviewed_answer"] != ""
+    lines = [f"REPLY {review_id}", f"QUESTION: {question}", "THE REPLY AS WRITTEN:",
+             *[f"  | {line}" for line in unescape_reply(row["reviewed_reply"]).split("\n")],
+             f"PARSED: answer {row['reviewed_answer']!r}; sources {row['reviewed_sources']}"
+             if parsed else "PARSED: the strict parser found no answer and no sources",
+             "CITED PASSAGES:", *shown(sources_of(row["reviewed_sources"]) if parsed else ())]
+    if parsed and row["reviewed_answer"].startswith(ABSTAIN_PREFIX):
+        entry = reviewable_entries(transcript)[row["transcript_key"]][1]
+        lines += ["PASSAGES THE READER WAS GIVEN:", *shown(entry.passage_ids)]
+    return "\n".join(lines)
+
+
+def record_second_reading(review_id: str, verdict: str, reason: str, note: str, reviewer: str,
+                          data_dir: str | os.PathLike = DATA_DIR,
+                          transcript: str | os.PathLike = TRANSCRIPT_PATH) -> Path:
+    """Add one reading to ``second-reading.csv``, validated with every earlier row, and
+    rewrite the file atomically (the metadata is the caller's)."""
+    path = Path(data_dir) / SECOND_READING_FILE
+    book = load_review(data_dir, transcript)
+    done = load_second_reading(data_dir, transcript, book)
+    values = [*done.to_dict("records"), dict(zip(SECOND_COLUMNS, (
+        review_id, verdict, reason, note, reviewer, datetime.date.today().isoformat())))]
+    _second_rows(path, [Row(n, n + 1, v) for n, v in enumerate(values, 1)], book)
+    return write_csv_atomic(path, SECOND_COLUMNS, [[v[c] for c in SECOND_COLUMNS]
+                                                   for v in values])
+
+
+def next_to_read(data_dir: str | os.PathLike = DATA_DIR,
+                 transcript: str | os.PathLike = TRANSCRIPT_PATH) -> tuple[str | None, str]:
+    """The next unread reply of the sample and how far the reading is."""
+    book = load_review(data_dir, transcript)
+    sample = second_sample(book)
+    done = set(load_second_reading(data_dir, transcript, book)["review_id"])
+    left = [review_id for review_id in sample if review_id not in done]
+    return (left[0] if left else None), f"{len(done)} of {len(sample)} replies read"

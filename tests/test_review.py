@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import re
 import shutil
 
@@ -18,14 +19,16 @@ import pandas as pd
 import pytest
 
 from helpers import baseline, judge, review
+from helpers.corruptions import CORRUPTION_READER
 from helpers.judge import (JudgeParseError, assert_judge_parsed, judge_messages, judge_requests,
                            parse_judge_reply)
 from helpers.review import (NOT_RUN, REPLY_CHANGED, REQUEST_CHANGED, SAME_REPLY, carry_verdicts,
                             escape_reply, unescape_reply)
 from runtime import cli, reviews
 from runtime.data_check import check_all, update_metadata
-from runtime.fixture import EXTENDED_QUESTIONS_FILE, METADATA_FILE, QUESTIONS_FILE, \
-    REVIEW_FILE, FixtureError
+from runtime.files import write_csv_atomic
+from runtime.fixture import CORRUPTIONS_FILE, EXTENDED_QUESTIONS_FILE, METADATA_COLUMNS, \
+    METADATA_FILE, QUESTIONS_FILE, REVIEW_FILE, SECOND_READING_FILE, FixtureError, read_metadata
 from runtime.paths import DATA_DIR
 from runtime.readers import ReplayError, load_reader
 from runtime.records import read_transcript, write_transcript
@@ -74,6 +77,12 @@ def data_dir(tmp_path):
         shutil.copyfile(path, folder / path.name)
     assert REVIEW_FILE in (folder / METADATA_FILE).read_text()  # its row is rewritten below
     write_rows(folder / REVIEW_FILE, qwen_rows())
+    # the corruptions' sources are rows of the book's review, which this one lacks
+    (folder / CORRUPTIONS_FILE).unlink()
+    metadata = read_metadata(folder)
+    write_csv_atomic(folder / METADATA_FILE, METADATA_COLUMNS, (
+        [str(v) for v in row] for row in metadata.itertuples(index=False)
+        if row.artifact != CORRUPTIONS_FILE))
     update_metadata([REVIEW_FILE], folder)
     return folder
 
@@ -222,8 +231,11 @@ def test_the_command_writes_a_template_and_checks_every_review(tmp_path, monkeyp
     assert cli.main(["review", "template", str(folder / "mine.csv")]) == 1
     assert "mine.csv exists" in capsys.readouterr().err
     assert cli.main(["review", "check"]) == 0
+    sample = reviews.second_sample(load_review())
+    read = len(reviews.load_second_reading())
     assert capsys.readouterr().out.splitlines() == [
-        f"support-review.csv: {len(rows)} rows ok", "mine.csv: 0 reviewed rows ok"]
+        f"support-review.csv: {len(rows)} rows ok",
+        f"second-reading.csv: {read} of {len(sample)} replies read", "mine.csv: 0 reviewed rows ok"]
     rows[3].update(verdict="supported", reason="correct abstention", reviewer="student",
                    reviewed_on="2026-12-03")
     write_rows(folder / "mine.csv", rows)
@@ -331,8 +343,10 @@ def test_the_vocabulary_gives_every_verdict_its_reasons():
 def test_the_book_review_covers_exactly_the_replies_the_lesson_replays():
     replies = recorded_replies()
     book = load_review(replies=replies)
-    # Qwen's six, then SmolLM2's and the baseline's twice each on the 42 questions.
-    assert len(book) == len(replies) == 6 + 4 * 42
+    # Qwen's six, then SmolLM2's and the baseline's twice each on the 42 questions, then
+    # the rule-made corruptions.
+    corrupted = book["reader"] == CORRUPTION_READER
+    assert len(book) == len(replies) == 6 + 4 * 42 + corrupted.sum() and corrupted.sum() >= 40
     assert list(book["transcript_key"]) == list(replies["key"])
     assert list(book["review_id"]) == [f"R{i:03d}" for i in range(1, len(book) + 1)]
     assert set(book["reviewer"]) == {"book author"}

@@ -9,7 +9,7 @@ import pandas as pd
 from .. import attacks, defences, retrieval, screen, text
 from .framework import (AnswerShapeError, _all_questions, _first_hint, _handbook, _id_list,
                         _known, _plural, _question_texts, _questions, _ranking, _reply,
-                        _require_keys, _retrieved_ids, _riverton, _tfidf, correct, exercise,
+                        _retrieved_ids, _riverton, _tfidf, correct, exercise,
                         fixture_cache, hint)
 
 
@@ -94,12 +94,6 @@ def _about_child_care(name: str) -> bool:
     return passage in row.retrieved_ids
 
 
-def _unheld_controls(attack_id: str) -> list[str]:
-    """The author controls of ``attack_id`` that no code defence holds."""
-    return [control_id for control_id, verdict in _control_verdicts().items()
-            if control_id.startswith(f"{attack_id}-") and not verdict["held_by_any"]]
-
-
 def _term_mapping(value: Any, name: str) -> dict[str, frozenset[str]]:
     if not isinstance(value, Mapping):
         raise AnswerShapeError(f"{name} must be a dict: {{category: a set of words}}")
@@ -166,11 +160,7 @@ def route_child_care(my_topics, my_terms, also_routed):
                         "asks and what it retrieves."),
         (given != expected, f"Your rule sends {len(expected) - len(given)} more of lesson 1's "
                             f"{len(ids)} questions to a person than you list."))
-    controls = _unheld_controls("A06")
-    held_now = (f"the author control{'s' if len(controls) != 1 else ''} "
-                f"{', '.join(controls)}, which got past every defence, "
-                f"{'is' if len(controls) == 1 else 'are'} now held by routing"
-                if controls else "every A06 reply is now routed")
+    held_now = "the author control A06-library, which got past every defence, is now held"
     if expected:
         return correct(f"A06 is routed, and so is {', '.join(expected)}, which asks about "
                        f"child care in other words: {held_now}.")
@@ -188,7 +178,7 @@ def route_child_care(my_topics, my_terms, also_routed):
 
 
 #: The passage ID exercise 5.2's planted passage gets.
-PLANTED_ID = "P05"
+PLANTED_ID = "P09"
 
 
 @exercise("5.2", "A planted figure the screen passes", expects="planted_text (the text of "
@@ -246,59 +236,38 @@ def planted_figure(planted_text, reply):
                    f"fingerprinted handbook. {contradiction} {routed}")
 
 
-@fixture_cache
-def _control_verdicts() -> dict[str, dict]:
-    """What each code defence does with each of lesson 5's author controls."""
-    verdicts = {}
-    for control in attacks.control_replies().itertuples(index=False):
-        row = _attack_inputs()[(control.attack_id, attacks.UNDER_ATTACK)]
-        verdicts[control.control_id] = defences.verdicts_for_reply(
-            control.raw_output, row.question, row.retrieved_ids, row.retrieved_scores,
-            row.index_passages)
-    return verdicts
+def _same_topic_pairs(index: pd.DataFrame) -> list[tuple[str, str, str, str]]:
+    """(first ID, second ID, first text, second text) for every two passages of one topic."""
+    rows = list(index.itertuples(index=False))
+    return [(a.passage_id, b.passage_id, a.text, b.text) for i, a in enumerate(rows)
+            for b in rows[i + 1:] if a.topic == b.topic]
 
 
-@exercise("5.3", "The defence that stood alone", expects="reached_caller (a list of control "
-          "IDs) and sole_holder (a dict from control ID to defence name)")
-def sole_defence(reached_caller, sole_holder):
-    """Lesson 5, exercise 5.3: which author controls no defence holds, and which one holds.
-
-    Recomputed with :func:`helpers.defences.defence_verdicts` on every control:
-    ``reached_caller`` lists the controls no code defence holds; ``sole_holder`` maps
-    each control held by exactly one defence to that defence's name in
-    :data:`helpers.defences.DEFENCES` ("Attack by defence").
-    """
-    verdicts = _control_verdicts()
-    names = dict(defences.DEFENCES)
-    holders = {cid: [names[column] for column in names if v[column]] for cid, v in verdicts.items()}
-    given = _id_list(reached_caller, "reached_caller")
-    _known(given, verdicts, "a control ID; they are in the controls table "
-                            "(attacks.control_replies())")
-    held = [c for c in given if holders[c]]
+@exercise("5.3", "Two programs, two deadlines", expects="my_disagree (a function from two "
+          "passage texts of one topic to True when they cannot both be true)")
+def two_programs(my_disagree):
+    """Lesson 5, exercise 5.3: a contradiction check without the variant handbook's false
+    alarms. ``my_disagree(first, second)`` must flag no two passages of one topic of the
+    variant handbook (each program states its own deadline, fee and hours) and still flag
+    every planted or stale passage of the attack fixture that the lesson's check flags
+    against the handbook passage of its topic ("Two passages that disagree")."""
+    if not callable(my_disagree):
+        return hint("my_disagree must be a function: def my_disagree(first, second): ...")
+    fixture = _attack_fixture()
+    alarms = [f"{a} and {b}" for a, b, x, y in _same_topic_pairs(fixture.variant)
+              if my_disagree(x, y)]
+    planted = attacks.attack_index(_handbook(), fixture.passages)
+    needed = [(a, b, x, y) for a, b, x, y in _same_topic_pairs(planted)
+              if defences.conflicting_passages([a, b], planted)]
+    missed = [f"{a} and {b}" for a, b, x, y in needed if not my_disagree(x, y)]
     _first_hint(
-        (held, lambda: f"At least one defence holds {held[0]}; look at its row in the table of "
-                       "every defence on every reply."),
-        (set(c for c, h in holders.items() if not h) - set(given), "Another control reaches the "
-                                                                   "caller too."))
-    _require_keys(sole_holder, "sole_holder", ())
-    _known(sole_holder, verdicts, "a control ID")
-    _known(sole_holder.values(), names.values(), "a defence name; use one of "
-           + ", ".join(map(repr, names.values())))
-    for cid, name in sole_holder.items():
-        _first_hint(
-            (not holders[cid], f"No defence holds {cid}, so none holds it alone."),
-            (len(holders[cid]) > 1, f"More than one defence holds {cid}: list only the controls "
-                                    "that exactly one defence holds."),
-            (holders[cid] != [name], f"{cid} is held by one defence, but not by {name}."))
-    alone = {c for c, h in holders.items() if len(h) == 1}
-    if alone - set(sole_holder):
-        return hint(f"{_plural(len(alone - set(sole_holder)), 'more control is', 'more controls are')} "
-                    "held by exactly one defence.")
-    routing_alone = sorted(c for c in alone if holders[c] == ["routing"])
-    return correct("Take away the defence named for a control and that reply reaches the "
-                   "caller. " + (f"Routing alone holds {', '.join(routing_alone)}: it was "
-                                 "decided before the reader ran, so no reply could argue "
-                                 "with it." if routing_alone else ""))
+        (alarms, lambda: f"Your check flags {alarms[0]} of the variant handbook, which are both "
+                         "true: what does each of them speak about?"),
+        (missed, lambda: f"Your check no longer flags {missed[0]}, which cannot both be true: "
+                         "keep the lesson's comparison of values where the passages speak of "
+                         "the same thing."))
+    return correct(f"No false alarm on the variant handbook, and all {len(needed)} planted or "
+                   "stale contradictions of the handbook are still flagged.")
 
 
 def _lesson_route(question: str, ranked: pd.DataFrame, question_id: str):
