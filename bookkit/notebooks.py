@@ -18,7 +18,11 @@ import yaml
 
 from runtime.files import write_text_atomic
 
-_DOWNLOAD = re.compile(r'(<a href="(?P<name>[\w.-]+\.ipynb)"[^>]*>Download this lesson.s notebook</a>)')
+#: A page's download link, with the Colab and Binder links of an earlier pass (a page that
+#: this render did not write). Its address is the notebook's name in the lesson, but Quarto
+#: points a link to a chapter's source at the chapter's page (``../lessons/01-x.html``).
+_DOWNLOAD = re.compile(r'<a href="[^"]*"(?P<rest>[^>]*>Download this lesson.s notebook</a>)'
+                       r'(?: \(or open it in <a [^>]*>Colab</a> or <a [^>]*>Binder</a>\))?')
 
 
 def repository(root: Path) -> tuple[str, str] | None:
@@ -31,17 +35,18 @@ def repository(root: Path) -> tuple[str, str] | None:
 
 def offer_notebooks(root: Path, site: Path, sources: list[str]) -> None:
     """Copy the notebooks ``sources`` (project-relative) into ``site`` beside their pages,
-    and link each page's download link to Colab and Binder when the repository is known."""
+    point each page's download link at its copy, and follow it with links to Colab and
+    Binder when the repository is known."""
     repo = repository(root)
     for source in (s for s in sources if s.endswith(".ipynb")):
         (site / source).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(root / source, site / source)
         page = (site / source).with_suffix(".html")
-        if repo is None or not page.is_file():
-            continue
-        name, branch = repo
-        links = (f' (or open it in <a href="https://colab.research.google.com/github/{name}/blob/'
-                 f'{branch}/{source}">Colab</a> or <a href="https://mybinder.org/v2/gh/{name}/'
-                 f'{branch}?labpath={source}">Binder</a>)')
-        text = page.read_text(encoding="utf-8")
-        write_text_atomic(page, _DOWNLOAD.sub(lambda m: m[1] + links, text, count=1))
+        links = "" if repo is None else (
+            f' (or open it in <a href="https://colab.research.google.com/github/{repo[0]}/blob/'
+            f'{repo[1]}/{source}">Colab</a> or <a href="https://mybinder.org/v2/gh/{repo[0]}/'
+            f'{repo[1]}?labpath={source}">Binder</a>)')
+        link = f'<a href="{Path(source).name}"'
+        if page.is_file():
+            write_text_atomic(page, _DOWNLOAD.sub(lambda m: link + m["rest"] + links,
+                                                  page.read_text(encoding="utf-8"), count=1))

@@ -99,14 +99,8 @@ def gold(ranked_all, questions) -> pd.DataFrame:
 @pytest.fixture(scope="session")
 def source_raw_outputs() -> pd.DataFrame:
     """question_id and raw_output of the six recorded replies, "⏎" turned into "\\n"."""
-    return pd.DataFrame(
-        {
-            "question_id": list(SOURCE_RAW_OUTPUTS_VISIBLE),
-            "raw_output": [
-                text.replace(" ⏎ ", "\n") for text in SOURCE_RAW_OUTPUTS_VISIBLE.values()
-            ],
-        }
-    )
+    return pd.DataFrame({"question_id": list(SOURCE_RAW_OUTPUTS_VISIBLE),
+                         "raw_output": [text.replace(" ⏎ ", "\n") for text in SOURCE_RAW_OUTPUTS_VISIBLE.values()]})
 
 
 @pytest.fixture(scope="session")
@@ -189,6 +183,14 @@ def browser():
     driver.quit()
 
 
+@pytest.fixture(scope="session")
+def poppler():
+    """pdftotext and pdftoppm, with which the tests read a PDF (tests/pdfcheck.py)."""
+    import pdfcheck
+
+    pdfcheck.require_poppler()
+
+
 def quarto_command() -> str | None:
     """The real Quarto the tests may run: ``$QUARTO`` if set, else ``quarto`` on PATH."""
     import shutil
@@ -231,8 +233,9 @@ def inputs():
 
 @pytest.fixture
 def no_server_environment(monkeypatch):
-    """No reader setting of the environment (a developer's RIVERTON_READER_URL, say) leaks in."""
+    """No reader setting of the environment (a developer's RIVERTON_READER_URL, or
+    RIVERTON_PROGRESS=0 that hides the readers' progress bars, say) leaks in."""
     for name in ("RIVERTON_READER_MODE", "RIVERTON_READER_URL", "RIVERTON_READER_API_KEY",
-                 "RIVERTON_READER_CONCURRENCY", "RIVERTON_READER_TIMEOUT"):
+                 "RIVERTON_READER_CONCURRENCY", "RIVERTON_READER_TIMEOUT", "RIVERTON_PROGRESS"):
         monkeypatch.delenv(name, raising=False)
 

@@ -133,8 +133,8 @@ def lab_server(root: Path, python: str = sys.executable,
         (folders["JUPYTERLAB_SETTINGS_DIR"] / name).write_text(json.dumps(values))
     for folder in folders.values():
         folder.mkdir(exist_ok=True)
-    # A person's session, not a book build: the lessons must behave as for a student.
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("QUARTO_") and k != "RIVERTON_BOOK_BUILD"}
+    # A person's session, not a book build, with the progress bars on: as for a student.
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("QUARTO_", "RIVERTON_BOOK_BUILD", "RIVERTON_PROGRESS"))}
     environment.update({name: str(folder) for name, folder in folders.items()}, **(env or {}))
     command = [
         python, "-m", "jupyterlab", "--no-browser",

@@ -180,7 +180,7 @@ def test_post_render_strips_the_widget_loaders_only_and_fails_on_any_other_remot
     (site / "lessons").mkdir(parents=True)
     page = site / "lessons" / "01-x.html"
     page.write_text(QUARTO_WIDGET_HEAD)
-    (tmp_path / "_quarto.yml").write_text("project: {type: book}\n")
+    (tmp_path / "_quarto.yml").write_text("project: {type: book}\nbook: {chapters: [lessons/01-x.ipynb]}\n")
     monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(site))
     monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", "_book/lessons/01-x.html")
     monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)

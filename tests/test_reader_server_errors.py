@@ -276,14 +276,14 @@ def test_recorded_and_live_mode_sentences(inputs):
     recorded = load_reader(QWEN, mode="recorded")
     results = generate_all(recorded, inputs)
     assert mode_sentence(recorded, results) == (
-        "**Reader mode for this render:** recorded. The outputs below were replayed from "
-        "the recorded transcript `data/riverton/reader-transcript.jsonl`, for "
-        f"`{QWEN_ID}` at revision `{QWEN_REVISION}`. The recorded entries "
-        "were transcribed from a reference render of this lesson made with the pinned "
-        "model; running the model live needs its weights in the local Hugging Face cache "
-        "(see the README).")
+        "**Reader mode for this render:** recorded. Its replies are replayed from the recorded transcript "
+        f"`data/riverton/reader-transcript.jsonl`, for `{QWEN_ID}` at revision `{QWEN_REVISION}`. Those "
+        "entries were transcribed by hand from the printed reference render of this lesson, which ran the "
+        "pinned model: its raw replies, their token counts and stopping flags, and the prompt token counts. "
+        "Running the model live needs its weights in the local Hugging Face cache (see the appendix for "
+        "authors and instructors).")
     assert mode_sentence(recorded, results.assign(mode="live", provenance=None)) == (
-        "**Reader mode for this render:** live. The outputs below were generated live on "
+        "**Reader mode for this render:** live. Its replies are generated live on "
         f"this machine with transformers, for `{QWEN_ID}` at revision `{QWEN_REVISION}`.")
     with pytest.raises(ValueError, match="more than one mode"):
         mode_sentence(recorded, results.assign(mode=["live"] + ["recorded"] * 5))
