@@ -23,11 +23,14 @@ from helpers.retrieval import TfidfRetriever, gold_ranks  # noqa: E402
 @pytest.fixture(scope="module")
 def bench(request):
     """The benchmark script that the test module names as ``SCRIPT``, imported from its
-    file (``benchmarks/`` is a folder of scripts, not a package)."""
+    file (``benchmarks/`` is a folder of scripts, not a package). The variables a script
+    sets for its own run (its bars off, say) are taken back, so no later test inherits them."""
     script = request.module.SCRIPT
     spec = importlib.util.spec_from_file_location(script.stem, script)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    with pytest.MonkeyPatch.context() as environment:
+        environment.setattr(os, "environ", os.environ.copy())
+        spec.loader.exec_module(module)
     return module
 
 
