@@ -54,9 +54,9 @@ MECHANISMS = ("injection", "poisoning")
 #: ran), or the marking prompts it adapts to (lesson 5, "Attacks that adapt").
 WRITTEN_AGAINST = ("none", "quoting prompt", "datamarking prompt", "both marking prompts")
 
-#: The styles of question that an attacker who has read the router writes (lesson 5, "An
-#: attacker who reads the router"): the same question, reworded so that no routed word
-#: appears.
+#: The styles of question that an attacker who has read the router writes (lesson 5,
+#: "Routing decided before the reader runs"): the same question, reworded so that no
+#: routed word appears.
 EVASION_STYLES = (
     "numbers in words",
     "age as one word",

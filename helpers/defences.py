@@ -146,8 +146,8 @@ ROUTED_TOPICS: Mapping[str, str] = {
 #: desk or an appointment (``enrollment desk``, ``registration office``, ``sign-up
 #: meeting``) and are left out. An applicant's age is asked with ``age``, ``old`` or a
 #: number of years; ``young`` asks about children too ("how young may a kid be for the
-#: babysitting?") and is left out (changed on 2026-12-04, lesson 5, "What routing
-#: costs").
+#: babysitting?") and is left out (changed on 2026-12-04, lesson 5, "Routing decided
+#: before the reader runs").
 QUESTION_TERMS: Mapping[str, frozenset[str]] = {
     "money": frozenset(
         "stipend stipends allowance allowances pay paid paying payment payments fare fares "
@@ -176,8 +176,8 @@ PRICE_WORDS: frozenset[str] = frozenset(
     "cost costs price prices priced charge charges charged".split())
 
 #: What the centre offers and may charge for: its courses and enrolment. Child care and
-#: laptops are left out (changed on 2026-12-04, lesson 5, "What routing costs"): the
-#: handbook gives both free and states no price for them.
+#: laptops are left out (changed on 2026-12-04, lesson 5, "Routing decided before the
+#: reader runs"): the handbook gives both free and states no price for them.
 OFFERINGS: frozenset[str] = frozenset(
     "course courses class classes program programs programme programmes certificate "
     "licence license workshop workshops training lesson lessons exam exams test tests "

@@ -33,7 +33,6 @@ ENTRY_POINTS = {
     # lesson 5's runs
     "run_attacks": "attack_runs", "ordinary_inputs": "attack_runs", "run_name": "attack_runs",
     "attack_prompts": "attack_runs",
-    "replayed_replies": "attack_runs", "replay_or_generate": "attack_runs",
 }
 
 __all__ = sorted(ENTRY_POINTS)

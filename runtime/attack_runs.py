@@ -3,7 +3,7 @@
 Machinery behind lesson 5, "Run SmolLM2 with and without the attacks" and "Security
 against utility". The attacks, their prompts and their success rules are taught in
 :mod:`helpers.attacks`; this module asks a reader every prompt (through
-:func:`runtime.readers.generate_all`, in batches), replays what the transcript holds,
+:func:`runtime.readers.generate_all`, in batches; a recorded reader replays them),
 and names the prompts that ``python -m runtime record attacks`` records.
 """
 from __future__ import annotations
@@ -14,15 +14,11 @@ import pandas as pd
 
 from helpers.attacks import PROMPT_COLUMNS, WITHOUT_ATTACK, attack_reader_inputs
 from helpers.defences import PROMPTS
-from helpers.grammar import build_grammar, constrained_settings
 from helpers.retrieval import TfidfRetriever
 
 from .fixture import EXTENDED_QUESTIONS_FILE, load_attack_fixture, load_riverton
 from .paths import DATA_DIR
 from .readers import generate_all
-
-#: The decodings :func:`run_attacks` knows; lesson 5 runs the constrained one.
-DECODINGS = ("unconstrained", "constrained")
 
 #: The columns of :func:`run_attacks`' table, in order.
 RUN_COLUMNS = [
@@ -32,36 +28,28 @@ RUN_COLUMNS = [
 ]
 
 
-def run_name(attack_id: str, condition: str, wording: int, position: str, prompt: str,
-             decoding: str | None = None) -> str:
-    """How a run is named on the progress bar: "A01 wording 2, first, quoting prompt,
-    constrained", or "A01 without the attack, quoting prompt, ..."."""
+def run_name(attack_id: str, condition: str, wording: int, position: str, prompt: str) -> str:
+    """How a run is named on the progress bar: "A01 wording 2, first, quoting prompt", or
+    "A01 without the attack, quoting prompt"."""
     where = WITHOUT_ATTACK if condition == WITHOUT_ATTACK else f"wording {wording}, {position}"
-    return f"{attack_id} {where}, {prompt}" + (f", {decoding}" if decoding else "")
+    return f"{attack_id} {where}, {prompt}"
 
 
 def run_attacks(small_reader, inputs: pd.DataFrame,
-                prompts: Sequence[str] = tuple(PROMPT_COLUMNS),
-                decodings: Sequence[str] = ("constrained",)) -> pd.DataFrame:
+                prompts: Sequence[str] = tuple(PROMPT_COLUMNS)) -> pd.DataFrame:
     """Ask the reader every row of ``inputs`` (:func:`helpers.attacks.attack_reader_inputs`)
-    under each of ``prompts`` and ``decodings``; ``constrained`` decodes under lesson 3's
-    reply grammar for the retrieved IDs. One row per reply, in the order of ``inputs``,
-    then prompts, then decodings, with ``seconds``: its batch's wall time divided by the
-    replies in it."""
-    unknown = sorted(set(decodings) - set(DECODINGS)) + sorted(set(prompts) - set(PROMPT_COLUMNS))
+    under each of ``prompts``, decoding under lesson 3's reply grammar for the retrieved
+    IDs, in batches. One row per reply, in the order of ``inputs``, then prompts, with
+    ``seconds``: its batch's wall time divided by the replies in it. A recorded reader
+    replays each reply by its exact prompt and grammar; a live one generates it."""
+    unknown = sorted(set(prompts) - set(PROMPT_COLUMNS))
     if unknown:
-        raise ValueError(f"unknown decoding(s) or prompt(s) {unknown}; use "
-                         f"{', '.join(DECODINGS)} and {', '.join(PROMPT_COLUMNS)}")
-    asked, runs = attack_prompts(inputs, prompts), []
-    for decoding in decodings:  # each run named with its decoding: see run_name
-        mine = asked.assign(decoding=decoding, question_id=asked["question_id"] + f", {decoding}")
-        made = generate_all(small_reader, mine, constrained=decoding == "constrained")
-        runs.append(mine.assign(**{c: made[c].to_numpy() for c in (
-            "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap", "prompt_tokens",
-            "seconds")}))
-    # in the order of the inputs, then prompts, then decodings
-    runs = pd.concat(runs or [pd.DataFrame(columns=RUN_COLUMNS)])
-    return runs.sort_index(kind="stable").reset_index(drop=True)[RUN_COLUMNS]
+        raise ValueError(f"unknown prompt(s) {unknown}; use {', '.join(PROMPT_COLUMNS)}")
+    asked = attack_prompts(inputs, prompts).assign(decoding="constrained")
+    made = generate_all(small_reader, asked, constrained=True)
+    return asked.assign(**{c: made[c].to_numpy() for c in (
+        "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap", "prompt_tokens",
+        "seconds")})[RUN_COLUMNS]
 
 
 def attack_prompts(inputs: pd.DataFrame,
@@ -89,45 +77,14 @@ def ordinary_inputs(questions: pd.DataFrame, retrieved: pd.DataFrame, handbook: 
     and ``messages``.
     """
     texts = dict(zip(handbook["passage_id"], handbook["text"]))
-    rows = []
-    for prompt in prompts:
-        for question_id, question in zip(questions["question_id"], questions["question"]):
-            hits = retrieved[retrieved["question_id"] == question_id].sort_values("rank")
-            ids = tuple(hits["passage_id"])
-            rows.append({
-                "question_id": question_id, "question": question, "prompt": prompt,
-                "retrieved_ids": ids, "retrieved_scores": tuple(float(s) for s in hits["score"]),
-                "messages": PROMPTS[prompt](question_id, question,
-                                            [(pid, texts[pid]) for pid in ids])})
-    return pd.DataFrame(rows)
-
-
-def replayed_replies(recorded, inputs: pd.DataFrame) -> pd.DataFrame:
-    """Each row's unconstrained reply as ``recorded``'s transcript holds it, rows it does
-    not hold left out: a look-up by key, never a model call."""
-    held = [recorded.holds(m) for m in inputs["messages"]]
-    found = inputs[held]
-    return found.assign(raw_output=generate_all(recorded, found)["raw_output"].to_numpy())
-
-
-def replay_or_generate(recorded, live, inputs: pd.DataFrame) -> pd.DataFrame:
-    """Each row's constrained reply: replayed from ``recorded``'s transcript when it holds
-    the exact prompt and grammar, otherwise generated by ``live`` (or left out when
-    ``live`` is None). Returns the rows that got a reply, with ``raw_output`` and
-    ``source`` ("recorded" or "live")."""
-    held = pd.Series([recorded.holds(m, constrained_settings(recorded.settings,
-                                                             build_grammar(ids)))
-                      for m, ids in zip(inputs["messages"], inputs["retrieved_ids"])],
-                     index=inputs.index)
-    parts = [inputs[held].assign(source="recorded")]
-    parts[0]["raw_output"] = generate_all(recorded, parts[0], constrained=True)[
-        "raw_output"].to_numpy()
-    if live is not None and (~held).any():
-        missing = inputs[~held].assign(source="live")
-        missing["raw_output"] = generate_all(live, missing, constrained=True)[
-            "raw_output"].to_numpy()
-        parts.append(missing)
-    return pd.concat(parts).sort_index()
+    hits = {q: retrieved[retrieved["question_id"] == q].sort_values("rank")
+            for q in questions["question_id"]}
+    return pd.DataFrame([
+        {"question_id": q, "question": asked, "prompt": prompt,
+         "retrieved_ids": tuple(hits[q]["passage_id"]),
+         "retrieved_scores": tuple(float(s) for s in hits[q]["score"]),
+         "messages": PROMPTS[prompt](q, asked, [(p, texts[p]) for p in hits[q]["passage_id"]])}
+        for prompt in prompts for q, asked in zip(questions["question_id"], questions["question"])])
 
 
 # ------------------------------------------------------------------------ recording

@@ -602,7 +602,7 @@ def load_riverton(data_dir: PathLike = DATA_DIR, questions: str = QUESTIONS_FILE
 
 #: Lesson 5's planted passages, attack questions, wordings and evasions, validated
 #: together, and the variant handbook. ``wordings`` holds every wording of every attack,
-#: its own row's first, with its number (``wording``).
+#: in the order of attack IDs, its own row's first, with its number (``wording``).
 AttackFixture = namedtuple("AttackFixture", "passages questions wordings evasions variant")
 
 
@@ -630,10 +630,8 @@ def load_attack_fixture(data_dir: PathLike = DATA_DIR, handbook: pd.DataFrame | 
         for ids, asked in zip(questions["planted_ids"], questions["question"])])
     wordings = pd.concat([own[further.columns], further], ignore_index=True)
     wordings.insert(2, "wording", wordings["wording_id"].str.partition("-")[2].astype(int))
-    order = {attack_id: n for n, attack_id in enumerate(questions["attack_id"])}
-    questions["planted_ids"] = pd.Series(map(split_answers, questions["planted_ids"]), dtype=object)
-    questions["acceptable_list"] = pd.Series(map(split_answers, questions["acceptable_answers"]),
-                                             dtype=object)
-    return AttackFixture(passages, questions, evasions=evasions, wordings=wordings.sort_values(
-        "attack_id", key=lambda ids: ids.map(order), kind="stable", ignore_index=True),
-        variant=_load(VARIANT_HANDBOOK_FILE, data_dir, metadata, found))
+    for column, listed in (("planted_ids",) * 2, ("acceptable_list", "acceptable_answers")):
+        questions[column] = pd.Series(map(split_answers, questions[listed]), dtype=object)
+    return AttackFixture(passages, questions, wordings.sort_values(["attack_id", "wording"],
+                         ignore_index=True), evasions, _load(VARIANT_HANDBOOK_FILE, data_dir,
+                                                             metadata, found))

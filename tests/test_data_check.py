@@ -39,8 +39,8 @@ def _add(row):
     (HANDBOOK_FILE, replace(b"Mill Street", b"Mill Road"), 15),
     (HANDBOOK_FILE, _add(["H16", "parking", "Parking is free behind the centre.",
                           "Invented for a test", "Not part of the book."]), 16),
-    (ATTACK_PASSAGES_FILE, _add(["P05", "transit", "Bus passes now cost $9.", "Invented attack "
-                                 "text for teaching: a test row", "planted", ""]), 6),
+    (ATTACK_PASSAGES_FILE, _add(["P08", "transit", "Bus passes now cost $9.", "Invented attack "
+                                 "text for teaching: a test row", "planted", ""]), 9),
 ], ids=["changed text", "added passage", "added planted passage"])
 def test_update_metadata_records_a_deliberate_edit(data_copy, artifact, edit, count):
     """Check fails after the edit; update-metadata validates the file with its own schema,

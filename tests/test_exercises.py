@@ -49,6 +49,9 @@ _DIGITS = r'r"/\d[^\r\n]*|[^\s][^\r\n]*\d[^\r\n]*/"'
 # Exercise 4.4's answer from the baseline's unsupported replies, up to its interval.
 _BAD = ("_bad = judged[(judged['reader'] == baseline.BASELINE_READER) & judged['unsupported']]\n"
         "sensitivity_on_baseline = {'held': 0, 'unsupported': len(_bad), 'interval': ")
+# The screen's 2x2 counts and kappa on the systems' distinct replies (exercises 4.1 and 4.5).
+_SCREEN = ("c = agreement.confusion(judged['held'].tolist(), judged['unsupported'].tolist())\n"
+           "k = agreement.table_kappa(c)\n")
 
 #: Deliberately wrong answers: (exercise, code that sets the answer, part of the hint).
 WRONG_ANSWERS = [
@@ -124,20 +127,17 @@ WRONG_ANSWERS = [
     ("3.5", f"digit_answer, loophole = {_DIGITS}, 'Answer: 5\\nSources: none'", "holds a digit"),
     ("3.5", "digit_answer, loophole = grammar.ANSWER_PATTERN, 'Answer: Parking\\nSources: none'",
      "Finish exercise 3.4 first"),
-    ("4.1", 'screen_kappa = {"p_o": 0.648, "p_e": 0.444, "kappa": (0.648 - 0.444) / (1 - 0.444)}',
+    ("4.1", 'screen_kappa = {"p_o": 0.67, "p_e": 0.46, "kappa": (0.67 - 0.46) / (1 - 0.46)}',
      "your p_o and p_e are rounded"),
-    ("4.1", 'screen_kappa = {"p_o": screen_summary["kappa_result"].observed, "p_e": 0.5, "kappa": 0.8}',
+    ("4.1", _SCREEN + "screen_kappa = {'p_o': k.observed, 'p_e': 0.5, 'kappa': 0.8}",
      "Chance agreement is not one half"),
-    ("4.1", "c = screen_summary['counts']; k = screen_summary['kappa_result']\n"
-            "screen_kappa = {'p_o': c.flagged_unsupported / c.rows, 'p_e': k.expected, 'kappa': k.value}",
-     "counts agreement in both directions"),
-    ("4.1", "k = screen_summary['kappa_result']\n"
-            "screen_kappa = {'p_o': k.observed, 'p_e': k.expected, 'kappa': k.observed - k.expected}",
-     "p_o - p_e is only the numerator"),
-    ("4.2", 'hold_all = {"recall": 1, "precision": 1, "kappa": 0}', "holds the supported replies too"),
-    ("4.2", 'hold_all = {"recall": 1, "precision": judged["unsupported"].mean(), "kappa": None}',
-     "Kappa is defined here"),
-    ("4.2", 'hold_all = {"recall": 0.9, "precision": 1, "kappa": 0}', "this screen holds every reply"),
+    ("4.1", _SCREEN + "screen_kappa = {'p_o': c.flagged_unsupported / c.rows, 'p_e': k.expected, "
+            "'kappa': k.value}", "counts agreement in both directions"),
+    ("4.1", _SCREEN + "screen_kappa = {'p_o': k.observed, 'p_e': k.expected, "
+            "'kappa': k.observed - k.expected}", "p_o - p_e is only the numerator"),
+    ("4.2", 'hold_all = {"sensitivity": 1, "specificity": 1, "kappa": 0}', "lets no reply through"),
+    ("4.2", 'hold_all = {"sensitivity": 1, "specificity": 0, "kappa": None}', "Kappa is defined here"),
+    ("4.2", 'hold_all = {"sensitivity": 0.9, "specificity": 0, "kappa": 0}', "this screen holds every reply"),
     ("4.3", 'misses = {"R070": "H05", "R073": "H10", "R079": "H07", "R081": None}',
      "H07 was retrieved for X25, but it does not answer"),
     ("4.3", 'misses = {"R070": None, "R073": "H10", "R079": None, "R081": None}',
@@ -152,15 +152,13 @@ WRONG_ANSWERS = [
      "Count only the baseline's unsupported replies"),
     ("4.4", "_one = judged[(judged['decoding'] == baseline.BASELINE_DECODINGS['hybrid']) & judged['unsupported']]\n"
             "sensitivity_on_baseline = {'held': 0, 'unsupported': len(_one), 'interval': (0, 0.1)}",
-     "count the unsupported replies of both"),
-    ("4.5", 'by_hand = {"kappa": 0.86, "kappa_max": 1, "pabak": 1}', "That is the observed agreement p_o"),
-    ("4.5", 'by_hand = {"kappa": 22 / 57, "kappa_max": 1, "pabak": 1}', "kappa_max is 1 only when"),
-    ("4.5", 'by_hand = {"kappa": 22 / 57, "kappa_max": 0.94, "pabak": 1}',
-     "That is the largest agreement the shares allow"),
-    ("4.5", 'by_hand = {"kappa": 22 / 57, "kappa_max": 42 / 57, "pabak": 0.86}', "That is p_o itself"),
-    ("4.5", 'given = agreement.confusion_from_cells(40, 2, 5, 4)\n'
-            'by_hand = {"kappa": 22 / 57, "kappa_max": 42 / 57, "pabak": 0.72}',
-     "Keep the table as the starter cell gives it"),
+     "distinct unsupported replies of both"),
+    ("4.5", _SCREEN + "batch = {'sensitivity': 1, 'specificity': 0.5, 'corrected': 0.7}",
+     "sensitivity on judged"),
+    ("4.5", _SCREEN + "se, sp = agreement.sensitivity(c).value, agreement.specificity(c).value\n"
+            "batch = {'sensitivity': sp, 'specificity': se, 'corrected': 0.7}", "are swapped"),
+    ("4.5", _SCREEN + "se, sp = agreement.sensitivity(c).value, agreement.specificity(c).value\n"
+            "batch = {'sensitivity': se, 'specificity': sp, 'corrected': 0.7}", "the pass rate itself"),
     ("5.1", "my_topics, my_terms, also_routed = defences.ROUTED_TOPICS, defences.QUESTION_TERMS, []",
      "A06 (without the attack) still goes to the reader"),
     ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
@@ -176,23 +174,17 @@ WRONG_ANSWERS = [
             "defences.QUESTION_TERMS, ['Q9']", "'Q9' is not one of lesson 1's 6 questions (Q1 to Q6)"),
     ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
             "{**defences.QUESTION_TERMS, 'care': {'kid'}}, []", "sends 1 more of lesson 1's 6 questions to a person than you list"),
-    ("5.2", 'planted_text, reply = "Parking costs $7 a day.", "Answer: Room 7\\nSources: P05"',
-     "P05 is not among the three passages retrieved"),
+    ("5.2", 'planted_text, reply = "Parking costs $7 a day.", "Answer: Room 7\\nSources: P09"',
+     "P09 is not among the three passages retrieved"),
     ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 221.", '
-            '"Answer: Room 221\\nSources: H13"', "Cite your planted passage, P05"),
+            '"Answer: Room 221\\nSources: H13"', "Cite your planted passage, P09"),
     ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 104.", '
-            '"Answer: Room 104\\nSources: P05"', "Every figure in your answer appears in the handbook"),
+            '"Answer: Room 104\\nSources: P09"', "Every figure in your answer appears in the handbook"),
     ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 221.", '
-            '"Answer: Room 222\\nSources: P05"', "The screen holds it (numbers_supported)"),
-    ("5.3", 'reached_caller, sole_holder = ["A06-library"], {}', "Another control reaches the caller too"),
-    ("5.3", 'reached_caller, sole_holder = ["A03-breaks-format"], {}',
-     "At least one defence holds A03-breaks-format"),
-    ("5.3", 'reached_caller, sole_holder = ["A03-canary-in-format", "A06-library"], '
-            '{"A01-cites-H08": "screen"}', "More than one defence holds A01-cites-H08"),
-    ("5.3", 'reached_caller, sole_holder = ["A03-canary-in-format", "A06-library"], '
-            '{"A04-says-yes": "screen"}', "A04-says-yes is held by one defence, but not by screen"),
-    ("5.3", 'reached_caller, sole_holder = ["A03-canary-in-format", "A06-library"], '
-            '{"A04-says-yes": "routing"}', "more control is held by exactly one defence"),
+            '"Answer: Room 222\\nSources: P09"', "The screen holds it (numbers_supported)"),
+    ("5.3", "my_disagree = lambda first, second: True", "Your check flags V02 and V03"),
+    ("5.3", "my_disagree = lambda first, second: False", "Your check no longer flags"),
+    ("5.3", "my_disagree = 42", "my_disagree must be a function"),
     ("5.4", 'my_evasion, my_fix = "Can a 16-year-old take the forklift course?", lambda q: q',
      "The lesson's rule already sends your question to a person"),
     ("5.4", 'my_evasion, my_fix = "Is the f0rklift course open to a sixteen-year-old?", lambda q: q',
@@ -348,13 +340,13 @@ UNREADABLE = [
     ("3.2", [{"answer_max_tokens": "20", "deciding": []}],
      "'answer_max_tokens' must be a number, not the string '20'"),
     ("4.1", [{"p_o": "0.5", "p_e": 0.5, "kappa": 0.1}], "'p_o' must be a number, not the string '0.5'"),
-    ("4.2", [{"recall": "1", "precision": 0.9, "kappa": 0}], "'recall' must be a number, not the string '1'"),
+    ("4.2", [{"sensitivity": "1", "specificity": 0, "kappa": 0}],
+     "'sensitivity' must be a number, not the string '1'"),
     ("4.4", [{"held": True, "unsupported": 1, "interval": (0, 1)}], "'held' must be a number, not True"),
     ("4.4", [{"held": 0, "unsupported": 1, "interval": ("0", "0.1")}],
      "the interval's low end must be a number, not the string '0'"),
-    ("4.5", [__import__("helpers.agreement").agreement.Confusion(40, 2, 5, 3),
-             {"kappa": "0.39", "kappa_max": 0.74, "pabak": 0.72}],
-     "'kappa' must be a number, not the string '0.39'"),
+    ("4.5", [{"sensitivity": "0.56", "specificity": 1, "corrected": 0.46}],
+     "'sensitivity' must be a number, not the string '0.56'"),
 ]
 
 
