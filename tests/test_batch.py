@@ -80,13 +80,12 @@ def prompts(smol) -> pd.DataFrame:
     from runtime.lessons import lesson_reader_inputs
 
     columns = ["question_id", "messages", "retrieved_ids"]
-    attacked = record_prompts("attacks", attack_ids=["A04"]).iloc[3:6]  # its three prompts
+    attacked = record_prompts("attacks", attack_ids=["A04"]).iloc[3:6]  # three of its prompts
     table = pd.concat([
         lesson_reader_inputs()[columns].iloc[:4],
         lesson_reader_inputs("riverton-extended-questions.csv")[columns].iloc[1:3],
         lesson_reader_inputs(retriever="hybrid")[columns].iloc[[2, 5]],
-        attacked.assign(question_id=["A04 lesson 1 prompt", "A04 quoting", "A04 datamarking"])[
-            columns],
+        attacked.assign(question_id=["A04 #4", "A04 #5", "A04 #6"])[columns],
         lesson_reader_inputs()[columns].iloc[[5]]], ignore_index=True)
     lengths = [len(smol.encode(m)) for m in table["messages"]]
     assert max(lengths) - min(lengths) > 100, lengths
