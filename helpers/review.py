@@ -17,26 +17,6 @@ from dataclasses import dataclass
 import pandas as pd
 import regex
 
-REVIEW_COLUMNS = (
-    "review_id",
-    "reader",
-    "decoding",
-    "question_id",
-    "transcript_key",
-    "reviewed_reply",
-    "reviewed_answer",
-    "reviewed_sources",
-    "verdict",
-    "reason",
-    "note",
-    "reviewer",
-    "reviewed_on",
-)
-#: The columns that identify the reply a row judges (a template copies these).
-REPLY_COLUMNS = REVIEW_COLUMNS[:8]
-#: The columns a reviewer fills in.
-JUDGMENT_COLUMNS = REVIEW_COLUMNS[8:]
-
 SUPPORTED = "supported"
 NOT_SUPPORTED = "not supported"
 NOT_APPLICABLE = "not applicable"
@@ -109,22 +89,6 @@ REASONS: dict[str, Reason] = {
                "the strict parser found no answer and no sources, so there is nothing to "
                "hold against a passage (the first lesson's gate would stop the render)"),
     )
-}
-
-#: The screen's checks that apply the same test as a reason of the review (lesson 1's
-#: screen, lesson 4's vocabulary), and how. Under the review's fixed order of reasons, a
-#: reply that fails such a check is given that reason unless an earlier one applies, so
-#: the screen's catches of those replies hold by construction, not by reading.
-SHARED_TESTS = {
-    "parsed": (PARSE_FAILURE_REASON,
-               "the same test: the strict parser found no answer"),
-    "answer_has_citation": ("no passage cited",
-                            "the same test: an answer whose Sources line is none"),
-    "abstain_sources_ok": ("correct abstention, stray citation",
-                           "the same test: an abstention that cites a passage"),
-    "numbers_supported": ("figure not in cited passage",
-                          "nearly the same test: a figure of the answer that the cited "
-                          "text lacks (the screen matches digits, a person reads words too)"),
 }
 
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}

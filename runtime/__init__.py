@@ -30,6 +30,7 @@ ENTRY_POINTS = {
     "write_template": "reviews", "reviews_dir": "reviews", "system_label": "reviews",
     "retriever_of": "reviews", "judge_replies": "reviews", "review_requests": "reviews",
     "ReviewError": "reviews", "JUDGMENT_COLUMNS": "reviews", "fit_retriever": "lessons",
+    "load_corruptions": "reviews", "load_second_reading": "reviews",
     # lesson 5's runs
     "run_attacks": "attack_runs", "ordinary_inputs": "attack_runs", "run_name": "attack_runs",
     "attack_prompts": "attack_runs",

@@ -69,8 +69,7 @@ def retriever_of(reader: str, decoding: str) -> str:
     1's tf-idf for every reader reply the review covers. A corruption keeps its source's
     passages, so it has no retriever of its own: read its ``retrieved_ids``."""
     if reader == CORRUPTION_READER:
-        raise ValueError("a rule-made corruption keeps the passages of the reply it was made "
-                         "from; read them from recorded_replies' retrieved_ids")
+        raise ValueError("a corruption keeps its source's passages: read its retrieved_ids")
     if reader == BASELINE_READER:
         return {d: r for r, d in BASELINE_DECODINGS.items()}[decoding]
     return "tfidf"
@@ -83,16 +82,14 @@ def system_label(reader: str, decoding: str) -> str:
     if reader == CORRUPTION_READER:
         return "rule-made corruption"
     if reader == BASELINE_READER:
-        retriever = retriever_of(reader, decoding)
-        return f"{'tf-idf' if retriever == 'tfidf' else retriever} sentence baseline"
+        return f"{retriever_of(reader, decoding).replace('tfidf', 'tf-idf')} sentence baseline"
     name = REGISTRY[reader].model_id.split("/")[-1]
     return name if decoding == UNCONSTRAINED else f"{name} under the grammar"
 
 
 def reviews_dir() -> Path:
     """The folder of students' reviews: ``$RIVERTON_REVIEWS_DIR`` or ``data/reviews``."""
-    chosen = os.environ.get(REVIEWS_ENV)
-    return Path(chosen) if chosen else REVIEWS_DIR
+    return Path(os.environ.get(REVIEWS_ENV) or REVIEWS_DIR)
 
 
 class ReviewError(FixtureError):
@@ -110,14 +107,12 @@ def _covered(plan) -> dict[tuple[str, str, str], tuple[str, str]]:
     """The transcript slots (collection, model, decoding) a plan covers, with the reader
     and question file each stands for."""
     slots = {}
-    for reader, decoding, files in plan:
-        if reader == CORRUPTION_READER:  # one slot for every question file
-            slots[(CORRUPTION_COLLECTION, CORRUPTION_MODEL, decoding)] = (reader, None)
-            continue
-        for name in files:
-            collection = collection_name(name, retriever_of(reader, decoding))
-            model = BASELINE_MODEL if reader == BASELINE_READER else REGISTRY[reader].model_id
-            slots[(collection, model, decoding)] = (reader, name)
+    for reader, decoding, files in (p for p in plan if p[0] != CORRUPTION_READER):
+        model = BASELINE_MODEL if reader == BASELINE_READER else REGISTRY[reader].model_id
+        slots.update({(collection_name(name, retriever_of(reader, decoding)), model, decoding):
+                      (reader, name) for name in files})
+    slots.update({(CORRUPTION_COLLECTION, CORRUPTION_MODEL, decoding): (reader, None)
+                  for reader, decoding, _ in plan if reader == CORRUPTION_READER})  # every file's
     return slots
 
 
@@ -146,51 +141,37 @@ def recorded_replies(transcript: str | os.PathLike = TRANSCRIPT_PATH,
     given. The readers' replies are the transcript's (mode "recorded"); the sentence
     baseline's are computed now from each retriever's top three (mode "computed"), so
     that :func:`load_review` refuses a review row whose baseline reply has changed. One
-    row per reply: reader, decoding, question file and ID, question, expected action,
-    retrieved IDs, messages, key and raw output."""
-    slots = _covered(plan)
-    by_slot: dict[tuple, dict[str, TranscriptEntry]] = {}
+    row per reply: reader, decoding, question ID and text, messages, retrieved IDs, key,
+    raw output and mode."""
+    by_slot: dict[tuple, dict] = {}
     for entry in read_transcript(transcript):
         by_slot.setdefault(entry.slot, {})[entry.question_id] = entry
-    rows = []
-    fixture = functools.cache(lambda name: load_riverton(Path(data_dir), name))
-    # every question file shares the handbook, so each retriever is fitted once
+    fixture = functools.cache(lambda name: load_riverton(Path(data_dir), name).questions)
+    handbook = load_riverton(Path(data_dir)).handbook
     fitted = functools.cache(lambda retriever: fit_retriever(retriever, handbook))
-    for (collection, model, decoding), (reader, name) in slots.items():
-        questions = fixture(name).questions if name else None
-        if name is None:  # a corruption slot: the questions of every file it has replies to
-            questions = pd.concat([fixture(n).questions.assign(question_file=n)
-                                   for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)])
-            questions = questions[questions["question_id"].isin(
-                list(by_slot.get((collection, model, decoding), {})))]
-        handbook = fixture(QUESTIONS_FILE).handbook
+    rows = []
+    for slot, (reader, name) in _covered(plan).items():
+        entries = by_slot.get(slot, {})
+        # a corruption slot covers the questions of every file it has replies to
+        questions = fixture(name) if name else pd.concat(
+            [fixture(n) for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)]).query(
+            "question_id in @entries")
         if reader == BASELINE_READER:
-            retriever = retriever_of(reader, decoding)
-            computed = baseline_replies(questions, fitted(retriever).rank(
-                questions, k=RETRIEVAL_K), handbook, retriever)
-            made = {r.question_id: (r.key, r.raw_output, r.messages, r.retrieved_ids, None)
-                    for r in computed.itertuples(index=False)}
-        else:
-            entries = by_slot.get((collection, model, decoding), {})
-            made = {q: (e.key, e.raw_output, e.messages, tuple(e.passage_ids), e)
-                    for q, e in entries.items()}
+            retriever = retriever_of(reader, slot[2])
+            entries = {r.question_id: r for r in baseline_replies(questions, fitted(retriever).rank(
+                questions, k=RETRIEVAL_K), handbook, retriever).itertuples(index=False)}
         for question in questions.itertuples(index=False):
-            if question.question_id not in made:
-                raise LookupError(f"{question.question_id} ({system_label(reader, decoding)}): "
-                                  f"the transcript holds no reply in {collection}; record it "
-                                  "with `python -m runtime record`")
-            key, raw, messages, ids, entry = made[question.question_id]
-            rows.append({
-                "reader": reader, "decoding": decoding,
-                "question_file": getattr(question, "question_file", name),
-                "question_id": question.question_id, "question": question.question,
-                "expected_action": question.expected_action, "retrieved_ids": ids,
-                "messages": messages, "key": key, "raw_output": raw,
-                # a computed (baseline) reply has no token counts and no revision
-                **{c: getattr(entry, c, None) for c in ("output_tokens", "ended_by_eos",
-                                                        "hit_token_cap")},
-                "mode": "recorded" if entry else "computed", "model_id": model,
-                "revision": getattr(entry, "revision", None)})
+            if question.question_id not in entries:
+                raise LookupError(f"{question.question_id} ({system_label(reader, slot[2])}): the "
+                                  f"transcript holds no reply in {slot[0]}; record it with "
+                                  "`python -m runtime record`")
+            entry = entries[question.question_id]
+            rows.append({"reader": reader, "decoding": slot[2], "question_id": question.question_id,
+                         "question": question.question, "messages": entry.messages,
+                         "retrieved_ids": tuple(entry.retrieved_ids if reader == BASELINE_READER
+                                                else entry.passage_ids),
+                         "key": entry.key, "raw_output": entry.raw_output,
+                         "mode": "computed" if reader == BASELINE_READER else "recorded"})
     return pd.DataFrame(rows)
 
 
@@ -201,46 +182,37 @@ def _check_reply(path: Path, row: Row, by_key: Mapping[str, tuple[str, Transcrip
     """The row's reply columns must describe, exactly, a reply the review may judge."""
     values, key = row.values, row.values["transcript_key"]
     if key not in by_key:
-        raise _fail(path, row, "transcript_key",
-                    f"no reply with key {key[:12]}... among the replies a review may judge "
-                    "(lesson 1's Qwen replies; SmolLM2's to the lesson and extended "
-                    "questions, unconstrained and under the grammar; the sentence "
-                    "baseline's; the rule-made corruptions): the row reviews a reply that was never recorded, one "
-                    "whose prompt has changed since, or one of another kind")
-    if review_ids is not None:
-        if key not in review_ids:
-            raise _fail(path, row, "transcript_key",
-                        f"the reply {key[:12]}... is not one the book's review judges; start "
-                        "from `python -m runtime review template` and keep its reply columns")
-        if values["review_id"] != review_ids[key]:
-            raise _fail(path, row, "review_id",
-                        f"{values['review_id']!r} is not the ID of this reply, which the "
-                        f"book's review calls {review_ids[key]!r}")
+        raise _fail(path, row, "transcript_key", f"no reply with key {key[:12]}... among the "
+                    "replies a review may judge (see REVIEWED_REPLIES): the row reviews a reply "
+                    "that was never recorded, one whose prompt has changed since, or one of "
+                    "another kind")
+    if review_ids is not None and values["review_id"] != review_ids.get(key, values["review_id"]):
+        raise _fail(path, row, "review_id", f"{values['review_id']!r} is not the ID of this "
+                    f"reply, which the book's review calls {review_ids[key]!r}")
+    if review_ids is not None and key not in review_ids:
+        raise _fail(path, row, "transcript_key", f"the reply {key[:12]}... is not one the book's "
+                    "review judges; start from `python -m runtime review template` and keep "
+                    "its reply columns")
     reader, entry = by_key[key]
-    if values["reader"] != reader:
-        raise _fail(path, row, "reader", f"the transcript reply {key[:12]}... was written by "
-                    f"{entry.model_id}, not by reader {values['reader']!r}")
     expected = reply_columns(entry, reader)
-    for column in ("decoding", "question_id", "reviewed_reply", "reviewed_answer",
+    for column in ("reader", "decoding", "question_id", "reviewed_reply", "reviewed_answer",
                    "reviewed_sources"):
         if values[column] != expected[column]:
-            shown = expected[column] or "(empty: the reply did not parse)"
             raise _fail(path, row, column, f"{values[column]!r} does not match the transcript "
-                        f"reply {key[:12]}..., which gives {shown!r}")
+                        f"reply {key[:12]}..., which gives "
+                        f"{expected[column] or '(empty: the reply did not parse)'!r}")
 
 
 def _check_judgment(path: Path, row: Row, allow_blank: bool) -> bool:
     """The reason goes with the verdict, and names a parse failure exactly when the reply
     did not parse (each column on its own is the schema's); False for a row left blank."""
-    values = row.values
+    values, reason = row.values, row.values["reason"]
     if allow_blank and not any(values[c] for c in JUDGMENT_COLUMNS):
         return False
-    verdict, reason = values["verdict"], values["reason"]
-    if REASONS[reason].verdict != verdict:
+    if REASONS[reason].verdict != values["verdict"]:
         raise _fail(path, row, "reason", f"reason {reason!r} goes with the verdict "
-                    f"{REASONS[reason].verdict!r}, not {verdict!r}")
-    unparsed = values["reviewed_answer"] == ""
-    if unparsed != (reason == PARSE_FAILURE_REASON):
+                    f"{REASONS[reason].verdict!r}, not {values['verdict']!r}")
+    if (unparsed := values["reviewed_answer"] == "") != (reason == PARSE_FAILURE_REASON):
         raise _fail(path, row, "reason",
                     f"the reply did not parse, so the reason must be {PARSE_FAILURE_REASON!r}"
                     if unparsed else
@@ -272,7 +244,6 @@ def _frame(rows: list[Row], path: Path) -> pd.DataFrame:
     frame = pd.DataFrame([row.values for row in rows], columns=list(REVIEW_COLUMNS))
     frame["reviewed_on"] = pd.to_datetime(frame["reviewed_on"], format="%Y-%m-%d").dt.date
     frame["parse_ok"] = frame["reviewed_answer"] != ""
-    frame.attrs["path"] = str(path)
     return frame
 
 
@@ -295,17 +266,15 @@ def load_review(data_dir: str | os.PathLike = DATA_DIR,
     if replies is not None:
         status = carry_verdicts(frame, replies[["reader", "decoding", "question_id", "key",
                                                 "raw_output"]])
-        bad = status[status["status"] != SAME_REPLY]
-        if not bad.empty:
-            first = bad.iloc[0]
-            row = rows[int(frame.index[frame["review_id"] == first["review_id"]][0])]
-            others = ", ".join(f"{r.review_id} ({r.status})" for r in bad.iloc[1:].itertuples())
-            raise _fail(path, row, "reviewed_reply",
-                        f"{first['review_id']} ({first['question_id']}, "
-                        f"{system_label(first['reader'], first['decoding'])}): "
-                        f"{first['status']}: reviewed {first['reviewed_reply']!r}, now "
-                        f"{first['reply_now']!r}; its verdict no longer applies until "
-                        "someone reads the new reply" + (f". Also {others}" if others else ""))
+        for number, bad in enumerate(status["status"] != SAME_REPLY):
+            if bad:
+                first = status.iloc[number]
+                raise _fail(path, rows[number], "reviewed_reply",
+                            f"{first['review_id']} ({first['question_id']}, "
+                            f"{system_label(first['reader'], first['decoding'])}): "
+                            f"{first['status']}: reviewed {first['reviewed_reply']!r}, now "
+                            f"{first['reply_now']!r}; its verdict no longer applies until "
+                            "someone reads the new reply")
     return frame
 
 
@@ -318,24 +287,19 @@ def load_student_reviews(folder: str | os.PathLike | None = None,
     so that each verdict can be set beside the book's. Lesson 4, "Your own review"."""
     folder = reviews_dir() if folder is None else Path(folder)
     paths = sorted(folder.glob("*.csv")) if folder.is_dir() else []
-    if paths and book is None:
-        book = load_review(transcript=transcript)
-    found = {}
-    for path in paths:
-        ids = dict(zip(book["transcript_key"], book["review_id"]))
-        _, judged = review_rows(path, transcript, allow_blank=True, review_ids=ids)
-        found[path.name] = _frame(judged, path)
-    return found
+    book = load_review(transcript=transcript) if paths and book is None else book
+    ids = {} if book is None else dict(zip(book["transcript_key"], book["review_id"]))
+    return {path.name: _frame(review_rows(path, transcript, True, ids)[1], path) for path in paths}
 
 
 def write_template(path: str | os.PathLike, review: pd.DataFrame) -> Path:
     """A blank review of the same replies as ``review``: reply columns copied, judgment
     columns empty. Refuses to overwrite a file. Lesson 4, "Your own review"."""
     path = Path(path)
-    rows = [[values[c] for c in REPLY_COLUMNS] + [""] * len(JUDGMENT_COLUMNS)
-            for values in review.to_dict("records")]
     try:
-        return write_csv_atomic(path, REVIEW_COLUMNS, rows, overwrite=False)
+        return write_csv_atomic(path, REVIEW_COLUMNS, [
+            [values[c] for c in REPLY_COLUMNS] + [""] * len(JUDGMENT_COLUMNS)
+            for values in review.to_dict("records")], overwrite=False)
     except FileExistsError:
         raise FileExistsError(f"{path} exists; choose another name or delete it first") from None
 
@@ -347,9 +311,8 @@ def check_reviews(data_dir: str | os.PathLike = DATA_DIR, folder=None,
     second = load_second_reading(data_dir, transcript, review)
     return [f"{REVIEW_FILE}: {len(review)} rows ok",
             f"{SECOND_READING_FILE}: {len(second)} of {len(second_sample(review))} replies read",
-            *(
-        f"{name}: {len(frame)} reviewed rows ok"
-        for name, frame in load_student_reviews(folder, transcript, review).items())]
+            *(f"{name}: {len(frame)} reviewed rows ok"
+              for name, frame in load_student_reviews(folder, transcript, review).items())]
 
 
 # ---------------------------------------------------------------------- the judge's replies
@@ -359,7 +322,7 @@ def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
     :func:`helpers.judge.judge_requests`, under the yes-or-no grammar, then parse each
     reply strictly. Recorded: replayed by the same key, so a changed review row or prompt
     is refused naming the request. Adds ``judge_generation``, ``judge_raw``,
-    ``judge_key``, ``judge_mode``, ``judge_parse_ok``, ``judge_supported``,
+    ``judge_parse_ok``, ``judge_supported``,
     ``judge_problem`` and ``judge_p_yes``: the probability of "yes" at the first step,
     renormalised over "yes" and "no" (None where the transcript holds none)."""
     from helpers.judge import JUDGE_GRAMMAR, JUDGE_SETTINGS, parse_judge_reply
@@ -376,7 +339,6 @@ def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
     column = functools.partial(pd.Series, index=requests.index, dtype=object)
     return requests.assign(
         judge_generation=column(mine), judge_raw=[g.raw_output for g in mine],
-        judge_key=[g.key for g in mine], judge_mode=[g.mode for g in mine],
         judge_parse_ok=[p.parse_ok for p in parsed],
         judge_supported=column([p.supported for p in parsed]),
         judge_problem=[p.problem for p in parsed],
@@ -389,16 +351,22 @@ def review_requests(review: pd.DataFrame | None = None,
     questions and passages."""
     from helpers.judge import judge_requests
 
-    review = load_review(data_dir) if review is None else review
-    questions, handbook = {}, None
-    for name in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE):
-        fixture = load_riverton(Path(data_dir), name)
-        handbook = fixture.handbook
-        questions.update(zip(fixture.questions["question_id"], fixture.questions["question"]))
-    return judge_requests(review, questions, dict(zip(handbook["passage_id"], handbook["text"])))
+    fixtures = [load_riverton(Path(data_dir), n) for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)]
+    questions = pd.concat([f.questions for f in fixtures])
+    return judge_requests(load_review(data_dir) if review is None else review,
+                          dict(zip(questions["question_id"], questions["question"])),
+                          dict(zip(fixtures[0].handbook["passage_id"], fixtures[0].handbook["text"])))
 
 
 # ------------------------------------------------------------ the rule-made corruptions
+
+def load_corruptions(data_dir: str | os.PathLike = DATA_DIR) -> pd.DataFrame:
+    """The rule-made corruptions (``corrupted-replies.csv``), validated row by row and
+    against the metadata. Lesson 4, "Replies whose fault does not show"."""
+    from .fixture import CORRUPTIONS_FILE, _load
+
+    return _load(CORRUPTIONS_FILE, data_dir, read_metadata(data_dir))
+
 
 def corruption_replies(data_dir: str | os.PathLike = DATA_DIR,
                        transcript: str | os.PathLike = TRANSCRIPT_PATH,
@@ -415,22 +383,19 @@ def corruption_replies(data_dir: str | os.PathLike = DATA_DIR,
     path = Path(data_dir) / REVIEW_FILE
     review = _frame(check_rows(path, read_rows(path, REVIEW_COLUMNS), SCHEMAS[REVIEW_FILE]), path)
     fixtures = [load_riverton(Path(data_dir), n) for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)]
-    handbook = fixtures[0].handbook
     sources = {key: entry for key, (_, entry) in reviewable_entries(transcript).items()}
     made = corrupt_review(review, pd.concat([f.questions for f in fixtures], ignore_index=True),
-                          dict(zip(handbook["passage_id"], handbook["text"])),
+                          dict(zip(fixtures[0].handbook["passage_id"], fixtures[0].handbook["text"])),
                           {key: tuple(e.passage_ids) for key, e in sources.items()})
     rows, entries = [], []
     for number, row in enumerate(made.itertuples(index=False), start=1):
         source, settings = sources[row.source_key], {DECODING_FIELD: row.kind}
         entries.append(TranscriptEntry(
-            key=transcript_key(CORRUPTION_MODEL, CORRUPTION_REVISION, source.messages, settings),
-            collection=CORRUPTION_COLLECTION, question_id=row.question_id,
-            passage_ids=list(source.passage_ids), model_id=CORRUPTION_MODEL,
-            revision=CORRUPTION_REVISION, settings=settings, messages=source.messages,
-            raw_output=row.reply, output_tokens=None, ended_by_eos=None, hit_token_cap=None,
-            prompt_tokens=None, recorded_by="python -m runtime record corruptions",
-            recorded_on=recorded_on or datetime.date.today().isoformat(), provenance=COMPUTED))
+            transcript_key(CORRUPTION_MODEL, CORRUPTION_REVISION, source.messages, settings),
+            CORRUPTION_COLLECTION, row.question_id, list(source.passage_ids), CORRUPTION_MODEL,
+            CORRUPTION_REVISION, settings, source.messages, row.reply, None, None, None, None,
+            "python -m runtime record corruptions",
+            recorded_on or datetime.date.today().isoformat(), COMPUTED))
         rows.append([f"C{number:03d}", row.kind, row.rule, row.source_review_id, row.source_key,
                      row.question_id, entries[-1].key, escape_reply(row.reply),
                      row.expected_verdict, row.expected_reason])
@@ -466,11 +431,10 @@ def _second_rows(path: Path, rows: list[Row], book: pd.DataFrame) -> list[Row]:
               for n, values in enumerate(book[list(REVIEW_COLUMNS)].to_dict("records"), 1)]
     check_rows(path, rows, SCHEMAS[SECOND_READING_FILE], {REVIEW_FILE: review})
     sample = set(second_sample(book))
-    for row in rows:
-        if row.values["review_id"] not in sample:
-            raise _fail(path, row, "review_id", f"{row.values['review_id']} is not one of the "
-                        f"{len(sample)} replies of the second reading's sample; `python -m "
-                        "runtime review second --next` shows the next one to read")
+    for row in (row for row in rows if row.values["review_id"] not in sample):
+        raise _fail(path, row, "review_id", f"{row.values['review_id']} is not one of the "
+                    f"{len(sample)} replies of the second reading's sample; `python -m "
+                    "runtime review second --next` shows the next one to read")
     return rows
 
 
@@ -511,13 +475,13 @@ def blind_text(review_id: str, book: pd.DataFrame, data_dir: str | os.PathLike =
     note."""
     row = book.set_index("review_id").loc[review_id]
     fixtures = [load_riverton(Path(data_dir), n) for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)]
-    question = pd.concat([f.questions for f in fixtures]).set_index("question_id").loc[
-        row["question_id"], "question"]
+    questions = pd.concat([f.questions for f in fixtures]).set_index("question_id")["question"]
     texts = dict(zip(fixtures[0].handbook["passage_id"], fixtures[0].handbook["text"]))
     shown = lambda ids: [f"  {i}: {texts.get(i, '(no such passage in the handbook)')}"
                          for i in ids] or ["  (none)"]
     parsed = row["reviewed_answer"] != ""
-    lines = [f"REPLY {review_id}", f"QUESTION: {question}", "THE REPLY AS WRITTEN:",
+    lines = [f"REPLY {review_id}", f"QUESTION: {questions[row['question_id']]}",
+             "THE REPLY AS WRITTEN:",
              *[f"  | {line}" for line in unescape_reply(row["reviewed_reply"]).split("\n")],
              f"PARSED: answer {row['reviewed_answer']!r}; sources {row['reviewed_sources']}"
              if parsed else "PARSED: the strict parser found no answer and no sources",
@@ -549,5 +513,5 @@ def next_to_read(data_dir: str | os.PathLike = DATA_DIR,
     book = load_review(data_dir, transcript)
     sample = second_sample(book)
     done = set(load_second_reading(data_dir, transcript, book)["review_id"])
-    left = [review_id for review_id in sample if review_id not in done]
-    return (left[0] if left else None), f"{len(done)} of {len(sample)} replies read"
+    left = next((review_id for review_id in sample if review_id not in done), None)
+    return left, f"{len(done)} of {len(sample)} replies read"

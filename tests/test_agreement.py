@@ -1,13 +1,14 @@
-"""Agreement statistics (lesson 4): worked by hand, and against independent implementations.
+"""Agreement and validity statistics (lesson 4): worked by hand, and against independent
+implementations.
 
 Independent implementations: statsmodels (``proportion_confint``, ``cohens_kappa`` with its
 ``kappa_max``, ``fleiss_kappa``), scipy's ``binomtest``, scikit-learn (``cohen_kappa_score``,
-``roc_auc_score``, ``roc_curve``). Published worked example: the irrCAC package's README
-(Gwet, github.com/kgwet/irrCAC, "Computing agreement Coefficients from Contingency
-tables"), two raters classifying 100 subjects into three categories (``cont3x3abstractors``):
-percent agreement 0.89, Cohen's kappa 0.7964094, Gwet's AC1 0.8493305, Brennan-Prediger
-0.835. Degenerate tables get a number only where the formula has one that means
-something, otherwise "undefined" and why, never NaN and never a 0 that describes no signal.
+``roc_auc_score``), and bootstraps written out here with loops of their own. Published
+worked example: the irrCAC package's README (Gwet, github.com/kgwet/irrCAC, "Computing
+agreement Coefficients from Contingency tables"), two raters classifying 100 subjects into
+three categories (``cont3x3abstractors``): percent agreement 0.89, Cohen's kappa
+0.7964094, Gwet's AC1 0.8493305, Brennan-Prediger 0.835. Degenerate tables get a number
+only where the formula has one that means something, otherwise "undefined" and why.
 """
 from __future__ import annotations
 
@@ -16,17 +17,16 @@ import warnings
 from fractions import Fraction
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import binomtest
-from sklearn.metrics import cohen_kappa_score, roc_auc_score, roc_curve
+from sklearn.metrics import cohen_kappa_score, roc_auc_score
 from statsmodels.stats.inter_rater import aggregate_raters, cohens_kappa, fleiss_kappa
 from statsmodels.stats.proportion import proportion_confint
 
-from helpers import agreement
-from helpers.agreement import (ONE_CATEGORY, Confusion, agreement_summary, bootstrap_kappa,
-                               cohen_kappa, confusion, confusion_from_cells as table,
-                               exact_interval, gwet_ac1, kappa_max, negative_predictive_value,
-                               pabak, positive_predictive_value, ratings_of, resample_indices,
+from helpers import validity
+from helpers.agreement import (ONE_CATEGORY, Confusion, coefficient_row, cohen_kappa, confusion,
+                               exact_interval, gwet_ac1, kappa_max, pabak, ratings_of,
                                sensitivity, specificity, table_coefficients, table_kappa)
 
 T, F = True, False
@@ -34,6 +34,7 @@ T, F = True, False
 # missed, 6 neither.
 FLAGGED = [T, T, T, F, F, F, F, F, F, F]
 UNSUPPORTED = [T, T, F, T, F, F, F, F, F, F]
+table = Confusion
 
 
 def matrix(counts: Confusion) -> np.ndarray:
@@ -63,19 +64,14 @@ def test_confusion_counts_the_four_cells_and_refuses_what_is_not_a_table():
         confusion([T, F], [T, F, F])
     with pytest.raises(TypeError, match=r"flagged\[1\] is 'yes'"):
         confusion([T, "yes"], [T, F])
-    for bad in (-1, True, 1.0):
-        with pytest.raises(ValueError, match="flagged_supported must be a count"):
-            table(1, bad, 0, 0)
 
 
-def test_the_four_rates_read_the_table_by_class():
-    counts = table(38, 0, 4, 3)  # the screen on lesson 4's earlier review
-    rates = [sensitivity, specificity, positive_predictive_value, negative_predictive_value]
-    assert [(r(counts).numerator, r(counts).denominator) for r in rates] == [
-        (38, 42), (3, 3), (38, 38), (3, 7)]
-    assert list(agreement.PER_CLASS.values()) == rates
+def test_the_two_rates_read_the_table_by_class():
+    counts = table(38, 0, 4, 3)  # the screen on the two models' distinct replies
+    assert [(r(counts).numerator, r(counts).denominator) for r in (sensitivity, specificity)] \
+        == [(38, 42), (3, 3)]
     assert specificity(counts).with_interval() == "3 of 3: 1.00 (0.29 to 1.00)"
-    assert negative_predictive_value(counts).with_interval().startswith("3 of 7: 0.43 (")
+    assert sensitivity(counts).with_interval() == "38 of 42: 0.90 (0.77 to 0.97)"
     # A class with no members has no rate and no interval.
     nothing = specificity(table(5, 0, 2, 0))
     assert nothing.value is None and nothing.interval().low is None
@@ -163,7 +159,7 @@ def test_kappa_max_is_the_largest_kappa_the_margins_allow():
             for fu in range(max(0, flagged_total + bad_total - n),
                             min(flagged_total, bad_total) + 1))
         assert table_coefficients(counts)["kappa_max"].value == pytest.approx(best)
-    # No signal of lesson 4's earlier review held a supported reply: kappa is its maximum.
+    # The screen on the models' replies holds no supported reply: kappa is its maximum.
     coefficients = table_coefficients(table(38, 0, 4, 3))
     assert coefficients["kappa"].value == pytest.approx(19 / 34)
     assert coefficients["kappa_max"].value == pytest.approx(coefficients["kappa"].value)
@@ -254,169 +250,127 @@ def test_coefficients_of_no_reply_or_one_category_are_undefined():
         pabak(["a"], ["b"], ["a"])
     with pytest.raises(ValueError, match="at least one"):
         gwet_ac1([], [])
+    assert coefficient_row(table(38, 0, 4, 3)) == {
+        "observed": "0.91", "kappa": "0.56", "kappa_max": "0.56", "pabak": "0.82", "ac1": "0.89"}
 
 
-# ------------------------------------------------------------------ the bootstrap
+# ------------------------------------------------------------------ validity
 
 
-def _reference_bootstrap(first, second, units, resamples, seed, level=0.95):
-    """The bootstrap written out: draw units with resample_indices, take every reply of
-    each, score scikit-learn's kappa; a resample whose second side has one category is
-    left out. Returns (low, high, resamples left out)."""
-    order = list(dict.fromkeys(units))
-    kappas, left_out = [], 0
-    for drawn in resample_indices(len(order), resamples, seed):
-        picked = [i for unit in drawn for i, u in enumerate(units) if u == order[unit]]
-        a, b = [first[i] for i in picked], [second[i] for i in picked]
-        if len(set(b)) == 1:
-            left_out += 1
-        else:
-            kappas.append(cohen_kappa_score(a, b))
-    return (*np.quantile(kappas, [(1 - level) / 2, (1 + level) / 2]), left_out)
+def frame(flagged, unsupported, questions, **more):
+    return pd.DataFrame({"held": flagged, "unsupported": unsupported, "question_id": questions,
+                         **more})
 
 
-@pytest.mark.parametrize(("first", "second", "units"), [
-    ([T, T, F, F, T, F, T, F, F, T], [T, F, F, T, T, F, T, T, F, F],
-     ["q1", "q1", "q2", "q3", "q3", "q3", "q4", "q5", "q5", "q6"]),
-    # One supported reply among twenty: many resamples never draw it, and are left out.
-    ([T] * 15 + [F] * 5, [T] * 19 + [F], None),
-    (list("xxyyzzxxyz"), list("xyyyzxxzyz"), None),  # three categories, replies resampled
-])
-def test_the_bootstrap_is_kappa_on_the_units_drawn_with_undefined_resamples_left_out(
-        first, second, units):
-    interval = bootstrap_kappa(first, second, units, resamples=300, seed=4)
-    low, high, left_out = _reference_bootstrap(first, second, units or range(len(first)),
-                                               300, 4)
-    assert (interval.low, interval.high) == pytest.approx((low, high))
-    assert interval.undefined == left_out and interval.defined == 300 - left_out
-    assert interval.units == len(set(units or range(len(first))))
-    if second.count(F) == 1:  # the case with one supported reply
-        assert interval.no_supported == left_out > 0 and interval.no_unsupported == 0
-        # Scored 0, as a plain bootstrap would score them, they would make the lower end.
-        assert interval.low > 0
-        assert (f"from the {300 - left_out:,} of 300 resamples with both kinds of reply"
-                in interval.text())
+def test_distinct_replies_count_a_reply_once_per_group_and_question():
+    rows = pd.DataFrame({"group": ["a", "a", "a", "b", "a"], "question_id": ["q1", "q1", "q2", "q1", "q1"],
+                         "reviewed_reply": ["x", "x", "x", "x", "y"], "review_id": list("RSTUV")})
+    assert validity.distinct_replies(rows)["review_id"].tolist() == ["R", "T", "U", "V"]
 
 
-def test_the_bootstrap_is_seeded_with_the_lessons_settings_by_default():
-    """Resamples and level default to lesson 4's settings; the seed is always passed
-    (exercise 4.4 checks that a student uses the lesson's), so it defaults to 0."""
-    flagged, unsupported = FLAGGED * 3, UNSUPPORTED * 3
-    one = bootstrap_kappa(flagged, unsupported, seed=11)
-    assert one == bootstrap_kappa(flagged, unsupported, seed=11) != bootstrap_kappa(
-        flagged, unsupported, seed=12)
-    assert one.low < cohen_kappa(flagged, unsupported).value < one.high
-    default = bootstrap_kappa(flagged, unsupported)
-    assert (default.seed, default.resamples, default.level, default.unit) == (
-        0, agreement.BOOTSTRAP_RESAMPLES, agreement.BOOTSTRAP_LEVEL, "reply")
-    lesson = bootstrap_kappa(flagged, unsupported, seed=agreement.BOOTSTRAP_SEED)
-    summary = agreement_summary("x", flagged, unsupported, seed=agreement.BOOTSTRAP_SEED)
-    assert summary["interval"] == lesson
-    assert (lesson.low, lesson.high) != (default.low, default.high)
+def test_validity_rows_by_hand():
+    assert validity.validity_row(FLAGGED, UNSUPPORTED) == {
+        "unsupported": 3, "supported": 7, "sensitivity": "2 of 3: 0.67 (0.09 to 0.99)",
+        "specificity": "6 of 7: 0.86 (0.42 to 1.00)", "youden_j": pytest.approx(2 / 3 + 6 / 7 - 1)}
+    # Flagging at random, or everything, is J = 0; no supported reply, no J.
+    assert validity.youden_j([T, F, T, F], [T, T, F, F]) == 0
+    assert validity.youden_j([T, T], [T, F]) == 0
+    assert validity.validity_row([T, F], [T, T])["youden_j"] == "undefined"
+    table_ = validity.validity_table(frame(FLAGGED, UNSUPPORTED, range(10), g=list("ab" * 5)), "g")
+    assert table_["g"].tolist() == ["a", "b"] and table_["unsupported"].tolist() == [1, 2]
 
 
-def test_a_bootstrap_with_no_defined_resample_says_so_and_bad_arguments_are_refused():
-    interval = bootstrap_kappa([T, F], [T, T], resamples=20)
-    assert interval.low is None and interval.no_supported == 20
-    assert interval.text().startswith("undefined: ")
-    for arguments, message in ((dict(level=1.5), "level"), (dict(resamples=0), "resamples"),
-                               (dict(units=["q1"]), "1 units for 2 replies")):
-        with pytest.raises(ValueError, match=message):
-            bootstrap_kappa([T, F], [T, F], **arguments)
-    with pytest.raises(ValueError, match="at least one"):
-        bootstrap_kappa([], [])
+def _reference_resamples(questions, resamples, seed):
+    """The rows of each resample written out: questions drawn as the helper draws them."""
+    order = list(dict.fromkeys(questions))
+    draws = np.random.default_rng(seed).integers(0, len(order), (resamples, len(order)))
+    return [[i for q in draw for i, u in enumerate(questions) if u == order[q]] for draw in draws]
 
 
-# ------------------------------------------------------------------ tables
+QUESTIONS = ["q1", "q1", "q2", "q3", "q3", "q3", "q4", "q5", "q5", "q6"]
 
 
-def test_summary_confusion_and_cross_tables_carry_the_counts():
-    row = agreement_summary("screen", FLAGGED, UNSUPPORTED, resamples=200, seed=0)
-    assert (row["flagged_unsupported"], row["flagged_supported"], row["passed_unsupported"],
-            row["passed_supported"], row["rows"]) == (2, 1, 1, 6, 10)
-    assert row["kappa"] == "0.52" and row["sensitivity"].startswith("2 of 3: 0.67 (")
-    assert row["specificity"].startswith("6 of 7: 0.86 (") and row["ppv"].startswith("2 of 3")
-    # Both sides flag 3 of 10, so the margins allow perfect agreement; PABAK = 2 * 0.8 - 1.
-    assert (row["kappa_max"], row["pabak"]) == ("1.00", "0.60")
-    table_ = agreement.confusion_table(row["counts"], "held", "not flagged")
-    assert table_.to_dict("list") == {"human_verdict": ["not supported", "supported"],
-                                      "held": [2, 1], "not flagged": [1, 6]}
-    crossed = agreement.cross_table(["a", "a", "b"], ["a", "b", "b"], ["a", "b", "c"])
-    assert crossed.to_dict("records") == [{"first": "a", "a": 1, "b": 1, "c": 0},
-                                          {"first": "b", "a": 0, "b": 1, "c": 0},
-                                          {"first": "c", "a": 0, "b": 0, "c": 0}]  # zeros too
-    with pytest.raises(ValueError, match="outside the categories"):
-        agreement.cross_table(["a"], ["d"], ["a", "b"])
+def test_the_bootstrap_resamples_whole_questions_and_leaves_out_what_it_cannot_score():
+    drawn = validity.question_resamples(QUESTIONS, 50, 3)
+    assert [list(rows) for rows in drawn] == _reference_resamples(QUESTIONS, 50, 3)
+    got = validity.bootstrap_rates(FLAGGED, UNSUPPORTED, QUESTIONS, 400, 3)
+    se, sp = [], []
+    for rows in _reference_resamples(QUESTIONS, 400, 3):
+        f, u = np.array(FLAGGED)[rows], np.array(UNSUPPORTED)[rows]
+        se.append((f & u).sum() / u.sum() if u.any() else np.nan)
+        sp.append((~f & ~u).sum() / (~u).sum() if (~u).any() else np.nan)
+    for key, values in (("sensitivity", se), ("specificity", sp)):
+        values = np.array(values)
+        low, high = np.quantile(values[~np.isnan(values)], [0.025, 0.975])
+        left = int(np.isnan(values).sum())
+        assert got[key] == f"{low:.2f} to {high:.2f}" + (f" ({left} resamples left out)" if left else "")
+    assert "resamples left out" in got["sensitivity"] and (got["replies"], got["questions"]) == (10, 6)
+    assert validity.percentile([None, np.nan]) == (None, None, 2)
+    assert validity.interval_text((None, None, 2)).startswith("undefined")
 
 
-def test_misses_by_reason_one_signal_and_several_side_by_side():
-    reasons = ["figure", "figure", "ok", "claim", "ok", "abstention"]
-    unsupported = [T, T, F, T, F, T]
-    signals = {"screen": [T, F, F, F, T, F], "judge": [F, F, T, T, F, T]}
-    order = ["claim", "figure", "abstention", "never used"]
-    assert agreement.misses_by_reason(reasons, signals["screen"], unsupported, order).to_dict(
-        "records") == [{"reason": "claim", "unsupported": 1, "flagged": 0, "missed": 1},
-                       {"reason": "figure", "unsupported": 2, "flagged": 1, "missed": 1},
-                       {"reason": "abstention", "unsupported": 1, "flagged": 0, "missed": 1}]
-    assert agreement.misses_table(reasons, unsupported, signals, order).to_dict("records") == [
-        {"reason": "claim", "unsupported": 1, "screen": 1, "judge": 0},
-        {"reason": "figure", "unsupported": 2, "screen": 1, "judge": 2},
-        {"reason": "abstention", "unsupported": 1, "screen": 1, "judge": 0}]
-    with pytest.raises(ValueError, match=r"not in the order given: \['claim'\]"):
-        agreement.misses_by_reason(reasons, signals["screen"], unsupported, order[1:])
-    with pytest.raises(ValueError, match="but 2 values of signal 'judge'"):
-        agreement.misses_table(reasons, unsupported, {"judge": [T, F]}, ["claim"])
-    with pytest.raises(ValueError, match="at least one signal"):
-        agreement.misses_table(reasons, unsupported, {}, ["claim"])
+def test_the_rogan_gladen_correction():
+    # 0.7 passed, Se 0.5, Sp 1: (0.7 + 0.5 - 1) / 0.5 = 0.4; clipped to [0, 1]; J <= 0: None.
+    assert validity.corrected_share(0.7, 0.5, 1.0) == pytest.approx(0.4)
+    assert validity.corrected_share(0.2, 0.5, 1.0) == 0 and validity.corrected_share(1, 0.9, 0.9) == 1
+    assert validity.corrected_share(0.5, 0.5, 0.5) is None
+    # Calibrated and applied on the same replies it gives their true share exactly.
+    rng = np.random.default_rng(4)
+    for _ in range(10):
+        bad = rng.random(30) < 0.6
+        held = np.where(bad, rng.random(30) < 0.7, rng.random(30) < 0.2)
+        replies = frame(held, bad, [f"q{i % 12}" for i in range(30)])
+        got = validity.corrected_pass_rate(replies, replies, resamples=50)
+        assert got["corrected"] == pytest.approx(got["true_share"]) == pytest.approx(1 - bad.mean())
+    # A calibration whose screen has J = 0 corrects nothing.
+    flat = frame([F, F, F, F], [T, F, T, F], ["a", "b", "c", "d"])
+    assert validity.corrected_pass_rate(flat, flat, resamples=20)["corrected"] is None
 
 
-def test_majority_by_group_and_per_group_tables():
-    groups = ["a", "a", "a", "b", "b", "c"]
-    unsupported = [T, T, F, F, F, T]
-    assert agreement.majority_by_group(groups, unsupported) == [T, T, T, F, F, T]
-    rows = agreement.per_group_table(groups, [T, F, F, T, F, T], unsupported,
-                                     ["a", "b", "c", "none"])
-    a, b, c, empty = rows.to_dict("records")
-    assert (a["flagged_unsupported"], a["passed_unsupported"], a["passed_supported"]) == (1, 1, 1)
-    assert a["sensitivity"].startswith("1 of 2: 0.50 (") and a["specificity"].startswith("1 of 1")
-    assert b["sensitivity"] == "undefined: 0 of 0" and b["kappa"].startswith("undefined: ")
-    assert c["kappa"] == "undefined: no supported reply"
-    assert empty["rows"] == 0 and empty["kappa"] == "undefined: no reply"
-
-
-# ------------------------------------------------------------------ a graded signal
-
-
-def test_auc_and_roc_points_match_scikit_learn():
+def test_auc_and_its_interval_match_scikit_learn():
     rng = np.random.default_rng(2)
     for _ in range(20):
         n = int(rng.integers(6, 40))
-        positives = [bool(x) for x in rng.random(n) < 0.5]
-        if all(positives) or not any(positives):
+        bad = rng.random(n) < 0.5
+        if bad.all() or not bad.any():
             continue
         scores = np.round(rng.random(n), 1)  # rounded, so ties happen
-        assert agreement.roc_auc(scores, positives).value == pytest.approx(
-            roc_auc_score(positives, scores))
-        fpr, tpr, thresholds = roc_curve(positives, scores, drop_intermediate=False)
-        points = agreement.roc_points(scores, positives)
-        assert points["fpr"].tolist() == pytest.approx(list(fpr))
-        assert points["tpr"].tolist() == pytest.approx(list(tpr))
-        assert points["threshold"].iloc[1:].tolist() == pytest.approx(list(thresholds[1:]))
-    # By hand: positives 0.9 and 0.4, negatives 0.4 and 0.1 win 1 + 1 + 0.5 + 1 of 4 pairs.
-    assert agreement.roc_auc([0.9, 0.4, 0.4, 0.1], [T, T, F, F]).value == pytest.approx(3.5 / 4)
-    assert agreement.roc_auc([0.2, 0.3], [T, T]).text() == (
-        "undefined: there is no supported reply to rank against the others")
-    with pytest.raises(ValueError, match="NaN"):
-        agreement.roc_auc([0.1, float("nan")], [T, F])
+        assert validity.auc(scores, bad) == pytest.approx(roc_auc_score(bad, scores))
+    # By hand: unsupported 0.9 and 0.4, supported 0.4 and 0.1 win 1 + 1 + 0.5 + 1 of 4 pairs.
+    assert validity.auc([0.9, 0.4, 0.4, 0.1], [T, T, F, F]) == pytest.approx(3.5 / 4)
+    assert validity.auc([0.2, 0.3], [T, T]) is None
+    scores = np.linspace(0, 1, 10)
+    got = validity.auc_interval(scores, UNSUPPORTED, QUESTIONS, 300, 5)
+    drawn = [roc_auc_score(np.array(UNSUPPORTED)[r], scores[r]) if 0 < np.array(UNSUPPORTED)[r].sum() < len(r)
+             else np.nan for r in _reference_resamples(QUESTIONS, 300, 5)]
+    drawn = np.array(drawn)
+    low, high = np.quantile(drawn[~np.isnan(drawn)], [0.025, 0.975])
+    assert got["interval"].startswith(f"{low:.2f} to {high:.2f}") and got["unsupported"] == 3
 
 
-def test_youden_threshold_and_split_halves():
-    # Flagging >= 0.8 gives J = 2/3; >= 0.35 gives 1 - 1/3 = 2/3; the tie goes to 0.8.
-    assert agreement.youden_threshold([0.9, 0.8, 0.7, 0.35, 0.3, 0.2], [T, T, F, T, F, F]) == 0.8
-    with pytest.raises(ValueError, match="both"):
-        agreement.youden_threshold([0.1, 0.2], [T, T])
-    first, second = agreement.split_halves(["b", "a", "c", "a", "d", "e"], seed=1960)
+def test_the_system_rule_is_fitted_on_one_half_and_compared_paired():
+    first, second = validity.split_halves(["b", "a", "c", "a", "d", "e"])
     assert sorted(first + second) == ["a", "b", "c", "d", "e"] and len(first) == 2
-    assert (first, second) == agreement.split_halves(["e", "d", "c", "b", "a"], seed=1960)
-    assert agreement.split_halves(list("abcdefgh"), 1) != agreement.split_halves(
-        list("abcdefgh"), 2)
+    assert (first, second) == validity.split_halves(["e", "d", "c", "b", "a"])
+    fit = pd.DataFrame({"system": ["x", "x", "y", "y"], "unsupported": [T, T, T, F]})
+    rule = validity.majority_rule(fit)
+    assert rule(pd.DataFrame({"system": ["y", "x", "z"]})).tolist() == [F, T, F]
+    other = [T, F, F, T, F, F, F, F, F, F]
+    got = validity.paired_difference(FLAGGED, other, UNSUPPORTED, QUESTIONS, 300, 5)
+    assert got["difference"] == pytest.approx(validity.youden_j(FLAGGED, UNSUPPORTED)
+                                              - validity.youden_j(other, UNSUPPORTED))
+    diffs = []
+    for rows in _reference_resamples(QUESTIONS, 300, 5):
+        one = validity.youden_j(np.array(FLAGGED)[rows], np.array(UNSUPPORTED)[rows])
+        two = validity.youden_j(np.array(other)[rows], np.array(UNSUPPORTED)[rows])
+        diffs.append(np.nan if one is None else one - two)
+    diffs = np.array(diffs)
+    low, high = np.quantile(diffs[~np.isnan(diffs)], [0.025, 0.975])
+    assert got["interval"].startswith(f"{low:.2f} to {high:.2f}")
+
+
+def test_agreement_per_class_takes_the_first_reader_as_reference():
+    got = validity.agreement_per_class(UNSUPPORTED, FLAGGED)
+    assert got == {"unsupported_too": "2 of 3: 0.67 (0.09 to 0.99)",
+                   "supported_too": "6 of 7: 0.86 (0.42 to 1.00)",
+                   "same": "8 of 10: 0.80 (0.44 to 0.97)"}

@@ -77,12 +77,14 @@ def data_dir(tmp_path):
         shutil.copyfile(path, folder / path.name)
     assert REVIEW_FILE in (folder / METADATA_FILE).read_text()  # its row is rewritten below
     write_rows(folder / REVIEW_FILE, qwen_rows())
-    # the corruptions' sources are rows of the book's review, which this one lacks
-    (folder / CORRUPTIONS_FILE).unlink()
+    # the corruptions' sources and the second reading's rows are the book's review's rows,
+    # which this one lacks
+    for name in (CORRUPTIONS_FILE, SECOND_READING_FILE):
+        (folder / name).unlink()
     metadata = read_metadata(folder)
     write_csv_atomic(folder / METADATA_FILE, METADATA_COLUMNS, (
         [str(v) for v in row] for row in metadata.itertuples(index=False)
-        if row.artifact != CORRUPTIONS_FILE))
+        if row.artifact not in (CORRUPTIONS_FILE, SECOND_READING_FILE)))
     update_metadata([REVIEW_FILE], folder)
     return folder
 
@@ -113,7 +115,7 @@ def test_a_valid_review_loads_with_its_parsed_answers(data_dir):
      "reviewed_reply", "does not match the transcript reply"),
     ({"question_id": "Q3"}, "question_id", "does not match"),
     ({"decoding": "grammar-constrained (llguidance)"}, "decoding", "does not match"),
-    ({"reader": "smollm2_135m_instruct"}, "reader", "was written by Qwen/Qwen2.5-1.5B-Instruct"),
+    ({"reader": "smollm2_135m_instruct"}, "reader", "which gives 'qwen_1_5b_instruct'"),
     ({"reader": "gpt"}, "reader", "is not one of"),
     ({"reviewer": ""}, "reviewer", "is empty"),
     ({"reviewed_on": "2026-02-30"}, "reviewed_on", "not a calendar date"),
@@ -388,7 +390,7 @@ def test_the_baselines_reviewed_replies_are_its_replies_now(baseline_dir):
         "week.\nSources: H08")
     rows = read_rows(baseline_dir / REVIEW_FILE)
     for changes, column, message in (
-            ({"reader": QWEN}, "reader", f"was written by {baseline.BASELINE_MODEL}"),
+            ({"reader": QWEN}, "reader", f"which gives '{baseline.BASELINE_READER}'"),
             ({"decoding": "unconstrained"}, "decoding", "does not match the transcript reply"),
             ({"decoding": baseline.BASELINE_DECODINGS["hybrid"]}, "decoding",
              "does not match the transcript reply")):
@@ -415,7 +417,6 @@ def test_a_changed_baseline_invalidates_its_rows_as_reply_changed_since_review(
     assert (caught.value.row, caught.value.column) == (number, "reviewed_reply")
     assert (f"{first['review_id']} ({first['question_id']}, tf-idf sentence baseline): "
             f"{REPLY_CHANGED}") in str(caught.value)
-    assert f"Also {changed.iloc[1]['review_id']} ({REPLY_CHANGED})" in str(caught.value)
     # An edited handbook passage changes the baseline's prompt, so its key: the rows that
     # reviewed the old request no longer apply, as "request changed since review".
     monkeypatch.undo()
@@ -495,7 +496,8 @@ def test_recorded_judge_replies_replay_by_key_and_a_changed_request_is_refused()
     entry = next(e for e in recorded.entries if e.collection == "judge")
     requests = pd.DataFrame([{"review_id": "R1", "request_id": "R1", "messages": entry.messages}])
     replayed = reviews.judge_replies(recorded, requests).iloc[0]
-    assert (replayed["judge_raw"], replayed["judge_key"], replayed["judge_mode"]) == (
+    generation = replayed["judge_generation"]
+    assert (replayed["judge_raw"], generation.key, generation.mode) == (
         entry.raw_output, entry.key, "recorded")
     assert replayed["judge_parse_ok"] and replayed["judge_problem"] == ""
     changed = requests.assign(messages=[judge_messages("How much?", "$250 per week", [])])

@@ -37,7 +37,7 @@ PACKAGES = ("helpers", "runtime", "bookkit")
 LAYERS = {
     0: {"__init__", "text", "decoding", "intervals", "values", "attack_rules"},
     1: {"retrieval", "dense", "prompts", "grammar", "parsing", "scoring", "screen",
-        "baseline", "agreement"},
+        "baseline", "agreement", "validity"},
     2: {"review", "judge", "corruptions", "attacks", "defences", "exercises"},
 }
 LAYER_NAMES = {0: "tools", 1: "stages", 2: "lesson content"}

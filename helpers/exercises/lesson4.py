@@ -5,8 +5,9 @@ from typing import Any
 
 import pandas as pd
 
-from .. import agreement, parsing, review, screen
+from .. import agreement, parsing, review, screen, validity
 from ..baseline import BASELINE_READER
+from ..corruptions import CORRUPTION_READER
 from .framework import (HAND_TOLERANCE, TOLERANCE, _all_questions, _close, _figure, _first_hint,
                         _handbook, _known, _number, _pair, _plural, _require_keys, _whole_number,
                         correct, exercise, fixture_cache, hint)
@@ -14,39 +15,33 @@ from .framework import (HAND_TOLERANCE, TOLERANCE, _all_questions, _close, _figu
 
 @fixture_cache
 def _review_rows() -> pd.DataFrame:
-    """Lesson 4's review record with the screen's label, rebuilt as the lesson builds it.
-
-    One row per review row: the verdict, the question, its retrieved IDs, and whether the
-    screen holds the reply, each reply screened with the passages its retriever gave it
-    ("The screen against the review").
-    """
+    """Lesson 4's review record with the screen's label, one row per distinct reply, as the
+    lesson builds it ("The screen against the review"): the verdict, the question, its
+    retrieved IDs, the group ("the two models", "sentence baseline", "rule-made
+    corruptions") and whether the screen holds the reply, screened with the passages its
+    reader was given."""
     from runtime import load_review, recorded_replies
 
     replies = recorded_replies()
-    parsed = parsing.parse_outputs(replies)
-    screened = []
-    for _, group in parsed.groupby(["reader", "decoding"], sort=False):
-        # The passages each reply was given, in rank order, as the screen reads a ranking.
-        given = pd.DataFrame([{"question_id": q, "passage_id": p, "rank": rank}
-                              for q, ids in zip(group["question_id"], group["retrieved_ids"])
-                              for rank, p in enumerate(ids, start=1)],
-                             columns=["question_id", "passage_id", "rank"])
-        screened.append(screen.screen_table(group, given, _handbook())
-                        .assign(key=group["key"].values))
-    checks = pd.concat(screened, ignore_index=True)
-    rows = load_review(replies=replies).merge(
-        replies[["key", "retrieved_ids"]], left_on="transcript_key", right_on="key",
-        validate="one_to_one",
-    ).merge(checks[["key", "failed_checks", "screen_label"]], on="key", validate="one_to_one")
-    rows["held"] = rows["screen_label"] == screen.HELD
+    rows = load_review(replies=replies).merge(replies[["key", "retrieved_ids"]],
+                                              left_on="transcript_key", right_on="key")
+    texts = _handbook().set_index("passage_id")["text"].to_dict()
+    rows["held"] = [not all(screen.screen_reply(
+        r.reviewed_answer or None, review.sources_of(r.reviewed_sources) if r.parse_ok else (),
+        r.parse_ok, parsing.action_of(r.reviewed_answer) if r.parse_ok else "parse failure",
+        r.retrieved_ids, texts).values()) for r in rows.itertuples()]
     rows["unsupported"] = rows["verdict"] == review.NOT_SUPPORTED
-    return rows
+    rows["group"] = rows["reader"].map({BASELINE_READER: "sentence baseline",
+                                        CORRUPTION_READER: "rule-made corruptions"}
+                                       ).fillna("the two models")
+    return validity.distinct_replies(rows)
 
 
 def _judged() -> pd.DataFrame:
-    """The reviewed replies with a yes-or-no verdict, the ones the 2x2 tables count."""
+    """The lesson's ``judged``: the systems' distinct replies with a yes-or-no verdict."""
     rows = _review_rows()
-    return rows[rows["verdict"].isin([review.SUPPORTED, review.NOT_SUPPORTED])]
+    return rows[rows["verdict"].isin([review.SUPPORTED, review.NOT_SUPPORTED])
+                & (rows["group"] != "rule-made corruptions")]
 
 
 def _screen_lists() -> tuple[list[bool], list[bool]]:
@@ -99,41 +94,37 @@ def kappa_by_hand(screen_kappa):
                    "as a share of the most there could be.")
 
 
-@exercise("4.2", "A screen that holds everything", expects="a dict with keys 'recall', "
-          "'precision' and 'kappa'")
+@exercise("4.2", "A screen that holds everything", expects="a dict with keys 'sensitivity', "
+          "'specificity' and 'kappa'")
 def hold_everything(hold_all):
-    """Lesson 4, exercise 4.2: recall, precision and kappa of a screen that holds every reply.
+    """Lesson 4, exercise 4.2: sensitivity, specificity and kappa of a screen that holds
+    every reply.
 
-    Recomputed with :mod:`helpers.agreement` for a signal that flags all the replies with
-    a yes-or-no verdict; each figure within :data:`HAND_TOLERANCE` ("The screen against
-    the review").
+    Recomputed with :mod:`helpers.agreement` for a signal that flags all the systems'
+    distinct replies with a yes-or-no verdict; each figure within :data:`HAND_TOLERANCE`
+    ("The screen against the review").
     """
-    _require_keys(hold_all, "hold_all", ("recall", "precision", "kappa"))
+    _require_keys(hold_all, "hold_all", ("sensitivity", "specificity", "kappa"))
     _, unsupported = _screen_lists()
-    flagged = [True] * len(unsupported)
-    counts = agreement.confusion(flagged, unsupported)
-    kappa = agreement.cohen_kappa(flagged, unsupported)
-    expected_recall = agreement.sensitivity(counts).value
-    expected_precision = agreement.positive_predictive_value(counts).value
-    _figure(hold_all["recall"], "'recall'", expected_recall, HAND_TOLERANCE, "Recall is the "
+    counts = agreement.confusion([True] * len(unsupported), unsupported)
+    _figure(hold_all["sensitivity"], "'sensitivity'", 1, HAND_TOLERANCE, "Sensitivity is the "
             "share of unsupported replies the screen holds; this screen holds every reply.")
-    _figure(hold_all["precision"], "'precision'", expected_precision, HAND_TOLERANCE, "Precision "
-            "is the share of held replies that the review rejects: unsupported replies over all "
-            "the replies it holds.", [(1, "Precision is the share of held replies that the review "
-                                          "rejects, and this screen holds the supported replies "
-                                          "too.")])
+    _figure(hold_all["specificity"], "'specificity'", 0, HAND_TOLERANCE, "Specificity is the "
+            "share of supported replies the screen lets through.", [
+                (1, "This screen lets no reply through, supported or not."),
+                (counts.flagged_unsupported / counts.rows, "That is the precision, the "
+                 "share of held replies that are unsupported; specificity looks at the "
+                 "supported replies.")])
     if hold_all["kappa"] is None or isinstance(hold_all["kappa"], str):
         return hint("Kappa is defined here: only the screen gives a single label to "
                     "everything, so chance agreement is not 1. Work out p_o and p_e.")
-    _figure(hold_all["kappa"], "'kappa'", kappa.value, HAND_TOLERANCE, "Work out p_o (how often "
-            "the two agree) and p_e (the screen's share of each label times the review's), then "
-            "kappa = (p_o - p_e) / (1 - p_e).", [(expected_precision, "That is the observed "
-            "agreement p_o. Kappa subtracts the agreement chance would give, p_e, and divides by "
-            "1 - p_e.")])
-    return correct(f"Recall {expected_recall:.2f} and precision {expected_precision:.2f}, yet "
-                   "kappa is 0: a screen that holds everything agrees with the review exactly "
-                   "as often as chance would, its recall is perfect by construction, and its "
-                   "precision is simply the share of unsupported replies.")
+    _figure(hold_all["kappa"], "'kappa'", 0, HAND_TOLERANCE, "Work out p_o (how often the two "
+            "agree) and p_e (the screen's share of each label times the review's), then kappa "
+            "= (p_o - p_e) / (1 - p_e).")
+    return correct("Sensitivity 1, specificity 0 and kappa 0: specificity says that this "
+                   "screen knows nothing as plainly as kappa does, and Youden's J = 1 + 0 - 1 "
+                   "= 0 says it in one figure. Sensitivity alone, or precision, which is "
+                   "only the share of unsupported replies, would make it look perfect.")
 
 
 def _is_none(value: Any) -> bool:
@@ -141,9 +132,9 @@ def _is_none(value: Any) -> bool:
 
 
 def _models_judged() -> pd.DataFrame:
-    """The replies of the two models (not the sentence baseline's) with a yes-or-no verdict."""
+    """The two models' distinct replies with a yes-or-no verdict."""
     judged = _judged()
-    return judged[judged["reader"] != BASELINE_READER]
+    return judged[judged["group"] == "the two models"]
 
 
 @exercise("4.3", "What only reading finds", expects="a dict from review IDs to a passage ID "
@@ -229,10 +220,10 @@ def none_held(sensitivity):
     _first_hint(
         (wrong_total and given_total == len(baseline_rows), "Count only the baseline's "
          "unsupported replies: sensitivity is a share of the replies a person rejects."),
-        (wrong_total and given_total in set(per_retriever), "The baseline replies twice, once "
-         "with each retriever's passages; count the unsupported replies of both."),
-        (wrong_total, "'unsupported' is the number of the baseline's replies with the verdict "
-                      "not supported (rows of judged whose reader is the baseline)."),
+        (wrong_total and given_total in set(per_retriever), "The baseline replies with each "
+         "retriever's passages; count the distinct unsupported replies of both."),
+        (wrong_total, "'unsupported' is the number of the baseline's distinct replies with the "
+                      "verdict not supported (rows of judged whose reader is the baseline)."),
         (given_held != held, "'held' counts the baseline's unsupported replies that the screen "
                              "holds (the column held)."))
     level = agreement.INTERVAL_LEVEL
@@ -261,54 +252,39 @@ def none_held(sensitivity):
                 "the upper end.")
 
 
-#: Exercise 4.5's table: a judge measured against another review (the four counts the
-#: exercise gives). Lesson 4, "Exercises".
-GIVEN_TABLE = (40, 2, 5, 3)
+#: Exercise 4.5's unreviewed batch: the screen lets this many of this many replies through.
+#: Lesson 4, "Exercises".
+GIVEN_BATCH = (70, 100)
 
 
-@exercise("4.5", "kappa_max and PABAK by hand", expects="the given table and a dict with "
-          "keys 'kappa', 'kappa_max' and 'pabak'")
-def kappa_max_and_pabak(given, by_hand):
-    """Lesson 4, exercise 4.5: kappa, kappa_max and PABAK of a given 2x2 table, by hand.
-
-    ``given`` must be the exercise's table (:data:`GIVEN_TABLE`, as a
-    :class:`helpers.agreement.Confusion`); each figure within :data:`HAND_TOLERANCE` of
-    :func:`helpers.agreement.table_coefficients` ("The screen against the review").
-    """
-    counts = agreement.Confusion(*GIVEN_TABLE)
-    if given != counts:
-        return hint("Keep the table as the starter cell gives it; the check computes the "
-                    "figures of that table.")
-    _require_keys(by_hand, "by_hand", ("kappa", "kappa_max", "pabak"))
-    expected = agreement.table_coefficients(counts)
-    kappa, kappa_max, pabak = (_number(by_hand[name], f"'{name}'")
-                               for name in ("kappa", "kappa_max", "pabak"))
-    n = counts.rows
-    flagged = (counts.flagged_unsupported + counts.flagged_supported) / n
-    bad = (counts.flagged_unsupported + counts.passed_unsupported) / n
-    p_o, p_e = expected["kappa"].observed, expected["kappa"].expected
-    _figure(kappa, "'kappa'", expected["kappa"].value, HAND_TOLERANCE, "kappa = (p_o - p_e) / "
-            "(1 - p_e), with p_e the judge's share of flags times the review's share of "
-            "unsupported replies, plus the same for the other label.", [(p_o, "That is the "
-            "observed agreement p_o; kappa subtracts chance agreement and divides by 1 - p_e.")])
-    largest = min(flagged, bad) + min(1 - flagged, 1 - bad)
-    widest = max(flagged, bad) + max(1 - flagged, 1 - bad)
-    _figure(kappa_max, "'kappa_max'", expected["kappa_max"].value, HAND_TOLERANCE, "The largest "
-            "agreement the margins allow is the smaller of the two shares of 'not supported' plus "
-            "the smaller of the two shares of 'supported'; put it in place of p_o.", [
-                (1, "kappa_max is 1 only when the two sides give each label to the same share of "
-                    "replies; here they do not."),
-                (largest, "That is the largest agreement the shares allow; kappa_max puts it in "
-                          "place of p_o in kappa's formula."),
-                ((widest - p_e) / (1 - p_e), "For each label take the smaller of the two sides' "
-                 "shares: two raters can agree on a label at most as often as the one who uses it "
-                 "less.")])
-    _figure(pabak, "'pabak'", expected["pabak"].value, HAND_TOLERANCE, "PABAK = 2 * p_o - 1: kappa "
-            "with chance agreement fixed at one half.", [(p_o, "That is p_o itself. PABAK takes "
-            "chance agreement as one half: 2 * p_o - 1.")])
-    return correct(f"Kappa {expected['kappa'].value:.2f} is well below its kappa_max "
-                   f"{expected['kappa_max'].value:.2f}, and PABAK is "
-                   f"{expected['pabak'].value:.2f}: the judge agrees on {p_o:.0%} of the "
-                   f"replies, but chance with these shares would already give {p_e:.0%}, and "
-                   "the shares themselves cap kappa well below 1. Reported alone, the kappa "
-                   "would hide all of that.")
+@exercise("4.5", "Correct a pass rate", expects="a dict with keys 'sensitivity', "
+          "'specificity' and 'corrected'")
+def correct_a_pass_rate(batch):
+    """Lesson 4, exercise 4.5: the Rogan-Gladen correction of the screen's pass rate on
+    :data:`GIVEN_BATCH`, from its sensitivity and specificity on the systems' distinct
+    replies; each figure within :data:`TOLERANCE` ("What the rates are for")."""
+    _require_keys(batch, "batch", ("sensitivity", "specificity", "corrected"))
+    held, unsupported = _screen_lists()
+    counts = agreement.confusion(held, unsupported)
+    se, sp = agreement.sensitivity(counts).value, agreement.specificity(counts).value
+    given = [_number(batch[k], f"'{k}'") for k in ("sensitivity", "specificity", "corrected")]
+    _first_hint((_close(given[0], sp, TOLERANCE) and _close(given[1], se, TOLERANCE),
+                 "Sensitivity and specificity are swapped: sensitivity counts the unsupported "
+                 "replies held, specificity the supported ones let through."))
+    _figure(given[0], "'sensitivity'", se, TOLERANCE, "The screen's sensitivity on judged: the "
+            "unsupported replies it holds, of all unsupported ones.")
+    _figure(given[1], "'specificity'", sp, TOLERANCE, "The screen's specificity on judged: the "
+            "supported replies it lets through, of all supported ones.")
+    pass_rate = GIVEN_BATCH[0] / GIVEN_BATCH[1]
+    expected = validity.corrected_share(pass_rate, se, sp)
+    _figure(given[2], "'corrected'", expected, TOLERANCE, "(pass rate + sensitivity - 1) / "
+            "(sensitivity + specificity - 1), with the pass rate the share of the batch let "
+            "through.", [
+                (pass_rate, "That is the pass rate itself, uncorrected: the screen lets "
+                            "unsupported replies through too."),
+                ((pass_rate + sp - 1) / (se + sp - 1), "The numerator adds the sensitivity, "
+                 "not the specificity: 1 - Se is the share of unsupported replies let through.")])
+    return correct(f"The corrected share is {expected:.3f}, below the pass rate of "
+                   f"{pass_rate:.2f}: some of what the screen lets through is unsupported. On "
+                   "a batch of the baseline's replies the screen's sensitivity is 0, not "
+                   f"{se:.2f}, and the correction would call every reply supported.")
