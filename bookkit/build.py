@@ -314,7 +314,7 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
                             on_cell_start=lambda cell, cell_index: current.update(index=cell_index),
                             config=kernel_manager_config())
 
-    def failure(ename, evalue, tb):
+    def failed(ename, evalue, tb):
         index = current["index"]
         tail = [line for line in _ANSI.sub("", tb or "").splitlines() if line.strip()][-8:]
         return ChapterFailure(chapter.source, None if index is None else index + 1 + offset, len(nb.cells) + offset,
@@ -322,19 +322,18 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
                               _ANSI.sub("", evalue or ""), tail)
 
     try:
-        try:
-            # Marked as a book build, so the lessons show no progress bars (runtime.progress).
-            client.execute(cleanup_kc=not keep_kernel, env=build_environment("nbclient", env))
-        except BaseException:
-            if keep_kernel and client.km is not None:
-                client._cleanup_kernel()
-            raise
-    except CellExecutionError as error:
-        raise failure(error.ename, error.evalue, error.traceback) from None
-    except CellTimeoutError as error:
-        raise failure("CellTimeoutError", f"no result within {timeout} s: {error}", "") from None
-    except Exception as error:  # noqa: BLE001 - a dead kernel, no such kernel: still name the chapter
-        raise failure(type(error).__name__, str(error), "") from None
+        # Marked as a book build, so the lessons show no progress bars (runtime.progress).
+        client.execute(cleanup_kc=not keep_kernel, env=build_environment("nbclient", env))
+    except BaseException as error:
+        if keep_kernel and client.km is not None:
+            client._cleanup_kernel()
+        if isinstance(error, CellExecutionError):
+            raise failed(error.ename, error.evalue, error.traceback) from None
+        if isinstance(error, CellTimeoutError):
+            raise failed("CellTimeoutError", f"no result within {timeout} s: {error}", "") from None
+        if isinstance(error, Exception):  # a dead kernel, no such kernel: still name the chapter
+            raise failed(type(error).__name__, str(error), "") from None
+        raise
     for index, source in skipped.items():
         nb.cells[index].source = source
     return client
@@ -348,13 +347,10 @@ def kernel_manager_config():
     support for them (ipykernel's does); with ``transport_encryption = "auto"`` it does
     so, the kernel's sockets are encrypted and the warning has nothing to say.
     """
+    import zmq  # jupyter_client's own dependency
     from traitlets.config import Config
 
     config = Config()
-    try:
-        import zmq
-    except ImportError:
-        return config
     if zmq.has("curve"):
         config.KernelManager.transport_encryption = "auto"
     return config
@@ -382,88 +378,10 @@ def splice_outputs(current, executed) -> None:
 
 # --------------------------------------------------------------------------- export
 
-_TEMPLATE = r"""
-{%- extends 'index.html.j2' -%}
-
-{%- block html_head_js_requirejs -%}{%- endblock html_head_js_requirejs -%}
-{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
-{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{%- block jupyter_widgets -%}{%- endblock jupyter_widgets -%}
-
-{%- block html_head_css -%}
-<meta name="generator" content="{{ resources.book.generator | escape_html }}">
-<link rel="icon" href="data:,">
-<style type="text/css">{{ resources.book.css }}</style>
-{%- endblock html_head_css -%}
-
-{%- block body_header -%}
-<body class="jp-Notebook book-page" data-jp-theme-light="true" data-jp-theme-name="JupyterLab Light">
-<nav class="book-sidebar" aria-label="Chapters">{{ resources.book.nav }}</nav>
-<main class="book-main">
-{%- if resources.book.page_title %}
-<header class="book-title-block"><h1 class="book-title">{{ resources.book.page_title | escape_html }}</h1></header>
-{%- endif %}
-{%- endblock body_header -%}
-
-{% block body_footer %}
-{{ resources.book.pager }}
-</main>
-</body>
-{% endblock body_footer %}
-
-{% block codecell %}
-{%- set bk = cell.metadata.get('book_build', {}) -%}
-{%- if bk.get('label') %}<div id="{{ bk.get('label') | escape_html }}" class="book-labelled">{% endif -%}
-{{ super() }}
-{%- if bk.get('label') %}</div>{% endif -%}
-{%- endblock codecell %}
-
-{% block data_png scoped %}
-{%- set bk = cell.metadata.get('book_build', {}) -%}
-<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
-<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}" alt="{{ bk.get('fig_alt', '') | escape_html }}">
-</div>
-{%- endblock data_png %}
-
-{% block output_group %}
-{%- set bk = cell.metadata.get('book_build', {}) -%}
-{%- if bk.get('tbl_caption') %}<div class="book-caption book-table-caption">{{ bk.get('tbl_caption') }}</div>{% endif -%}
-{{ super() }}
-{%- if bk.get('fig_caption') %}<div class="book-caption book-figure-caption">{{ bk.get('fig_caption') }}</div>{% endif -%}
-{%- endblock output_group %}
-"""
-
-_CSS = """
-:root { --book-sidebar-width: 17rem; --book-accent: #2780e3; }
-body.book-page { margin: 0; padding: 0; background: #fff; font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, sans-serif; }
-.book-sidebar { position: fixed; top: 0; left: 0; bottom: 0; width: var(--book-sidebar-width); overflow-y: auto;
-  box-sizing: border-box; padding: 1.5rem 1rem; background: #f7f7f9; border-right: 1px solid #e3e3e8; font-size: 0.95rem; }
-.book-sidebar .book-brand a { font-weight: 600; font-size: 1.1rem; color: #222; text-decoration: none; }
-.book-sidebar .book-subtitle { color: #666; font-size: 0.85rem; margin-top: 0.35rem; }
-.book-sidebar ol { list-style: none; padding: 0; margin: 1.25rem 0 0 0; }
-.book-sidebar li { margin: 0.15rem 0; }
-.book-sidebar li.book-part { margin-top: 1rem; padding: 0 0.5rem; color: #666; font-size: 0.85rem; text-transform: uppercase; letter-spacing: 0.04em; }
-.book-sidebar li a { display: block; padding: 0.35rem 0.5rem; border-radius: 4px; color: #333; text-decoration: none; }
-.book-sidebar li a:hover { background: #eaeaf0; }
-.book-sidebar li.book-current a { background: var(--book-accent); color: #fff; }
-.book-main { margin-left: var(--book-sidebar-width); max-width: 62rem; padding: 1.5rem 2.5rem 3rem 2.5rem; box-sizing: border-box; }
-.book-title-block h1.book-title { font-size: 2rem; margin: 0.5rem 0 1rem 0; }
-.book-caption { font-size: 0.95rem; color: #333; margin: 0.6rem 0 0.3rem 0; padding-left: 4px; }
-.book-caption-label { font-weight: 600; }
-.book-pager { display: flex; justify-content: space-between; gap: 1rem; margin-top: 3rem; padding-top: 1rem; border-top: 1px solid #e3e3e8; }
-.book-pager a { color: var(--book-accent); text-decoration: none; }
-.book-div.callout { border-left: 4px solid var(--book-accent); background: #f3f8fe; padding: 0.2rem 1rem; margin: 1rem 0; border-radius: 3px; }
-.book-div.callout-tip { border-left-color: #3fb618; background: #f3fbf1; }
-.book-div.callout-warning, .book-div.callout-caution { border-left-color: #ff7518; background: #fff6ef; }
-.book-div.callout-important { border-left-color: #ff0039; background: #fff2f4; }
-.book-div .callout-title { font-weight: 600; margin-top: 0.6rem; }
-.jp-InputArea-editor { border-radius: 4px; }
-.jp-MarkdownCell pre { background: #f5f5f7; padding: 0.6rem 0.8rem; border-radius: 4px; margin: 0.6rem 0 1rem 0; overflow-x: auto; }
-@media (max-width: 800px) {
-  .book-sidebar { position: static; width: auto; border-right: 0; border-bottom: 1px solid #e3e3e8; }
-  .book-main { margin-left: 0; padding: 1rem; }
-}
-"""
+#: The page template (nbconvert's "lab" template around the book's sidebar, title,
+#: captions and pager) and its stylesheet, beside this file.
+_TEMPLATE = (Path(__file__).parent / "page.html.j2").read_text(encoding="utf-8")
+_CSS = (Path(__file__).parent / "page.css").read_text(encoding="utf-8")
 
 
 def _markdown_to_html(text: str, inline: bool = False) -> str:
@@ -719,7 +637,8 @@ def _page_key(config: BookConfig, chapter: Chapter, entry: dict | None, machiner
 def _machinery_digest() -> str:
     """The build's own code and the versions of the packages that write pages."""
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
+    here = Path(__file__).resolve().parent  # its code, the page template and stylesheet
+    for path in sorted(p for p in here.iterdir() if p.suffix in {".py", ".j2", ".css"}):
         digest.update(path.name.encode() + b"\0" + path.read_bytes())
     digest.update(json.dumps(installed_distributions(), sort_keys=True).encode())
     return digest.hexdigest()
@@ -763,8 +682,7 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
                                                              inputs, fresh, always=server)
             exporter = exporter or make_exporter()
             page = export_page(exporter, prepare_for_export(nb, chapter, options, config.chapters), chapter, config)
-            remote = find_remote_assets(page)
-            if remote:
+            if remote := find_remote_assets(page):
                 raise BuildError(f"{chapter.page}: the page would load from the network: "
                                  f"{', '.join(sorted(set(remote)))}", EXIT_CHAPTER_FAILED)
             if entry is not None or not executes:

@@ -52,7 +52,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runtime.files import write_json_atomic, write_text_atomic
+from runtime.files import read_json, write_json_atomic, write_text_atomic
 from runtime.progress import BUILD_ENV, SWITCH_ENV
 
 #: Bump when what the key covers, or how entries are stored, changes.
@@ -91,12 +91,6 @@ def files_under(folder: Path) -> list[Path]:
     return [path for path in sorted(folder.rglob("*"))
             if not _IGNORED_PARTS.intersection(path.relative_to(folder).parts)
             and path.suffix not in {".pyc", ".pyo"} and path.is_file()]
-
-
-def file_digests(folder: Path, label: str) -> dict[str, str]:
-    """SHA-256 of every file under ``folder``, by ``label/relative/path``."""
-    return {f"{label}/{path.relative_to(folder).as_posix()}": _sha256(path.read_bytes())
-            for path in files_under(folder)}
 
 
 def package_folder(root: Path, name: str) -> Path:
@@ -138,6 +132,16 @@ def input_folders(root: Path, environ=None) -> dict[str, Path]:
             if folder != data and data not in folder.parents:
                 found[name] = folder
     return found
+
+
+def input_files(root: Path, value, environ=None) -> dict:
+    """``value(path)`` of every file an author edits that a lesson reads: the lessons'
+    packages, the data, and a folder named by an :data:`INPUT_FOLDER_VARIABLES` variable
+    outside `data/` (as ``$NAME/relative/path``); by ``label/relative/path``."""
+    folders = {**lesson_package_folders(root), "data": Path(root) / "data",
+               **{f"${name}": folder for name, folder in input_folders(root, environ).items()}}
+    return {f"{label}/{path.relative_to(folder).as_posix()}": value(path)
+            for label, folder in folders.items() for path in files_under(folder)}
 
 
 #: What a lesson's replies come from when a reader server is configured (see
@@ -290,11 +294,7 @@ class ProjectInputs:
         variable outside `data/`, as ``$NAME/relative/path`` (``environ``: the kernel's
         environment, default this process's)."""
         root = Path(root)
-        files = {}
-        folders = {**lesson_package_folders(root), "data": root / "data",
-                   **{f"${name}": folder for name, folder in input_folders(root, environ).items()}}
-        for label, folder in folders.items():
-            files.update(file_digests(folder, label))
+        files = input_files(root, lambda path: _sha256(path.read_bytes()), environ)
         if (root / "_quarto.yml").is_file():
             files["_quarto.yml"] = _sha256((root / "_quarto.yml").read_bytes())
         return files
@@ -359,7 +359,8 @@ class LessonKey:
         return {"key": self.key, "components": self.components, "cell_numbers": self.cell_numbers}
 
 
-def _listing(items: list[str], limit: int = 3) -> str:
+def listing(items: list[str], limit: int = 3) -> str:
+    """The first ``limit`` items, and how many more there are."""
     more = f" and {len(items) - limit} more" if len(items) > limit else ""
     return ", ".join(items[:limit]) + more
 
@@ -399,17 +400,17 @@ def explain(old: dict | None, new: LessonKey) -> list[str]:
         reasons.append(f"code cells added or removed ({len(cells_b)} -> {len(cells_a)} code cells)")
     elif cells_b != cells_a:
         changed = [str(n) for n, x, y in zip(new.cell_numbers, cells_b, cells_a) if x != y]
-        reasons.append(f"code changed in {'cells' if len(changed) > 1 else 'cell'} {_listing(changed, 5)}")
+        reasons.append(f"code changed in {'cells' if len(changed) > 1 else 'cell'} {listing(changed, 5)}")
     files_b, files_a = before.get("files", {}), after["files"]
     for kind, names in (("changed", [n for n in sorted(set(files_b) & set(files_a)) if files_b[n] != files_a[n]]),
                         ("added", sorted(set(files_a) - set(files_b))),
                         ("removed", sorted(set(files_b) - set(files_a)))):
         if names:
-            reasons.append(f"{_listing(names)} {kind}")
+            reasons.append(f"{listing(names)} {kind}")
     packages = _differences(before.get("packages", {}), after["packages"], "{name} {old} -> {new}",
                             "{name} {new} installed", "{name} {old} removed")
     if packages:
-        reasons.append(f"package versions changed ({_listing(packages)})")
+        reasons.append(f"package versions changed ({listing(packages)})")
     reasons += _differences(before.get("environment", {}), after["environment"], "{name} changed",
                             "{name} set", "{name} unset")
     weights_b, weights_a = before.get("weights", {}), after["weights"]
@@ -419,14 +420,6 @@ def explain(old: dict | None, new: LessonKey) -> list[str]:
 
 
 # --------------------------------------------------------------------------- storage
-
-
-def read_json(path: Path):
-    """The JSON in ``path``, or None when it is missing or unreadable."""
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def chapter_slug(source: str) -> str:

@@ -45,8 +45,7 @@ def parse_cell_options(source: str) -> tuple[dict, str]:
         raise CellOptionError(f"cell options are not valid YAML: {error}") from None
     if not isinstance(options, dict):
         raise CellOptionError(f"cell options must be `key: value` lines, got {text!r}")
-    code = "\n".join(lines[len(option_lines) :])
-    return options, code.lstrip("\n")
+    return options, "\n".join(lines[len(option_lines) :]).lstrip("\n")
 
 
 def split_front_matter(text: str) -> tuple[dict, str]:
@@ -106,13 +105,12 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
             out.append(line)
             continue
         summary = _SUMMARY.match(stripped) if after_solution_open else None
-        after_solution_open = False
+        after_solution_open = stripped == _SOLUTION_OPEN
         if summary:
             out.append(f'<summary class="callout-title">{summary.group(1)}</summary>')
             continue
-        if stripped == _SOLUTION_OPEN:
+        if after_solution_open:
             out.append('<details class="book-div callout-tip callout solution">')
-            after_solution_open = True
             continue
         opening = _FENCED_DIV_OPEN.match(stripped)
         if opening:

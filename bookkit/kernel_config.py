@@ -37,16 +37,12 @@ _logging.getLogger("IPKernelApp").addFilter(_DropUnencryptedTcpWarning())
 '''
 
 
-def config_path(prefix: str | Path | None = None) -> Path:
-    return Path(prefix or sys.prefix) / "etc" / "ipython" / "ipython_kernel_config.py"
-
-
 def install(prefix: str | Path | None = None) -> Path:
     """Write the configuration file into ``prefix`` (this environment by default).
 
     An existing file that this module did not write is left as it is, with a message.
     """
-    path = config_path(prefix)
+    path = Path(prefix or sys.prefix) / "etc" / "ipython" / "ipython_kernel_config.py"
     if path.exists() and not path.read_text(encoding="utf-8").startswith((MARKER, *EARLIER_MARKERS)):
         raise FileExistsError(f"{path} exists and was not written by bookkit.kernel_config; "
                               "add its filter by hand, or delete the file and run this again")

@@ -44,10 +44,7 @@ _WIDGET_LOADERS = [
 
 def find_remote_assets(text: str) -> list[str]:
     """URLs of scripts, stylesheets, modules or CSS imports that ``text`` would fetch."""
-    found = []
-    for pattern in _REMOTE_ASSET_PATTERNS:
-        found += pattern.findall(text)
-    return found
+    return [url for pattern in _REMOTE_ASSET_PATTERNS for url in pattern.findall(text)]
 
 
 def strip_widget_loaders(page_html: str) -> tuple[str, int]:
@@ -76,10 +73,6 @@ def make_pages_offline(pages: list[Path]) -> int:
 
 def remote_assets_in_site(site: Path) -> list[str]:
     """``"FILE: URL"`` for every remote asset an HTML or CSS file of the site refers to."""
-    problems = []
-    for path in sorted(site.rglob("*")):
-        if path.suffix not in {".html", ".css"} or not path.is_file():
-            continue
-        for url in sorted(set(find_remote_assets(path.read_text(encoding="utf-8", errors="replace")))):
-            problems.append(f"{path.relative_to(site).as_posix()}: {url}")
-    return problems
+    files = [p for p in sorted(site.rglob("*")) if p.suffix in {".html", ".css"} and p.is_file()]
+    return [f"{path.relative_to(site).as_posix()}: {url}" for path in files for url in
+            sorted(set(find_remote_assets(path.read_text(encoding="utf-8", errors="replace"))))]

@@ -17,7 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from bookkit.cache import LESSON_PACKAGES, files_under, input_folders, now_text
+from bookkit.cache import input_files, listing, now_text
+from runtime.llama_server import free_port, stop_process
 
 #: The Quarto release the book is checked with; its PyPI package.
 QUARTO_VERSION = "1.10.18"
@@ -121,22 +122,9 @@ def quarto_environment() -> dict:
 
 
 def _input_stamps(root: Path) -> dict[str, tuple[int, int]]:
-    """(size, mtime) of every file of the lessons' packages (helpers/, runtime/) and data/,
-    and of a folder of inputs named outside data/ by a variable such as
-    ``RIVERTON_REVIEWS_DIR`` (:func:`bookkit.cache.input_folders`): cheap enough to poll."""
-    folders = {**{name: root / name for name in LESSON_PACKAGES}, "data": root / "data",
-               **{f"${name}": folder for name, folder in input_folders(root).items()}}
-    return {f"{label}/{path.relative_to(folder).as_posix()}": (path.stat().st_size,
-                                                               path.stat().st_mtime_ns)
-            for label, folder in folders.items() for path in files_under(folder)}
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """(size, mtime) of every file the lessons read (:func:`bookkit.cache.input_files`):
+    cheap enough to poll."""
+    return input_files(root, lambda path: (path.stat().st_size, path.stat().st_mtime_ns))
 
 
 def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: float = 1.0, say=print) -> int:
@@ -159,7 +147,7 @@ def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: floa
     signal.signal(signal.SIGTERM, stop)
     extra = list(extra)
     if "--port" not in extra:
-        extra += ["--port", str(_free_port())]  # the same address after a restart
+        extra += ["--port", str(free_port())]  # the same address after a restart
     command = [found.path, "preview", "--render", "html", *extra]
     say(f"[preview] running: {' '.join(command)}")
     say("[preview] watching helpers/, runtime/ and data/ too (a change restarts the preview); stop with Ctrl-C")
@@ -175,23 +163,13 @@ def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: floa
                 changed = sorted(p for p in set(now) | set(before) if now.get(p) != before.get(p))
             if not changed:
                 return process.returncode or 0
-            shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-            say(f"[preview] {shown} changed: restarting the preview, which renders the book again")
-            _stop(process)
+            say(f"[preview] {listing(changed)} changed: restarting the preview, which renders "
+                "the book again")
+            stop_process(process, 30)
             if "--no-browser" not in command:
                 command.append("--no-browser")  # the open page reconnects to the same port
     except KeyboardInterrupt:
         return 0
     finally:
         if process is not None:
-            _stop(process)
-
-
-def _stop(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            stop_process(process, 30)

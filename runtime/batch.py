@@ -79,17 +79,15 @@ def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
     return length
 
 
-def _prefill(model, prompts: Sequence[Sequence[int]], pad_id: int, reuse_prefix: bool):
-    """Read one chunk of prompts: the beginning they all share once, then each row's rest,
-    padded on the left. Returns the cache, the attention mask, each row's last position
-    and the logits of each row's last token."""
+def _prefill(model, prompts: Sequence[Sequence[int]], pad_id: int):
+    """Read the prompts: the beginning they all share once, then each row's rest, padded
+    on the left. Returns the cache, the attention mask, each row's last position and the
+    logits of each row's last token."""
     import torch
 
     n = len(prompts)
-    shared = shared_prefix(prompts) if reuse_prefix and n > 1 else 0
-    if shared < MIN_SHARED_PREFIX:
-        shared = 0
-    cache = None
+    shared = shared_prefix(prompts) if n > 1 else 0
+    shared, cache = (shared if shared >= MIN_SHARED_PREFIX else 0), None
     if shared:
         prefix = torch.tensor([list(prompts[0][:shared])], dtype=torch.long)
         cache = model(input_ids=prefix, use_cache=True, logits_to_keep=1).cache
@@ -110,47 +108,17 @@ def _prefill(model, prompts: Sequence[Sequence[int]], pad_id: int, reuse_prefix:
     return output.cache, mask, positions[:, -1:], output.logits[:, -1, :]
 
 
-def _merged(parts, order):
-    """One cache, mask and last positions for the rows of several prefilled chunks: each
-    chunk's keys and values padded on the left to the longest (the mask hides the
-    padding, as it hides padded tokens), then the rows put back in ``order``."""
-    import torch
-    from transformers import DynamicCache
-
-    length = max(mask.shape[1] for _, mask, _, _ in parts)
-
-    def padded(tensor):  # (rows, heads, tokens, size): pad the tokens on the left
-        return torch.nn.functional.pad(tensor, (0, 0, length - tensor.shape[2], 0))
-
-    layers = []
-    for number in range(len(parts[0][0].layers)):
-        keys = torch.cat([padded(cache.layers[number].keys) for cache, *_ in parts])[order]
-        values = torch.cat([padded(cache.layers[number].values) for cache, *_ in parts])[order]
-        layers.append((keys, values))
-    mask = torch.cat([torch.nn.functional.pad(m, (length - m.shape[1], 0))
-                      for _, m, _, _ in parts])[order]
-    last = torch.cat([p for _, _, p, _ in parts])[order]
-    logits = torch.cat([lg for _, _, _, lg in parts])[order]
-    return DynamicCache(layers), mask, last, logits
-
-
 def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
                  repetition_penalty: float, eos_ids: set[int], pad_id: int,
                  allowed: Sequence[Allowed | None] | None = None,
-                 reuse_prefix: bool = True, chunk: int | None = None,
                  first_scores: Callable | None = None) -> list[list[int]]:
     """The greedy reply to each prompt (token ids), decoded together.
 
     Each row's ids stop after its first end-of-sequence token (included) or after
     ``max_new_tokens``. ``allowed`` gives each row's grammar (see :data:`Allowed`), or
-    None for none. With ``reuse_prefix`` the beginning all prompts of a chunk share (the
-    lesson's instructions) is read once for the chunk, and each row then reads only the
-    rest of its prompt, padded on the left between the two. ``chunk`` reads the prompts
-    that many at a time, in the order given (default: all at once): a caller that
-    orders its prompts so that each chunk shares a long beginning and is of about one
-    length pads little and reads that beginning once, while the replies are still
-    decoded all together, which costs less per reply the more rows a step has. A row
-    that has finished leaves the batch, so that no later step computes it.
+    None for none. The beginning all prompts share (the lesson's instructions) is read
+    once, and each row then reads only the rest of its prompt, padded on the left between
+    the two. A row that has finished leaves the batch, so that no later step computes it.
     ``first_scores``, if given, is called with the scores (rows x vocabulary) that the
     first step chooses from, before the repetition penalty and any grammar's mask.
     """
@@ -160,16 +128,7 @@ def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int
     if n == 0:
         return []
     allowed = list(allowed) if allowed is not None else [None] * n
-    chunk = n if chunk is None else max(1, int(chunk))
-    groups = batches(list(range(n)), chunk)
-    parts = [_prefill(model, [prompts[i] for i in rows], pad_id, reuse_prefix)
-             for rows in groups]
-    if len(parts) == 1:
-        cache, mask, positions, logits = parts[0]
-    else:
-        flat = [i for rows in groups for i in rows]
-        order = torch.tensor(sorted(range(n), key=lambda place: flat[place]))
-        cache, mask, positions, logits = _merged(parts, order)
+    cache, mask, positions, logits = _prefill(model, prompts, pad_id)
     vocabulary = model.get_output_embeddings().weight.shape[0]
     seen = torch.zeros((n, vocabulary), dtype=torch.bool)
     for row, prompt in enumerate(prompts):

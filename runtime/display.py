@@ -86,30 +86,10 @@ PRINT_WIDEST = 48
 PRINT_WORD = 12
 PRINT_HEADER_WORD = 6
 
-# Notebook front ends right-align table cells and centre the table; text columns read
-# better left-aligned, long text wraps, and a table wider than its box scrolls inside
-# it. Static tables pin their first column with CSS; interactive ones pin their key
-# columns with DataTables' FixedColumns (below), which also keeps the striping right.
-_STYLE = (
-    "<style>"
-    "div.riverton-table {max-width: 100%; overflow-x: auto;}"
-    "div.riverton-table > table {margin-left: 0 !important; margin-right: auto !important;}"
-    "div.riverton-table th, div.riverton-table td {text-align: left !important; "
-    "vertical-align: top; white-space: normal; overflow-wrap: break-word;}"
-    "div.riverton-table td {min-width: 4.5em;}"
-    "div.riverton-table .riverton-long {min-width: 14em;}"
-    # Quarto sets its own static tables in a smaller font; interactive ones match them.
-    ".cell-output-display div.riverton-table table.dataTable {font-size: 0.875em;}"
-    # The pinned cells need an opaque background; they repeat the stripes of JupyterLab
-    # (even rows' backgrounds) and of Bootstrap (odd rows' inset shadow), and draw a thin edge.
-    "div.riverton-pin-first > table tr > :first-child {position: sticky; left: 0; z-index: 1; "
-    "background: var(--jp-layout-color0, var(--bs-body-bg, #fff)); "
-    "box-shadow: inset -1px 0 0 rgba(0, 0, 0, 0.15), "
-    "inset 0 0 0 9999px var(--bs-table-bg-type, transparent);}"
-    "div.riverton-pin-first > table > tbody > tr:nth-child(even) > :first-child "
-    "{background: var(--jp-rendermime-table-row-background, var(--bs-body-bg, #fff));}"
-    "</style>"
-)
+#: The tables' style, from ``tables.css`` beside this file, its comments and line breaks
+#: left out (every table's HTML carries it).
+_STYLE = Path(__file__).with_name("tables.css").read_text(encoding="utf-8")
+_STYLE = "<style>" + re.sub(r"/\*.*?\*/|\n", "", _STYLE, flags=re.DOTALL) + "</style>"
 
 
 def _cell(value: object) -> object:
@@ -391,9 +371,11 @@ def interactive_tables() -> None:
 
 # --------------------------------------------------------------------------- prose
 
-# A run of backticks opens a code span (or fence) that the same run closes; a dollar
-# sign is a dollar sign unless an odd number of backslashes already escapes it.
-_CODE_OR_DOLLAR = re.compile(r"(?P<ticks>`+)|(?P<backslashes>\\*)\$")
+# A run of backticks opens a code span (or fence) that the same run closes (an unclosed run
+# is only itself); a dollar sign is a dollar sign unless an odd number of backslashes
+# already escapes it.
+_CODE_OR_DOLLAR = re.compile(r"(?s)(?P<code>(?P<ticks>`+)(?:.*?(?<!`)(?P=ticks)(?!`))?)"
+                             r"|(?P<backslashes>\\*)\$")
 
 
 def literal_dollars(text: str) -> str:
@@ -403,23 +385,11 @@ def literal_dollars(text: str) -> str:
     Markdown renderer, so neither reads ``$150 and $200`` as mathematics. Code spans and
     fences are copied unchanged: there a backslash would be shown.
     """
-    out, position = [], 0
-    while True:
-        match = _CODE_OR_DOLLAR.search(text, position)
-        if match is None:
-            out.append(text[position:])
-            return "".join(out)
-        out.append(text[position:match.start()])
-        if match.group("ticks"):
-            run = match.group("ticks")
-            closing = re.compile(rf"(?<!`){run}(?!`)").search(text, match.end())
-            end = closing.end() if closing else match.end()
-            out.append(text[match.start():end])
-            position = end
-        else:
-            slashes = match.group("backslashes")
-            out.append(slashes + ("$" if len(slashes) % 2 else "\\$"))
-            position = match.end()
+    def one(match: re.Match) -> str:
+        slashes = match["backslashes"]
+        return match["code"] or slashes + ("$" if len(slashes) % 2 else "\\$")
+
+    return _CODE_OR_DOLLAR.sub(one, text)
 
 
 class Markdown(_IPythonMarkdown):

@@ -1,4 +1,4 @@
-"""Writing a file all at once, or not at all.
+"""Writing a file all at once, or not at all; reading a JSON file back (None if it cannot be).
 
 Every file the package writes over an older one goes through :func:`write_text_atomic`:
 the transcript, the metadata, a review template, the book's caches and pages, the
@@ -56,3 +56,11 @@ def write_csv_atomic(path: str | os.PathLike, header, rows, *, overwrite: bool =
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerows([header, *rows])
     return write_text_atomic(path, buffer.getvalue(), overwrite=overwrite)
+
+
+def read_json(path: str | os.PathLike):
+    """The JSON in ``path``, or None when it is missing or unreadable."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

@@ -149,12 +149,18 @@ def local_llama_server(model: str | os.PathLike, *, threads: int = 1, n_ctx: int
                 time.sleep(0.25)
             yield url
         finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop_process(process, 15)
+
+
+def stop_process(process: subprocess.Popen, timeout: float) -> None:
+    """Stop ``process`` if it still runs: terminate, then kill after ``timeout`` seconds."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 def smollm2_gguf() -> Path:

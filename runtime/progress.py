@@ -82,31 +82,21 @@ class QuestionProgress:
         else:
             from tqdm.std import tqdm  # a disabled bar prints nothing and makes no widget
         self._bar = tqdm(total=total, desc=desc, unit=unit, disable=not self.shown, leave=True)
-        self.question_id: str | None = None
-        self._done = 0
+        self.done = 0  # questions finished so far
 
     def __enter__(self) -> "QuestionProgress":
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
-        self.close()
-
-    def close(self) -> None:
         self._bar.close()
-
-    @property
-    def done(self) -> int:
-        """Questions finished so far."""
-        return self._done
 
     def working_on(self, question_id: str) -> None:
         """Show ``question_id`` as the question in progress."""
-        self.question_id = str(question_id)
-        self._bar.set_postfix_str(self.question_id, refresh=True)
+        self._bar.set_postfix_str(str(question_id), refresh=True)
 
     def finished(self, count: int = 1) -> None:
         """Count the question in progress (or the ``count`` questions of a batch) as done."""
-        self._done += count
+        self.done += count
         self._bar.update(count)
 
     def working_on_batch(self, question_ids: Sequence[str]) -> None:

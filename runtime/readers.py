@@ -19,6 +19,7 @@ page that the machinery writes: which mode ran and where the replies came from.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import time
@@ -129,8 +130,9 @@ class Reader:
 
     def generate_many(self, question_ids, messages_list, settings_list, grammars,
                       bar=None) -> list[Generation]:
-        """One reply per prompt; ``grammars`` holds each row's grammar (or None) and
-        ``settings_list`` the settings each reply is keyed by."""
+        """One reply per prompt; ``grammars`` holds each row's grammar (or None),
+        ``settings_list`` the settings each reply is keyed by and ``bar`` the progress bar
+        (:class:`runtime.progress.QuestionProgress`)."""
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -182,21 +184,17 @@ def load_model_and_tokenizer(spec: ReaderSpec, allow_download: bool = False):
     return model, tokenizer
 
 
-def _say(line: str) -> None:
-    """Print a loading message where a student running the notebook sees it."""
-    print(line, flush=True)
+#: Prints a loading message where a student running the notebook sees it.
+_say = functools.partial(print, flush=True)
 
 
 @contextlib.contextmanager
 def cpu_threads(count: int | None):
-    """Run with ``count`` torch CPU threads, then restore the previous number."""
-    if count is None:
-        yield
-        return
+    """Run with ``count`` torch CPU threads (None: as many as now), then restore the number."""
     import torch
 
     before = torch.get_num_threads()
-    torch.set_num_threads(count)
+    torch.set_num_threads(count or before)
     try:
         yield
     finally:
@@ -231,7 +229,7 @@ class LiveReader(Reader):
         return len(self.encode(messages))
 
     def generate_many(self, question_ids, messages_list, settings_list, grammars,
-                      bar=None, choices=None) -> list[Generation]:
+                      bar, choices=None) -> list[Generation]:
         """Decode the prompts in batches of :func:`runtime.batch.batch_size`, longest
         first, so that prompts of about one length share a batch. With ``choices`` (words
         such as "yes" and "no"), each reply also gets the probability of each choice's
@@ -245,8 +243,7 @@ class LiveReader(Reader):
         width = self.model.get_output_embeddings().weight.shape[0]
         replies: dict[int, Generation] = {}
         for chunk in batch.batches_by_length([len(p) for p in prompts], batch.batch_size()):
-            if bar is not None:
-                bar.working_on_batch([question_ids[i] for i in chunk])
+            bar.working_on_batch([question_ids[i] for i in chunk])
             masks = {i: GrammarMask(self.tokenizer, grammars[i]) for i in chunk
                      if grammars[i] is not None}
             settings = settings_list[chunk[0]]
@@ -268,8 +265,7 @@ class LiveReader(Reader):
                 replies[i] = replace(self._reply(
                     question_ids[i], messages_list[i], settings_list[i], len(prompts[i]), ids,
                     masks.get(i), seconds), choice_probabilities=chances.get(i))
-            if bar is not None:
-                bar.finished(len(chunk))
+            bar.finished(len(chunk))
         return [replies[i] for i in range(len(prompts))]
 
     def _choice_tokens(self, choices, settings_list) -> list[int]:
@@ -421,12 +417,6 @@ class ServerReader(Reader):
         grammar = ", greedy under the reply grammar" if constrained else ""
         return f"server {self.server.engine_label}{grammar}"
 
-    def grammar_settings(self, retrieved_ids, question_id: str = "?") -> dict:
-        """The settings a reply under the reply grammar for ``retrieved_ids`` is keyed by:
-        a live constrained reply's on vLLM, the GBNF grammar's on llama.cpp."""
-        return server.grammar_request(self.server, tuple(retrieved_ids), question_id,
-                                      self.settings)[1]
-
     def _one(self, job) -> Generation:
         question_id, messages, grammar_ids = job
         extra, keyed = ({}, self.settings) if grammar_ids is None else server.grammar_request(
@@ -514,8 +504,9 @@ def _grammars(reader: Reader, inputs: pd.DataFrame, constrained: bool, grammar: 
     if not constrained:
         return [None] * n, [settings] * n
     ids = [check_ids(r) for r in inputs["retrieved_ids"]]
-    if isinstance(reader, ServerReader):
-        return ids, [reader.grammar_settings(r, q) for r, q in zip(ids, inputs["question_id"])]
+    if isinstance(reader, ServerReader):  # keyed as a live reply on vLLM, by GBNF on llama.cpp
+        return ids, [server.grammar_request(reader.server, r, q, reader.settings)[1]
+                     for r, q in zip(ids, inputs["question_id"])]
     live = isinstance(reader, LiveReader)
     grammars = [_named(q, reply_grammar, reader.tokenizer, r, int(settings["max_new_tokens"]),
                        answer_max_tokens=answer_max_tokens) if live else

@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from helpers.decoding import decoding_of
@@ -25,17 +25,6 @@ from .files import write_text_atomic
 from .paths import DATA_DIR
 
 TRANSCRIPT_PATH = DATA_DIR / "reader-transcript.jsonl"
-
-#: Every field of a line, with the JSON types it may take (None: the field may be null,
-#: as a computed reply's token counts are).
-FIELDS: dict[str, tuple] = {
-    "key": (str,), "collection": (str,), "question_id": (str,), "passage_ids": (list,),
-    "model_id": (str,), "revision": (str,), "settings": (dict,), "messages": (list,),
-    "raw_output": (str,), "output_tokens": (int, None), "ended_by_eos": (bool, None),
-    "hit_token_cap": (bool, None), "prompt_tokens": (int, None),
-    "recorded_by": (str,), "recorded_on": (str,), "provenance": (str,),
-    "choice_probabilities": (dict, None),
-}
 
 TRANSCRIBED = "transcribed from a reference render of lesson 1 made with the pinned model"
 GENERATED_LIVE = "generated live"
@@ -95,6 +84,14 @@ class TranscriptEntry:
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
+
+
+#: Every field of a line, with the JSON types it may take (None: the field may be null,
+#: as a computed reply's token counts are), as :class:`TranscriptEntry` declares them.
+FIELDS: dict[str, tuple] = {
+    field.name: tuple({"str": str, "int": int, "bool": bool, "list": list, "dict": dict,
+                       "None": None}[kind] for kind in field.type.split(" | "))
+    for field in fields(TranscriptEntry)}
 
 
 def _entry_from_line(path: Path, number: int, line: str) -> TranscriptEntry:

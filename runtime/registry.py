@@ -108,10 +108,13 @@ def package_gguf_path(spec: ReaderSpec) -> Path:
 _SHA256_CACHE: dict[tuple[str, int, int], str] = {}
 
 
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file, cached per path, size and modification time."""
+def file_sha256(path: Path, known: str | None = None) -> str:
+    """SHA-256 of a file, cached per path, size and modification time; ``known`` is its
+    SHA-256 as it is now, kept elsewhere (the model cache keeps them between runs)."""
     stat = path.stat()
     cache_key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if known is not None:
+        _SHA256_CACHE[cache_key] = known
     if cache_key not in _SHA256_CACHE:
         digest = hashlib.sha256()
         with open(path, "rb") as handle:
@@ -119,12 +122,6 @@ def file_sha256(path: Path) -> str:
                 digest.update(block)
         _SHA256_CACHE[cache_key] = digest.hexdigest()
     return _SHA256_CACHE[cache_key]
-
-
-def remember_sha256(path: Path, sha256: str) -> None:
-    """Record the SHA-256 of ``path`` as it is now (the model cache keeps them between runs)."""
-    stat = path.stat()
-    _SHA256_CACHE[(str(path), stat.st_size, stat.st_mtime_ns)] = sha256
 
 
 def resolve_revision(spec: ReaderSpec) -> str:

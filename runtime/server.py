@@ -74,11 +74,9 @@ class EngineFacts:
     """What the book knows about one serving engine's OpenAI-compatible API."""
 
     name: str
-    #: The request field that carries the repetition penalty.
+    #: The request field that carries the repetition penalty (what the penalty looks at,
+    #: where it differs from transformers' prompt and whole reply, is said at ENGINES).
     penalty_parameter: str
-    #: What the penalty looks at where it differs from transformers' (the prompt and the
-    #: whole reply); empty where it does not.
-    penalty_difference: str
     #: Whether ``usage.completion_tokens`` counts the end-of-sequence token
     #: (transformers' count, and the book's, do); None where the book does not know.
     counts_eos: bool | None
@@ -97,40 +95,48 @@ _GBNF_NOTE = ("GBNF in the request's `grammar` field; the answer is bounded in c
               "not tokens")
 
 ENGINES: dict[str, EngineFacts] = {facts.name: facts for facts in (
-    EngineFacts("llama-cpp-python", "repeat_penalty", "the reply's own tokens only (its last 64, "
-                "`--last_n_tokens_size`), never the prompt", False, "gbnf", _GBNF_NOTE, True,
+    # Its penalty looks at the reply's own tokens only (its last 64, `--last_n_tokens_size`),
+    # never the prompt.
+    EngineFacts("llama-cpp-python", "repeat_penalty", False, "gbnf", _GBNF_NOTE, True,
                 gguf_only=True),
-    EngineFacts("llama.cpp", "repeat_penalty", "the last `repeat_last_n` tokens (64 by default), "
-                "not the whole prompt and reply", True, "gbnf", _GBNF_NOTE, False, gguf_only=True),
-    EngineFacts("vLLM", "repetition_penalty", "", True, "lark", "lesson 3's Lark grammar, token "
+    # Its penalty looks at the last `repeat_last_n` tokens (64 by default), not the whole
+    # prompt and reply.
+    EngineFacts("llama.cpp", "repeat_penalty", True, "gbnf", _GBNF_NOTE, False, gguf_only=True),
+    # Its penalty looks at what transformers' does.
+    EngineFacts("vLLM", "repetition_penalty", True, "lark", "lesson 3's Lark grammar, token "
                 "bound included, in `structured_outputs.grammar`; the server must run the "
                 "guidance backend (`--structured-outputs-config.backend guidance`)", False),
 )}
 
-#: An engine that does not say what it is: the penalty goes by transformers' name.
+#: An engine that does not say what it is: the penalty goes by transformers' name (what it
+#: looks at is not known).
 UNKNOWN_ENGINE = EngineFacts(
-    "an unidentified engine", "repetition_penalty", "not known", None, None, "the book does not "
-    "know how this engine takes a grammar, so it cannot enforce the reply format there", False)
+    "an unidentified engine", "repetition_penalty", None, None, "the book does not know how "
+    "this engine takes a grammar, so it cannot enforce the reply format there", False)
 
 
 @dataclass(frozen=True)
-class ServerInfo:
-    """What a server reported about itself, and what the book checked."""
+class ModelMatch:
+    """The listed model that is the reader's, and what could be checked about it."""
 
-    url: str
-    engine: EngineFacts
-    engine_version: str | None
     #: The model id to send in requests, as the server lists it.
     served_model: str
-    #: Every model id the server lists.
-    listed_models: tuple[str, ...]
     #: True: revision or file hash checked and equal; None: the server does not report one.
     revision_checked: bool | None
     revision_note: str
     #: What pages and transcripts call the served model: its id, except that a path on
     #: the server's disk is cut to its file name (see :func:`public_model_name`), with the
     #: SHA-256 where it was read.
-    served_label: str = ""
+    served_label: str
+
+
+@dataclass(frozen=True)
+class ServerInfo(ModelMatch):
+    """What a server reported about itself, and what the book checked."""
+
+    url: str
+    engine: EngineFacts
+    engine_version: str | None
 
     @property
     def engine_label(self) -> str:
@@ -241,16 +247,6 @@ def public_model_name(name: str) -> str:
     parts = _parts(name) if is_local_path(name) else []
     cached = [i for i, part in enumerate(parts) if part.startswith("models--")]
     return "/".join(parts[cached[0]:]) if cached else parts[-1] if parts else name
-
-
-@dataclass(frozen=True)
-class ModelMatch:
-    """The listed model that is the reader's, and what could be checked about it."""
-
-    served_model: str
-    revision_checked: bool | None
-    revision_note: str
-    served_label: str
 
 
 def match_served_model(spec: ReaderSpec, revision: str, url: str,
@@ -500,8 +496,7 @@ def identify(client, url: str, spec: ReaderSpec, revision: str, timeout: float) 
     if props.get("model_path") and len(listed) == 1:
         listed = [(listed[0][0], str(props["model_path"]))]
     match = match_served_model(spec, revision, url, listed, engine)
-    return ServerInfo(url, engine, version, match.served_model, tuple(m for m, _ in listed),
-                      match.revision_checked, match.revision_note, match.served_label)
+    return ServerInfo(**vars(match), url=url, engine=engine, engine_version=version)
 
 
 def ask(client, info: ServerInfo, messages: list[dict], settings: dict, extra: dict,

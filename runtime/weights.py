@@ -32,9 +32,9 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from .files import write_json_atomic
+from .files import read_json, write_json_atomic
 from .paths import shown
-from .registry import ReaderSpec, file_sha256, remember_sha256
+from .registry import ReaderSpec, file_sha256
 
 CACHE_ENV = "RIVERTON_MODEL_CACHE"
 MANIFEST = "manifest.json"
@@ -72,16 +72,12 @@ def gguf_sha256(path: Path) -> str:
     stat = path.stat()
     stamp = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
     index = cache_root() / "gguf-sha256.json"
-    try:
-        known = json.loads(index.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        known = {}
-    entry = known.get(str(path)) if isinstance(known, dict) else None
-    if isinstance(entry, dict) and entry.get("stamp") == stamp and isinstance(entry.get("sha256"), str):
-        remember_sha256(path, entry["sha256"])
-        return entry["sha256"]
-    sha = file_sha256(path)
+    known = read_json(index)
     known = known if isinstance(known, dict) else {}
+    entry = known.get(str(path))
+    if isinstance(entry, dict) and entry.get("stamp") == stamp and isinstance(entry.get("sha256"), str):
+        return file_sha256(path, known=entry["sha256"])
+    sha = file_sha256(path)
     known[str(path)] = {"stamp": stamp, "sha256": sha}
     try:
         write_json_atomic(index, known, sort_keys=False)
