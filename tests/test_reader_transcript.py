@@ -90,7 +90,8 @@ def test_the_committed_transcript_is_valid_and_says_what_each_reply_was_about():
     entries = read_transcript()  # every field and key checked, line by line
     assert len(entries) == len(TRANSCRIPT_PATH.read_text(encoding="utf-8").splitlines())
     assert {e.model_id for e in entries} == {"Qwen/Qwen2.5-1.5B-Instruct", SMOL_ID,
-                                              "extractive sentence baseline (helpers.baseline)"}
+                                              "extractive sentence baseline (helpers.baseline)",
+                                              "rule-made corruption (helpers.corruptions)"}
     # Plain greedy settings carry no decoding field, so the keys of their replies stand.
     assert "decoding" not in DEFAULT_SETTINGS and decoding_of(DEFAULT_SETTINGS) == UNCONSTRAINED
     # passage_ids travel beside the prompt: the passages it shows, in order; for lesson 1's
