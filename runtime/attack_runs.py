@@ -21,11 +21,9 @@ from .paths import DATA_DIR
 from .readers import generate_all
 
 #: The columns of :func:`run_attacks`' table, in order.
-RUN_COLUMNS = [
-    "attack_id", "condition", "wording", "position", "planted_rank", "prompt", "decoding",
-    "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap", "prompt_tokens",
-    "retrieved_ids", "seconds",
-]
+RUN_COLUMNS = ["attack_id", "condition", "wording", "position", "planted_rank", "prompt",
+               "decoding", "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap",
+               "prompt_tokens", "retrieved_ids", "seconds"]
 
 
 def run_name(attack_id: str, condition: str, wording: int, position: str, prompt: str) -> str:
@@ -42,14 +40,13 @@ def run_attacks(small_reader, inputs: pd.DataFrame,
     IDs, in batches. One row per reply, in the order of ``inputs``, then prompts, with
     ``seconds``: its batch's wall time divided by the replies in it. A recorded reader
     replays each reply by its exact prompt and grammar; a live one generates it."""
-    unknown = sorted(set(prompts) - set(PROMPT_COLUMNS))
-    if unknown:
+    if unknown := sorted(set(prompts) - set(PROMPT_COLUMNS)):
         raise ValueError(f"unknown prompt(s) {unknown}; use {', '.join(PROMPT_COLUMNS)}")
     asked = attack_prompts(inputs, prompts).assign(decoding="constrained")
     made = generate_all(small_reader, asked, constrained=True)
-    return asked.assign(**{c: made[c].to_numpy() for c in (
-        "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap", "prompt_tokens",
-        "seconds")})[RUN_COLUMNS]
+    # the reply's columns: raw output, its token counts and how it stopped, and seconds
+    replies = {c: made[c].to_numpy() for c in RUN_COLUMNS if c not in asked}
+    return asked.assign(**replies)[RUN_COLUMNS]
 
 
 def attack_prompts(inputs: pd.DataFrame,
@@ -59,8 +56,7 @@ def attack_prompts(inputs: pd.DataFrame,
     wording 2, first, quoting prompt"), ``attack_id``, ``condition``, ``prompt``,
     ``messages`` and ``retrieved_ids``, and ``wording``, ``position`` and ``planted_rank``."""
     return pd.DataFrame([
-        {"question_id": run_name(row.attack_id, row.condition, row.wording, row.position,
-                                 prompt),
+        {"question_id": run_name(row.attack_id, row.condition, row.wording, row.position, prompt),
          "attack_id": row.attack_id, "condition": row.condition, "wording": row.wording,
          "position": row.position, "planted_rank": row.planted_rank, "prompt": prompt,
          "messages": getattr(row, PROMPT_COLUMNS[prompt]), "retrieved_ids": row.retrieved_ids}
@@ -104,19 +100,16 @@ def record_prompts(which: str, data_dir=DATA_DIR,
     if which == "attacks":
         fixture = load_attack_fixture(data_dir, riverton.handbook, riverton.metadata)
         chosen = fixture.questions
-        unknown = sorted(set(attack_ids or ()) - set(chosen["attack_id"]))
-        if unknown:
+        if unknown := sorted(set(attack_ids or ()) - set(chosen["attack_id"])):
             raise ValueError(f"no attack {', '.join(unknown)}; the attacks are "
                              f"{', '.join(chosen['attack_id'])}")
         if attack_ids:
             chosen = chosen[chosen["attack_id"].isin(list(attack_ids))]
-        inputs = attack_reader_inputs(chosen, riverton.handbook, fixture.passages,
-                                      fixture.wordings, metadata=riverton.metadata)
-        return pd.DataFrame([
-            {"question_id": row.attack_id, "messages": getattr(row, column),
-             "retrieved_ids": row.retrieved_ids,
-             "collection": f"attack prompts, {row.attack_id}"}
-            for row in inputs.itertuples(index=False) for column in PROMPT_COLUMNS.values()])
+        asked = attack_prompts(attack_reader_inputs(chosen, riverton.handbook, fixture.passages,
+                                                    fixture.wordings, metadata=riverton.metadata))
+        asked = asked.assign(question_id=asked["attack_id"],
+                             collection="attack prompts, " + asked["attack_id"])
+        return asked[["question_id", "messages", "retrieved_ids", "collection"]]
     if which == "ordinary":
         extended = load_riverton(data_dir, EXTENDED_QUESTIONS_FILE).questions
         questions = pd.concat([riverton.questions, extended], ignore_index=True)

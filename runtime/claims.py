@@ -15,6 +15,7 @@ warning beside the sentence instead: never a false sentence without a word.
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import importlib.metadata
 import math
@@ -52,18 +53,22 @@ def _plain(value):
     return value
 
 
+def package_versions(*packages: str) -> str:
+    """The installed versions of ``packages``, as "torch 2.5.1, transformers 4.46.3"; a
+    package that is not installed is left out."""
+    found = []
+    for package in packages:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            found.append(f"{package} {importlib.metadata.version(package)}")
+    return ", ".join(found)
+
+
 def live_context(reader) -> str:
     """What a live reader's figures depend on: the model, its revision, the packages."""
-    versions = []
-    for package in ("torch", "transformers", "llguidance"):
-        try:
-            versions.append(f"{package} {importlib.metadata.version(package)}")
-        except importlib.metadata.PackageNotFoundError:
-            continue
+    versions = package_versions("torch", "transformers", "llguidance")
     return (f" These figures come from {reader.model_id} running live on this machine "
-            f"(revision {reader.revision}; {', '.join(versions)}). Its replies can differ "
-            "on another machine or package version from the ones the sentence was "
-            "written from.")
+            f"(revision {reader.revision}; {versions}). Its replies can differ on another "
+            "machine or package version from the ones the sentence was written from.")
 
 
 def check_claim(sentence: str, claimed, computed, *, reader=None) -> None:

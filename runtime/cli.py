@@ -26,42 +26,44 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.metadata
 import sys
 from pathlib import Path
 
 import pandas as pd
 
 from helpers.grammar import ConstrainedDecodingError
-from helpers.prompts import InputBudgetError
+from helpers.judge import JUDGE_READER, assert_judge_parsed, judge_settings
+from helpers.review import REASONS, VERDICTS, sources_of
 
-from .fixture import QUESTIONS_FILE, FixtureError
+from .attack_runs import record_prompts
+from .claims import package_versions
+from .data_check import check_all, update_metadata
+from .files import write_csv_atomic
+from .fixture import CORRUPTIONS_FILE, QUESTIONS_FILE, SCHEMAS, SECOND_READING_FILE, FixtureError
 from .lessons import RETRIEVERS, baseline_entries, collection_name, lesson_reader_inputs
 from .paths import DATA_DIR
 from .readers import generate_all, load_reader
-from .records import GENERATED_LIVE, TRANSCRIPT_PATH, TranscriptEntry, read_transcript, \
-    record_into
+from .records import GENERATED_LIVE, TRANSCRIPT_PATH, TranscriptEntry, read_transcript, record_into
 from .registry import REGISTRY, ReaderError
+from .reviews import blind_text, check_reviews, corruption_replies, judge_replies, load_review, \
+    next_to_read, record_second_reading, review_requests, vocabulary_text, write_template
+from .server import ServerError
 
 
 def recorder_label(command: str, constrained: bool, grammar: str = "the reply grammar") -> str:
     """Who recorded: the command and the library versions, nothing about the host."""
-    versions = []
-    for package in ("transformers", "torch") + (("llguidance",) if constrained else ()):
-        try:
-            versions.append(f"{package} {importlib.metadata.version(package)}")
-        except importlib.metadata.PackageNotFoundError:
-            continue
+    versions = package_versions("transformers", "torch", *(["llguidance"] if constrained else []))
     decoding = f"greedy under {grammar}" if constrained else "greedy"
-    return f"{command} ({', '.join(versions)}, CPU, {decoding})"
+    return f"{command} ({versions}, CPU, {decoding})"
 
 
-def entries_of(reader, inputs: pd.DataFrame, replies: pd.DataFrame, collection,
+def entries_of(reader, inputs: pd.DataFrame, replies: list, collection,
                recorded_by: str | None, command: str, constrained: bool = False,
                grammar_name: str = "the reply grammar") -> list[TranscriptEntry]:
-    """Transcript entries for ``replies`` (:func:`runtime.readers.generate_all`) to the
-    prompts of ``inputs``; ``collection`` is a name, or a column of ``inputs``. A reply
-    under a grammar that did not complete it is refused: nothing is recorded."""
+    """Transcript entries for ``replies`` (the Generation objects of
+    :func:`runtime.readers.generate_all`) to the prompts of ``inputs``; ``collection`` is a
+    name, or a column of ``inputs``. A reply under a grammar that did not complete it is
+    refused: nothing is recorded."""
     if reader.mode not in ("live", "server"):
         raise ReaderError(f"recording needs a live or server reader, not a {reader.mode} one")
     served = reader.mode == "server"
@@ -70,7 +72,7 @@ def entries_of(reader, inputs: pd.DataFrame, replies: pd.DataFrame, collection,
     provenance = reader.provenance if served else GENERATED_LIVE
     today = datetime.date.today().isoformat()
     entries = []
-    for row, reply in zip(inputs.to_dict("records"), replies.attrs["generations"]):
+    for row, reply in zip(inputs.to_dict("records"), replies):
         if reply.grammar_complete is False or (constrained and not reply.ended_by_eos):
             source = f" from {reader.url}" if served else ""
             raise ConstrainedDecodingError(
@@ -83,9 +85,8 @@ def entries_of(reader, inputs: pd.DataFrame, replies: pd.DataFrame, collection,
             revision=reply.revision, settings=reply.settings, messages=list(row["messages"]),
             raw_output=reply.raw_output, output_tokens=int(reply.output_tokens),
             ended_by_eos=bool(reply.ended_by_eos), hit_token_cap=bool(reply.hit_token_cap),
-            prompt_tokens=int(reply.prompt_tokens), recorded_by=recorded_by,
-            recorded_on=today, provenance=provenance,
-            choice_probabilities=reply.choice_probabilities))
+            prompt_tokens=int(reply.prompt_tokens), recorded_by=recorded_by, recorded_on=today,
+            provenance=provenance, choice_probabilities=reply.choice_probabilities))
     return entries
 
 
@@ -100,22 +101,19 @@ def _reader(args):
     print(f"server {reader.url}: {reader.server.engine_label} serving "
           f"{reader.server.label}; {reader.server.revision_note}")
     if args.constrained and reader.server.engine.grammar != "lark":
-        from .server import ServerError
-
         raise ServerError(reader.url, None, (
-            f"a constrained reply is keyed by lesson 3's llguidance grammar, so that it "
-            f"replays where a live constrained reply would; {reader.server.engine_label} "
-            "enforces another form of it (or none), so its replies would be keyed by a "
-            "grammar they were not decoded under. Record constrained replies live or "
-            "from vLLM with the guidance backend; unconstrained replies record from any "
-            "server."))
+            f"a constrained reply is keyed by lesson 3's llguidance grammar, so that it replays "
+            f"where a live constrained reply would; {reader.server.engine_label} enforces "
+            "another form of it (or none), so its replies would be keyed by a grammar they were "
+            "not decoded under. Record constrained replies live or from vLLM with the guidance "
+            "backend; unconstrained replies record from any server."))
     return reader
 
 
-def _record(args, reader, inputs: pd.DataFrame, collection: str, recorded_by: str | None,
-            command: str) -> list[TranscriptEntry]:
+def _record(args, reader, inputs, collection: str, command: str) -> list[TranscriptEntry]:
     """Ask ``reader`` every prompt of ``inputs`` and merge the replies into the transcript."""
-    replies = generate_all(reader, inputs, constrained=args.constrained)
+    replies = generate_all(reader, inputs, constrained=args.constrained).attrs["generations"]
+    recorded_by = vars(args).get("recorded_by")  # only `record reader` takes --recorded-by
     return record_into(entries_of(reader, inputs, replies, collection, recorded_by, command,
                                   args.constrained), args.transcript)
 
@@ -126,9 +124,8 @@ def record_reader(args) -> list[TranscriptEntry]:
     data_dir = questions.parent if questions.parent != Path(".") else DATA_DIR
     reader = _reader(args)
     inputs = lesson_reader_inputs(questions.name, data_dir, retriever=args.retriever)
-    return _record(args, reader, inputs, collection_name(questions.name, args.retriever),
-                   args.recorded_by, "python -m runtime record reader"
-                   + (" --constrained" if args.constrained else ""))
+    command = "python -m runtime record reader" + (" --constrained" if args.constrained else "")
+    return _record(args, reader, inputs, collection_name(questions.name, args.retriever), command)
 
 
 def record_judge(args) -> list[TranscriptEntry]:
@@ -136,11 +133,6 @@ def record_judge(args) -> list[TranscriptEntry]:
     ``--only-missing``, only to those the transcript holds no reply to, the recorded ones
     kept as they are (a recording replaces the whole "judge" collection). Nothing is
     written unless every reply parses. Returns the replies asked for now."""
-    from helpers.judge import JUDGE_READER, assert_judge_parsed, judge_settings
-    from helpers.review import sources_of
-
-    from .reviews import judge_replies, load_review, review_requests
-
     held = {entry.key: entry for entry in read_transcript(args.transcript)}
     judge = load_reader(JUDGE_READER, mode="live")
     book = load_review()
@@ -158,30 +150,22 @@ def record_judge(args) -> list[TranscriptEntry]:
             return []
     replies = judge_replies(judge, requests)
     assert_judge_parsed(replies)
-    table = pd.DataFrame(index=range(len(replies)))
-    table.attrs["generations"] = list(replies["judge_generation"])
-    new = entries_of(judge, requests, table, "judge", None, "python -m runtime record judge",
-                     True, "the yes-or-no grammar")
+    new = entries_of(judge, requests, list(replies["judge_generation"]), "judge", None,
+                     "python -m runtime record judge", True, "the yes-or-no grammar")
     record_into(kept + new, args.transcript)
     return new
 
 
 def record_attacks(args) -> list[TranscriptEntry]:
-    from .attack_runs import record_prompts
-
     read_transcript(args.transcript)  # a damaged transcript is refused before any reply is made
     inputs = record_prompts(args.prompts, attack_ids=args.attack)
-    return _record(args, _reader(args), inputs, "collection", None,
+    return _record(args, _reader(args), inputs, "collection",
                    f"python -m runtime record attacks --prompts {args.prompts}")
 
 
 def record_corruptions(args) -> list[TranscriptEntry]:
     """Lesson 4's rule-made corruptions, computed from the review now: their replies into
     the transcript, their rules and sources into ``corrupted-replies.csv``."""
-    from .files import write_csv_atomic
-    from .fixture import CORRUPTIONS_FILE, SCHEMAS
-    from .reviews import corruption_replies
-
     rows, entries = corruption_replies(args.data_dir, args.transcript)
     record_into(entries, args.transcript)
     write_csv_atomic(Path(args.data_dir) / CORRUPTIONS_FILE, SCHEMAS[CORRUPTIONS_FILE].columns,
@@ -211,31 +195,17 @@ def _choose(prompt: str, names) -> str | None:
 def _second_reading_recorded(answer, reviewer: str, where: dict) -> None:
     """Record one reading; list the file in the metadata once it has rows, and keep its
     row count and fingerprint there true."""
-    from .data_check import update_metadata
-    from .files import write_csv_atomic
-    from .fixture import METADATA_COLUMNS, METADATA_FILE, SECOND_READING_FILE, read_metadata
-    from .reviews import next_to_read, record_second_reading
-
     record_second_reading(*answer, reviewer, **where)
-    metadata = read_metadata(where["data_dir"])
-    if SECOND_READING_FILE not in set(metadata["artifact"]):
-        write_csv_atomic(Path(where["data_dir"]) / METADATA_FILE, METADATA_COLUMNS, [
-            *([str(v) for v in row] for row in metadata.itertuples(index=False)),
-            [SECOND_READING_FILE, "A second reading of a sample of the support review, blind "
-             "to the first: verdict, reason and note per reply", "Written for this book by a "
-             "second reviewer, through `python -m runtime review second`", "CC-BY-4.0",
-             datetime.date.today().isoformat(), "0", "0" * 64]])
-    update_metadata([SECOND_READING_FILE], where["data_dir"])
+    update_metadata([SECOND_READING_FILE], where["data_dir"], {SECOND_READING_FILE: (
+        "A second reading of a sample of the support review, blind to the first: verdict, "
+        "reason and note per reply", "Written for this book by a second reviewer, through "
+        "`python -m runtime review second`", "CC-BY-4.0")})
     print(f"recorded {answer[0]}; {next_to_read(**where)[1]}")
 
 
 def review_second(args) -> None:
     """The second reading: print the next unread reply (blind), record one answer, or read
     one reply after another from the keyboard until q or the end of the input."""
-    from helpers.review import REASONS, VERDICTS
-
-    from .reviews import blind_text, load_review, next_to_read, vocabulary_text
-
     where = {"data_dir": args.data_dir, "transcript": args.transcript}
     if not args.answer:
         while (review_id := next_to_read(**where)[0]) is not None:
@@ -246,8 +216,7 @@ def review_second(args) -> None:
                       '"VERDICT" "REASON" "NOTE" --reviewer NAME')
                 return
             args.reviewer = args.reviewer or _typed("Your name, as the second reader: ")
-            verdict = args.reviewer and _choose("Verdict (number or words; q to stop): ",
-                                                VERDICTS)
+            verdict = args.reviewer and _choose("Verdict (number or words; q to stop): ", VERDICTS)
             reason = verdict and _choose("Reason (number or words; q to stop): ", REASONS)
             if not reason:
                 return
@@ -275,8 +244,8 @@ def _parser() -> argparse.ArgumentParser:
         if kind in ("reader", "attacks"):
             sub.add_argument("--reader", required=True, choices=sorted(REGISTRY))
             sub.add_argument("--server", metavar="URL", help="record from an OpenAI-compatible "
-                             "server instead of running the model here; an API key comes "
-                             "from RIVERTON_READER_API_KEY")
+                             "server instead of running the model here; an API key comes from "
+                             "RIVERTON_READER_API_KEY")
             sub.add_argument("--concurrency", type=int, help="server requests in flight (4)")
             sub.add_argument("--timeout", type=float, help="seconds per server request (60)")
             sub.add_argument("--constrained", action="store_true", help="decode under lesson "
@@ -317,8 +286,6 @@ def run(args) -> int:
             print(f"{entry.question_id}\t{entry.model_id}\t{entry.output_tokens}\t"
                   f"{entry.provenance}\t{entry.raw_output.replace(chr(10), ' ⏎ ')}")
     elif args.command == "review":
-        from .reviews import check_reviews, load_review, write_template
-
         if args.action == "second":
             review_second(args)
         elif args.action == "template":
@@ -329,17 +296,14 @@ def run(args) -> int:
         else:
             print("\n".join(check_reviews()))
     elif args.command == "data":
-        from .data_check import check_all, update_metadata
-
         if args.action == "update-metadata":
             update_metadata(args.artifacts, args.data_dir)
         print("\n".join(check_all(args.data_dir)))
     else:
-        if args.kind == "baseline":
-            entries = record_into(baseline_entries(), args.transcript)
-        else:
-            entries = {"reader": record_reader, "judge": record_judge, "attacks": record_attacks,
-                       "corruptions": record_corruptions}[args.kind](args)
+        record = {"reader": record_reader, "judge": record_judge, "attacks": record_attacks,
+                  "corruptions": record_corruptions,
+                  "baseline": lambda args: record_into(baseline_entries(), args.transcript)}
+        entries = record[args.kind](args)
         for entry in entries:
             print(f"{entry.question_id}: {entry.raw_output!r} ({entry.output_tokens} tokens)")
         print(f"wrote {len(entries)} {args.kind} replies to {args.transcript}")
@@ -350,9 +314,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return run(args)
-    except (ReaderError, InputBudgetError, ConstrainedDecodingError, FixtureError,
-            FileExistsError, LookupError, ValueError) as error:
-        # The message names what went wrong; the transcript has not been touched.
+    except (ReaderError, ConstrainedDecodingError, FileExistsError, LookupError,
+            ValueError) as error:
+        # The message names what went wrong (a FixtureError and an InputBudgetError are
+        # ValueErrors); the transcript has not been touched.
         print(f"error: {error}", file=sys.stderr)
         return 1
 

@@ -15,14 +15,14 @@ names the file, row, line and column.
 from __future__ import annotations
 
 import csv
-import os
+import datetime
 from pathlib import Path
 
 import pandas as pd
 
 from .files import write_csv_atomic
 from .fixture import METADATA_COLUMNS, METADATA_FILE, QUESTIONS_FILE, REVIEW_FILE, SCHEMAS, \
-    FixtureError, check_against_metadata, fingerprint, read_metadata, validated
+    FixtureError, PathLike, check_against_metadata, fingerprint, read_metadata, validated
 from .paths import DATA_DIR
 from .records import TRANSCRIPT_PATH
 from .reviews import review_rows
@@ -52,13 +52,17 @@ def _header(path: Path) -> tuple[str, ...]:
         return tuple(next(csv.reader(handle), []))
 
 
-def update_metadata(artifacts: list[str], data_dir: str | os.PathLike = DATA_DIR) -> None:
-    """Recompute rows and fingerprint for the named artifacts and rewrite the metadata."""
+def update_metadata(artifacts: list[str], data_dir: PathLike = DATA_DIR,
+                    described: dict[str, tuple[str, str, str]] | None = None) -> None:
+    """Recompute rows and fingerprint for the named artifacts and rewrite the metadata.
+    An artifact of ``described`` (its description, source and license) that the metadata
+    does not list yet gets a row, created today."""
     data_dir = Path(data_dir)
     metadata = read_metadata(data_dir)
     for name in artifacts:
-        matches = metadata.index[metadata["artifact"] == name]
-        if len(matches) == 0:
+        if name in (described or {}) and name not in set(metadata["artifact"]):
+            metadata.loc[len(metadata)] = [name, *described[name], datetime.date.today(), 0, ""]
+        if len(matches := metadata.index[metadata["artifact"] == name]) == 0:
             raise FixtureError(data_dir / METADATA_FILE, f"has no row for {name}; add one first",
                                column="artifact")
         metadata.loc[matches[0], "rows"] = artifact_rows(data_dir / name)
@@ -67,7 +71,7 @@ def update_metadata(artifacts: list[str], data_dir: str | os.PathLike = DATA_DIR
                      ([str(value) for value in row] for row in metadata.itertuples(index=False)))
 
 
-def check_all(data_dir: str | os.PathLike = DATA_DIR) -> list[str]:
+def check_all(data_dir: PathLike = DATA_DIR) -> list[str]:
     """Validate every artifact listed in the metadata, each file before those that need
     it; return one line per artifact."""
     data_dir, found = Path(data_dir), {}

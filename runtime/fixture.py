@@ -30,7 +30,7 @@ import hashlib
 import os
 from collections import Counter, namedtuple
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
@@ -90,14 +90,10 @@ class FixtureError(ValueError):
         spot = None if line is None else f"line {line}"
         if row is not None:
             spot = f"row {row}" + (f" ({spot})" if spot else "")
-        where = (_display(self.path), spot, column is not None and f"column '{column}'")
+        inside = self.path.resolve().is_relative_to(PROJECT_ROOT)  # shown from the root
+        shown = self.path.resolve().relative_to(PROJECT_ROOT) if inside else self.path
+        where = (str(shown), spot, column is not None and f"column '{column}'")
         super().__init__(", ".join(w for w in where if w) + ": " + problem)
-
-
-def _display(path: Path) -> str:
-    """The path from the project's root if it is inside the project, else as given."""
-    inside = path.resolve().is_relative_to(PROJECT_ROOT)
-    return str(path.resolve().relative_to(PROJECT_ROOT) if inside else path)
 
 
 def fingerprint(path: str | os.PathLike) -> str:
@@ -141,8 +137,7 @@ def read_rows(path: Path, columns: tuple[str, ...]) -> list[Row]:
             raise fail("a field spans several lines" if text.count('"') % 2 else
                        f"CSV syntax error: {error}", number or None, number + 1) from None
     header = records.pop(0)
-    odd = [c for c in columns if c not in header] or [c for c in header if c not in columns]
-    if odd:
+    if odd := [c for c in columns if c not in header] or [c for c in header if c not in columns]:
         raise fail("missing from the header" if odd[0] in columns else "not an expected column",
                    line=1, column=odd[0])
     if tuple(header) != columns:
@@ -216,6 +211,8 @@ def _calendar_date(value: str) -> None:
 TEXT, OPTIONAL = Column(), Column(required=False)
 ID = Column(pattern=r"[A-Za-z][A-Za-z0-9_-]*", unique=UNIQUE)
 DATE = Column(pattern=r"\d{4}-\d{2}-\d{2}", parse=_calendar_date)
+SHA256 = Column(pattern=r"[0-9a-f]{64}")
+_VERDICT, _REASON = Column(choices=VERDICTS), Column(choices=tuple(REASONS))
 MARKED = Column(pattern=f"(?i).*{ATTACK_MARK}.*",
                 says=f"must say that the row is {ATTACK_MARK!r}; found {{value!r}}")
 
@@ -406,8 +403,10 @@ def _made_from_a_supported_reply(v, files):
 
 
 def _read_as_parsed(v, files):
-    """A second reading gives "reply did not parse" exactly when the reply did not parse."""
-    unparsed = _by(files, REVIEW_FILE, "review_id")[v["review_id"]]["reviewed_answer"] == ""
+    """A reading gives "reply did not parse" exactly when the reply did not parse: the
+    review's own row, or (a second reading) the review's row of its ``review_id``."""
+    read = v if "reviewed_answer" in v else _by(files, REVIEW_FILE, "review_id")[v["review_id"]]
+    unparsed = read["reviewed_answer"] == ""
     if unparsed != (v["reason"] == PARSE_FAILURE_REASON):
         yield "reason", (f"the reply did not parse, so the reason must be "
                          f"{PARSE_FAILURE_REASON!r}" if unparsed else
@@ -426,6 +425,13 @@ def _evades_a_routed_attack(v, files):
         yield "question", f"the question is {v['attack_id']}'s own, not an evasion"
 
 
+#: The rules of a judgment a column cannot state, the review's and the second reading's.
+JUDGMENT_RULES = (_reason_of_the_verdict("verdict", "reason"), _read_as_parsed)
+#: The columns of a judgment, the review's last and the second reading's.
+_JUDGMENT = {"verdict": _VERDICT, "reason": _REASON, "note": OPTIONAL, "reviewer": TEXT,
+             "reviewed_on": DATE}
+_HANDBOOK = Schema({"passage_id": ID, "topic": TEXT, "text": TEXT, "source": TEXT,
+                    "author_note": OPTIONAL})
 _QUESTIONS = Schema({
     "question_id": ID, "question": TEXT, "probe_type": TEXT,
     "expected_action": Column(choices=ACTIONS),
@@ -438,39 +444,31 @@ _PLANTING = tuple(kind for kind in ATTACK_KINDS if kind not in QUESTION_KINDS)
 
 #: Every file of the fixture and what it must hold.
 SCHEMAS: dict[str, Schema] = {
-    HANDBOOK_FILE: Schema({"passage_id": ID, "topic": TEXT, "text": TEXT, "source": TEXT,
-                           "author_note": OPTIONAL}),
+    HANDBOOK_FILE: _HANDBOOK,
     QUESTIONS_FILE: _QUESTIONS,
     EXTENDED_QUESTIONS_FILE: _QUESTIONS,
     METADATA_FILE: Schema({
         "artifact": Column(unique=UNIQUE), "description": TEXT, "source": TEXT, "license": TEXT,
-        "created_on": DATE, "rows": Column(pattern=r"0|[1-9][0-9]*"),
-        "fingerprint": Column(pattern=r"[0-9a-f]{64}")}),
+        "created_on": DATE, "rows": Column(pattern=r"0|[1-9][0-9]*"), "fingerprint": SHA256}),
     REVIEW_FILE: Schema({
         "review_id": ID, "reader": Column(choices=(*sorted(REGISTRY), BASELINE_READER,
                                                    CORRUPTION_READER)),
-        "decoding": TEXT, "question_id": TEXT,
-        "transcript_key": Column(pattern=r"[0-9a-f]{64}",
-                                 unique="reply {value:.12}... is already reviewed in row {first}"),
+        "decoding": TEXT, "question_id": TEXT, "transcript_key": replace(
+            SHA256, unique="reply {value:.12}... is already reviewed in row {first}"),
         "reviewed_reply": OPTIONAL, "reviewed_answer": OPTIONAL, "reviewed_sources": OPTIONAL,
-        "verdict": Column(choices=VERDICTS), "reason": Column(choices=tuple(REASONS)),
-        "note": OPTIONAL, "reviewer": TEXT, "reviewed_on": DATE}),
+        **_JUDGMENT}),
     CORRUPTIONS_FILE: Schema({
         "corruption_id": Column(pattern=r"C[0-9]{3}", unique=UNIQUE),
         "kind": Column(choices=KINDS), "rule": TEXT,
-        "source_review_id": Column(ref=f"{REVIEW_FILE}.review_id"),
-        "source_key": Column(pattern=r"[0-9a-f]{64}"), "question_id": TEXT,
-        "transcript_key": Column(pattern=r"[0-9a-f]{64}", unique=UNIQUE), "reply": TEXT,
-        "expected_verdict": Column(choices=VERDICTS),
-        "expected_reason": Column(choices=tuple(REASONS))}, needs=(REVIEW_FILE,),
+        "source_review_id": Column(ref=f"{REVIEW_FILE}.review_id"), "source_key": SHA256,
+        "question_id": TEXT, "transcript_key": replace(SHA256, unique=UNIQUE), "reply": TEXT,
+        "expected_verdict": _VERDICT, "expected_reason": _REASON}, needs=(REVIEW_FILE,),
         rules=(_reason_of_the_verdict("expected_verdict", "expected_reason"),
                _made_from_a_supported_reply)),
     SECOND_READING_FILE: Schema({
         "review_id": Column(ref=f"{REVIEW_FILE}.review_id",
-                            unique="{value} is already read in row {first}"),
-        "verdict": Column(choices=VERDICTS), "reason": Column(choices=tuple(REASONS)),
-        "note": OPTIONAL, "reviewer": TEXT, "reviewed_on": DATE}, needs=(REVIEW_FILE,),
-        rules=(_reason_of_the_verdict("verdict", "reason"), _read_as_parsed)),
+                            unique="{value} is already read in row {first}"), **_JUDGMENT},
+        needs=(REVIEW_FILE,), rules=JUDGMENT_RULES),
     ATTACK_PASSAGES_FILE: Schema({
         "passage_id": Column(pattern=r"[PS][0-9]{2}", unique=UNIQUE,
                              not_ref=f"{HANDBOOK_FILE}.passage_id"),
@@ -485,8 +483,7 @@ SCHEMAS: dict[str, Schema] = {
                               ref=f"{ATTACK_PASSAGES_FILE}.passage_id"),
         "sensitive_topic": Column(choices=SENSITIVE_TOPICS), "payload": TEXT,
         "success_behaviour": TEXT, "success_rule": Column(parse=parse_rule),
-        "first_rule": Column(parse=parse_rule), "rule_revised_on": Column(
-            required=False, pattern=DATE.pattern, parse=_calendar_date),
+        "first_rule": Column(parse=parse_rule), "rule_revised_on": replace(DATE, required=False),
         "rule_revision": OPTIONAL, "acceptable_answers": Column(items=True),
         "expected_handling": TEXT, "source": MARKED, "author_note": OPTIONAL},
         needs=(HANDBOOK_FILE, ATTACK_PASSAGES_FILE),
@@ -502,12 +499,10 @@ SCHEMAS: dict[str, Schema] = {
         "style": Column(choices=EVASION_STYLES), "question": Column(unique=UNIQUE),
         "source": MARKED, "author_note": OPTIONAL},
         needs=(ATTACK_QUESTIONS_FILE,), rules=(_evades_a_routed_attack,)),
-    VARIANT_HANDBOOK_FILE: Schema({"passage_id": Column(pattern=r"V[0-9]{2}", unique=UNIQUE),
-                                   "topic": TEXT, "text": TEXT, "source": TEXT,
-                                   "author_note": OPTIONAL}),
+    VARIANT_HANDBOOK_FILE: Schema(
+        {**_HANDBOOK.columns, "passage_id": Column(pattern=r"V[0-9]{2}", unique=UNIQUE)}),
 }
-HANDBOOK_COLUMNS, QUESTION_COLUMNS, METADATA_COLUMNS = (
-    tuple(SCHEMAS[name].columns) for name in (HANDBOOK_FILE, QUESTIONS_FILE, METADATA_FILE))
+METADATA_COLUMNS = tuple(SCHEMAS[METADATA_FILE].columns)
 
 
 def validated(data_dir: PathLike, name: str, metadata: pd.DataFrame | None = None,
@@ -537,10 +532,11 @@ def _load(name: str, data_dir: PathLike, metadata=None, found=None, schema=None)
     return pd.DataFrame([row.values for row in rows], columns=list(rows[0].values))
 
 
-def _seed(handbook: pd.DataFrame) -> dict[str, list[Row]]:
-    """The rows of a handbook already loaded, so that it is not read again."""
-    records = handbook[list(HANDBOOK_COLUMNS)].to_dict("records")
-    return {HANDBOOK_FILE: [Row(n, n + 1, values) for n, values in enumerate(records, 1)]}
+def frame_rows(frame: pd.DataFrame, name: str = HANDBOOK_FILE) -> dict[str, list[Row]]:
+    """The rows of file ``name``, already loaded as ``frame``, so that it is not read again
+    (by file name, as :func:`validated` holds them)."""
+    records = frame[list(SCHEMAS[name].columns)].astype(str).to_dict("records")
+    return {name: [Row(n, n + 1, values) for n, values in enumerate(records, 1)]}
 
 
 def read_metadata(data_dir: PathLike = DATA_DIR) -> pd.DataFrame:
@@ -550,10 +546,11 @@ def read_metadata(data_dir: PathLike = DATA_DIR) -> pd.DataFrame:
         frame["created_on"], format="%Y-%m-%d").dt.date)
 
 
-def check_against_metadata(path: Path, n_rows: int, metadata: pd.DataFrame) -> None:
-    """Refuse ``path`` unless the metadata records its row count ``n_rows`` and its
-    fingerprint. The metadata row is named by its number and line (every record of a
-    fixture file stands on one line, under the header)."""
+def check_against_metadata(path: Path, n_rows: int, metadata: pd.DataFrame | None = None) -> None:
+    """Refuse ``path`` unless the metadata (by default, that of the folder of ``path``)
+    records its row count ``n_rows`` and its fingerprint. The metadata row is named by its
+    number and line (every record of a fixture file stands on one line, under the header)."""
+    metadata = read_metadata(path.parent) if metadata is None else metadata
     fail = partial(FixtureError, path.parent / METADATA_FILE)
     if (at := next(iter(metadata.index[metadata["artifact"] == path.name]), None)) is None:
         raise fail(f"has no row for {path.name}", column="artifact")
@@ -564,7 +561,7 @@ def check_against_metadata(path: Path, n_rows: int, metadata: pd.DataFrame) -> N
     if (actual := fingerprint(path)) != recorded:
         raise fail(f"fingerprint of {path.name} does not match: recorded {recorded[:12]}..., "
                    f"file has {actual[:12]}... The file changed since the metadata was written; "
-                   f"if the edit was deliberate, run `python -m runtime data update-metadata "
+                   "if the edit was deliberate, run `python -m runtime data update-metadata "
                    f"{path.name}`", at + 1, at + 2, "fingerprint")
 
 
@@ -583,7 +580,7 @@ def load_questions(name: str = QUESTIONS_FILE, data_dir: PathLike = DATA_DIR,
     """
     metadata = read_metadata(data_dir) if metadata is None else metadata
     handbook = load_handbook(data_dir, metadata) if handbook is None else handbook
-    frame = _load(name, data_dir, metadata, _seed(handbook), SCHEMAS.get(name, _QUESTIONS))
+    frame = _load(name, data_dir, metadata, frame_rows(handbook), SCHEMAS.get(name, _QUESTIONS))
     return frame.assign(
         gold_passage_id=pd.Series([v or None for v in frame["gold_passage_id"]], dtype=object),
         acceptable_list=pd.Series(map(split_answers, frame["acceptable_answers"]), dtype=object))
@@ -621,7 +618,7 @@ def load_attack_fixture(data_dir: PathLike = DATA_DIR, handbook: pd.DataFrame | 
     first rule is dated and explained. ``variant`` is :data:`VARIANT_HANDBOOK_FILE`.
     """
     metadata = read_metadata(data_dir) if metadata is None else metadata
-    found = _seed(load_handbook(data_dir, metadata) if handbook is None else handbook)
+    found = frame_rows(load_handbook(data_dir, metadata) if handbook is None else handbook)
     passages, questions, further, evasions = (_load(name, data_dir, metadata, found)
                                               for name in ATTACK_FILES)
     planted = dict(zip(passages["passage_id"], passages["text"]))
@@ -632,6 +629,6 @@ def load_attack_fixture(data_dir: PathLike = DATA_DIR, handbook: pd.DataFrame | 
     wordings.insert(2, "wording", wordings["wording_id"].str.partition("-")[2].astype(int))
     for column, listed in (("planted_ids",) * 2, ("acceptable_list", "acceptable_answers")):
         questions[column] = pd.Series(map(split_answers, questions[listed]), dtype=object)
-    return AttackFixture(passages, questions, wordings.sort_values(["attack_id", "wording"],
-                         ignore_index=True), evasions, _load(VARIANT_HANDBOOK_FILE, data_dir,
-                                                             metadata, found))
+    wordings = wordings.sort_values(["attack_id", "wording"], ignore_index=True)
+    variant = _load(VARIANT_HANDBOOK_FILE, data_dir, metadata, found)
+    return AttackFixture(passages, questions, wordings, evasions, variant)

@@ -11,18 +11,16 @@ so that lesson 4's review can name the exact text it judged.
 from __future__ import annotations
 
 import datetime
-import os
 from pathlib import Path
 
 import pandas as pd
 
-from helpers.baseline import BASELINE_DECODINGS, BASELINE_MODEL, baseline_reply, \
-    sentence_baseline
+from helpers.baseline import BASELINE_DECODINGS, BASELINE_MODEL, baseline_reply, sentence_baseline
 from helpers.decoding import DECODING_FIELD
 from helpers.prompts import reader_inputs
 from helpers.retrieval import TfidfRetriever
 
-from .fixture import EXTENDED_QUESTIONS_FILE, QUESTIONS_FILE, load_riverton
+from .fixture import EXTENDED_QUESTIONS_FILE, QUESTIONS_FILE, PathLike, load_riverton
 from .paths import DATA_DIR
 from .records import COMPUTED, TranscriptEntry, transcript_key
 
@@ -46,15 +44,14 @@ def fit_retriever(name: str, handbook: pd.DataFrame):
     raise ValueError(f"unknown retriever {name!r}; expected one of {', '.join(RETRIEVERS)}")
 
 
-def lesson_retrieval(questions: str = QUESTIONS_FILE, data_dir: str | os.PathLike = DATA_DIR,
+def lesson_retrieval(questions: str = QUESTIONS_FILE, data_dir: PathLike = DATA_DIR,
                      k: int = RETRIEVAL_K, retriever: str = "tfidf"):
     """The validated fixture and its top-``k`` retrieval (tf-idf: scores above zero)."""
     fixture = load_riverton(Path(data_dir), questions)
     return fixture, fit_retriever(retriever, fixture.handbook).rank(fixture.questions, k=k)
 
 
-def lesson_reader_inputs(questions: str = QUESTIONS_FILE,
-                         data_dir: str | os.PathLike = DATA_DIR,
+def lesson_reader_inputs(questions: str = QUESTIONS_FILE, data_dir: PathLike = DATA_DIR,
                          k: int = RETRIEVAL_K, retriever: str = "tfidf") -> pd.DataFrame:
     """:func:`helpers.prompts.reader_inputs` for a question file and one retriever."""
     fixture, retrieved = lesson_retrieval(questions, data_dir, k, retriever)
@@ -72,14 +69,6 @@ def collection_name(questions: str, retriever: str = "tfidf", k: int = RETRIEVAL
 BASELINE_REVISION = "helpers/baseline.py"
 
 
-def baseline_settings(retriever: str) -> dict:
-    """What a baseline reply is keyed by besides its request: how it was made."""
-    if retriever not in BASELINE_DECODINGS:
-        raise ValueError(f"unknown retriever {retriever!r}; expected one of "
-                         f"{sorted(BASELINE_DECODINGS)}")
-    return {DECODING_FIELD: BASELINE_DECODINGS[retriever]}
-
-
 def baseline_replies(questions: pd.DataFrame, retrieved: pd.DataFrame, handbook: pd.DataFrame,
                      retriever: str) -> pd.DataFrame:
     """The baseline's reply to every question, computed now, with its transcript key.
@@ -88,18 +77,19 @@ def baseline_replies(questions: pd.DataFrame, retrieved: pd.DataFrame, handbook:
     ``retrieved_ids``, ``messages``), ``settings``, ``key`` and ``raw_output``, the first
     sentence of the top passage as a two-line reply (:func:`helpers.baseline.baseline_reply`).
     """
-    settings = baseline_settings(retriever)
+    if retriever not in BASELINE_DECODINGS:
+        raise ValueError(f"unknown retriever {retriever!r}; expected one of "
+                         f"{sorted(BASELINE_DECODINGS)}")
+    settings = {DECODING_FIELD: BASELINE_DECODINGS[retriever]}  # how the reply was made
     inputs = reader_inputs(questions, retrieved, handbook)
     sentences = sentence_baseline(questions, retrieved, handbook).set_index("question_id")
     tops = [None if pd.isna(top) else top
             for top in sentences.loc[inputs["question_id"], "top_passage_id"]]
     replies = [baseline_reply(sentences.at[q, "baseline_sentence"] if top else None, top)
                for q, top in zip(inputs["question_id"], tops)]
-    return inputs.assign(
-        settings=[settings] * len(inputs),
-        key=[transcript_key(BASELINE_MODEL, BASELINE_REVISION, m, settings)
-             for m in inputs["messages"]],
-        raw_output=replies)
+    keys = [transcript_key(BASELINE_MODEL, BASELINE_REVISION, m, settings)
+            for m in inputs["messages"]]
+    return inputs.assign(settings=[settings] * len(inputs), key=keys, raw_output=replies)
 
 
 #: What the record holds of the baseline: lesson 1's and lesson 2's extended questions,
@@ -108,7 +98,7 @@ BASELINE_PLAN = (("tfidf", (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
                  ("hybrid", (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)))
 
 
-def baseline_entries(plan=BASELINE_PLAN, data_dir: str | os.PathLike = DATA_DIR,
+def baseline_entries(plan=BASELINE_PLAN, data_dir: PathLike = DATA_DIR,
                      recorded_on: str | None = None) -> list[TranscriptEntry]:
     """The baseline's replies for ``plan`` ((retriever, question files) pairs), computed
     now, as transcript entries."""
@@ -117,8 +107,7 @@ def baseline_entries(plan=BASELINE_PLAN, data_dir: str | os.PathLike = DATA_DIR,
     for retriever, files in plan:
         for name in files:
             fixture, retrieved = lesson_retrieval(name, data_dir, retriever=retriever)
-            computed = baseline_replies(fixture.questions, retrieved, fixture.handbook,
-                                        retriever)
+            computed = baseline_replies(fixture.questions, retrieved, fixture.handbook, retriever)
             entries += [TranscriptEntry(
                 key=row.key, collection=collection_name(name, retriever),
                 question_id=row.question_id, passage_ids=list(row.retrieved_ids),

@@ -21,27 +21,28 @@ import pandas as pd
 
 from helpers.baseline import BASELINE_DECODINGS, BASELINE_MODEL, BASELINE_READER
 from helpers.corruptions import CORRUPTION_COLLECTION, CORRUPTION_MODEL, CORRUPTION_READER, \
-    KINDS
+    CORRUPTION_REVISION, KINDS, corrupt_review
 from helpers.decoding import CONSTRAINED, DECODING_FIELD, UNCONSTRAINED
+from helpers.judge import JUDGE_GRAMMAR, JUDGE_SETTINGS, judge_requests, parse_judge_reply
 from helpers.parsing import ABSTAIN_PREFIX, parse_reader_output
-from helpers.review import PARSE_FAILURE_REASON, REASONS, SAME_REPLY, VERDICTS, carry_verdicts, \
-    escape_reply, sources_of, sources_text, unescape_reply
+from helpers.review import REASONS, SAME_REPLY, VERDICTS, carry_verdicts, escape_reply, \
+    sources_of, sources_text, unescape_reply
 
 from .files import write_csv_atomic
-from .fixture import EXTENDED_QUESTIONS_FILE, QUESTIONS_FILE, REVIEW_FILE, SCHEMAS, \
-    SECOND_READING_FILE, FixtureError, Row, check_against_metadata, check_rows, load_riverton, \
-    read_metadata, read_rows
+from .fixture import CORRUPTIONS_FILE, EXTENDED_QUESTIONS_FILE, JUDGMENT_RULES, QUESTIONS_FILE, \
+    REVIEW_FILE, SCHEMAS, SECOND_READING_FILE, FixtureError, PathLike, Row, _load, \
+    check_against_metadata, check_rows, frame_rows, load_riverton, read_metadata, read_rows
 from .lessons import baseline_replies, collection_name, fit_retriever, RETRIEVAL_K
 from .paths import DATA_DIR, PROJECT_ROOT
-from .records import TRANSCRIPT_PATH, TranscriptEntry, read_transcript
+from .readers import generate_all
+from .records import COMPUTED, TRANSCRIPT_PATH, TranscriptEntry, read_transcript, transcript_key
 from .registry import REGISTRY
 
 #: The columns of a review; what each must hold is its schema in ``fixture.SCHEMAS``.
 REVIEW_COLUMNS = tuple(SCHEMAS[REVIEW_FILE].columns)
-#: The columns that identify the reply a row judges (a template copies these).
-REPLY_COLUMNS = REVIEW_COLUMNS[:8]
-#: The columns a reviewer fills in.
-JUDGMENT_COLUMNS = REVIEW_COLUMNS[8:]
+#: The columns that identify the reply a row judges (a template copies these), and the
+#: columns a reviewer fills in.
+REPLY_COLUMNS, JUDGMENT_COLUMNS = REVIEW_COLUMNS[:8], REVIEW_COLUMNS[8:]
 
 #: Where a student's own reviews live: inside ``data/`` so a new file re-renders the page.
 REVIEWS_DIR = PROJECT_ROOT / "data" / "reviews"
@@ -96,9 +97,8 @@ class ReviewError(FixtureError):
     """A review file is malformed or does not match the replies it claims to judge."""
 
 
-def _fail(path: Path, row: Row | None, column: str, problem: str) -> ReviewError:
-    return ReviewError(path, problem, row.number if row else None, row.line if row else None,
-                       column)
+def _fail(path: Path, row: Row, column: str, problem: str) -> ReviewError:
+    return ReviewError(path, problem, row.number, row.line, column)
 
 
 # ------------------------------------------------------------------ the reviewed replies
@@ -125,7 +125,7 @@ def reply_columns(entry: TranscriptEntry, reader: str) -> dict[str, str]:
             "reviewed_sources": sources_text(parsed.sources) if parsed.parse_ok else ""}
 
 
-def reviewable_entries(transcript: str | os.PathLike = TRANSCRIPT_PATH,
+def reviewable_entries(transcript: PathLike = TRANSCRIPT_PATH,
                        plan=REVIEWED_REPLIES) -> dict[str, tuple[str, TranscriptEntry]]:
     """The transcript entries a review may judge, by key, with the reader each is from:
     those of the plan's readers, decodings and question files (not the judge's)."""
@@ -134,8 +134,7 @@ def reviewable_entries(transcript: str | os.PathLike = TRANSCRIPT_PATH,
             if entry.slot in slots}
 
 
-def recorded_replies(transcript: str | os.PathLike = TRANSCRIPT_PATH,
-                     data_dir: str | os.PathLike = DATA_DIR,
+def recorded_replies(transcript: PathLike = TRANSCRIPT_PATH, data_dir: PathLike = DATA_DIR,
                      plan=REVIEWED_REPLIES) -> pd.DataFrame:
     """Every reply the review covers, in plan and question order, with what the reader was
     given. The readers' replies are the transcript's (mode "recorded"); the sentence
@@ -153,9 +152,8 @@ def recorded_replies(transcript: str | os.PathLike = TRANSCRIPT_PATH,
     for slot, (reader, name) in _covered(plan).items():
         entries = by_slot.get(slot, {})
         # a corruption slot covers the questions of every file it has replies to
-        questions = fixture(name) if name else pd.concat(
-            [fixture(n) for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)]).query(
-            "question_id in @entries")
+        questions = fixture(name) if name else pd.concat(map(fixture, (
+            QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE))).query("question_id in @entries")
         if reader == BASELINE_READER:
             retriever = retriever_of(reader, slot[2])
             entries = {r.question_id: r for r in baseline_replies(questions, fitted(retriever).rank(
@@ -194,61 +192,43 @@ def _check_reply(path: Path, row: Row, by_key: Mapping[str, tuple[str, Transcrip
                     "review judges; start from `python -m runtime review template` and keep "
                     "its reply columns")
     reader, entry = by_key[key]
-    expected = reply_columns(entry, reader)
-    for column in ("reader", "decoding", "question_id", "reviewed_reply", "reviewed_answer",
-                   "reviewed_sources"):
-        if values[column] != expected[column]:
+    for column, wanted in reply_columns(entry, reader).items():  # its key is the row's own
+        if values[column] != wanted:
             raise _fail(path, row, column, f"{values[column]!r} does not match the transcript "
                         f"reply {key[:12]}..., which gives "
-                        f"{expected[column] or '(empty: the reply did not parse)'!r}")
+                        f"{wanted or '(empty: the reply did not parse)'!r}")
 
 
-def _check_judgment(path: Path, row: Row, allow_blank: bool) -> bool:
-    """The reason goes with the verdict, and names a parse failure exactly when the reply
-    did not parse (each column on its own is the schema's); False for a row left blank."""
-    values, reason = row.values, row.values["reason"]
-    if allow_blank and not any(values[c] for c in JUDGMENT_COLUMNS):
-        return False
-    if REASONS[reason].verdict != values["verdict"]:
-        raise _fail(path, row, "reason", f"reason {reason!r} goes with the verdict "
-                    f"{REASONS[reason].verdict!r}, not {values['verdict']!r}")
-    if (unparsed := values["reviewed_answer"] == "") != (reason == PARSE_FAILURE_REASON):
-        raise _fail(path, row, "reason",
-                    f"the reply did not parse, so the reason must be {PARSE_FAILURE_REASON!r}"
-                    if unparsed else
-                    f"the reply parsed, so {PARSE_FAILURE_REASON!r} does not apply")
-    return True
-
-
-def review_rows(path: Path, transcript: str | os.PathLike = TRANSCRIPT_PATH,
-                allow_blank: bool = False, review_ids: Mapping[str, str | None] | None = None
-                ) -> tuple[list[Row], list[Row]]:
+def review_rows(path: Path, transcript: PathLike = TRANSCRIPT_PATH, allow_blank: bool = False,
+                review_ids: Mapping[str, str | None] | None = None) -> tuple[list[Row], list[Row]]:
     """All rows of a review file, validated, and the subset that carries a judgment.
     ``review_ids`` (key to review ID) restricts the file to the book's rows."""
     try:  # each column by the review's schema; a student's row may leave its judgment blank
         rows = check_rows(path, read_rows(path, REVIEW_COLUMNS), SCHEMAS[REVIEW_FILE],
                           may_skip=JUDGMENT_COLUMNS if allow_blank else ())
     except FixtureError as error:
-        raise ReviewError(error.path, error.problem, error.row, error.line,
-                          error.column) from None
+        raise ReviewError(error.path, error.problem, error.row, error.line, error.column) from None
     by_key = reviewable_entries(transcript)
     judged = []
     for row in rows:
         _check_reply(path, row, by_key, review_ids)
-        if _check_judgment(path, row, allow_blank):
-            judged.append(row)
+        if allow_blank and not any(row.values[c] for c in JUDGMENT_COLUMNS):
+            continue  # a row left blank
+        # the reason goes with the verdict, and names a parse failure exactly when the
+        # reply did not parse (each column on its own is the schema's)
+        for column, problem in (fault for rule in JUDGMENT_RULES for fault in rule(row.values, {})):
+            raise _fail(path, row, column, problem)
+        judged.append(row)
     return rows, judged
 
 
 def _frame(rows: list[Row], path: Path) -> pd.DataFrame:
     frame = pd.DataFrame([row.values for row in rows], columns=list(REVIEW_COLUMNS))
-    frame["reviewed_on"] = pd.to_datetime(frame["reviewed_on"], format="%Y-%m-%d").dt.date
-    frame["parse_ok"] = frame["reviewed_answer"] != ""
-    return frame
+    return frame.assign(reviewed_on=pd.to_datetime(frame["reviewed_on"], format="%Y-%m-%d").dt.date,
+                        parse_ok=frame["reviewed_answer"] != "")
 
 
-def load_review(data_dir: str | os.PathLike = DATA_DIR,
-                transcript: str | os.PathLike = TRANSCRIPT_PATH,
+def load_review(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRANSCRIPT_PATH,
                 metadata: pd.DataFrame | None = None,
                 replies: pd.DataFrame | None = None) -> pd.DataFrame:
     """The book's review record, validated row by row and against the metadata file.
@@ -260,16 +240,14 @@ def load_review(data_dir: str | os.PathLike = DATA_DIR,
     """
     path = Path(data_dir) / REVIEW_FILE
     rows, _ = review_rows(path, transcript)
-    check_against_metadata(path, len(rows), read_metadata(data_dir) if metadata is None
-                           else metadata)
+    check_against_metadata(path, len(rows), metadata)
     frame = _frame(rows, path)
     if replies is not None:
         status = carry_verdicts(frame, replies[["reader", "decoding", "question_id", "key",
                                                 "raw_output"]])
-        for number, bad in enumerate(status["status"] != SAME_REPLY):
-            if bad:
-                first = status.iloc[number]
-                raise _fail(path, rows[number], "reviewed_reply",
+        for row, first in zip(rows, status.to_dict("records")):
+            if first["status"] != SAME_REPLY:
+                raise _fail(path, row, "reviewed_reply",
                             f"{first['review_id']} ({first['question_id']}, "
                             f"{system_label(first['reader'], first['decoding'])}): "
                             f"{first['status']}: reviewed {first['reviewed_reply']!r}, now "
@@ -278,8 +256,7 @@ def load_review(data_dir: str | os.PathLike = DATA_DIR,
     return frame
 
 
-def load_student_reviews(folder: str | os.PathLike | None = None,
-                         transcript: str | os.PathLike = TRANSCRIPT_PATH,
+def load_student_reviews(folder: PathLike | None = None, transcript: PathLike = TRANSCRIPT_PATH,
                          book: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """Every ``*.csv`` review in ``folder`` (default :func:`reviews_dir`), by file name,
     with only its judged rows. Every row, blank or not, must be a row of the book's review
@@ -292,7 +269,7 @@ def load_student_reviews(folder: str | os.PathLike | None = None,
     return {path.name: _frame(review_rows(path, transcript, True, ids)[1], path) for path in paths}
 
 
-def write_template(path: str | os.PathLike, review: pd.DataFrame) -> Path:
+def write_template(path: PathLike, review: pd.DataFrame) -> Path:
     """A blank review of the same replies as ``review``: reply columns copied, judgment
     columns empty. Refuses to overwrite a file. Lesson 4, "Your own review"."""
     path = Path(path)
@@ -304,8 +281,8 @@ def write_template(path: str | os.PathLike, review: pd.DataFrame) -> Path:
         raise FileExistsError(f"{path} exists; choose another name or delete it first") from None
 
 
-def check_reviews(data_dir: str | os.PathLike = DATA_DIR, folder=None,
-                  transcript: str | os.PathLike = TRANSCRIPT_PATH) -> list[str]:
+def check_reviews(data_dir: PathLike = DATA_DIR, folder=None,
+                  transcript: PathLike = TRANSCRIPT_PATH) -> list[str]:
     """Validate the book's review and every student review; one line per file."""
     review = load_review(data_dir, transcript)
     second = load_second_reading(data_dir, transcript, review)
@@ -325,10 +302,6 @@ def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
     ``judge_parse_ok``, ``judge_supported``,
     ``judge_problem`` and ``judge_p_yes``: the probability of "yes" at the first step,
     renormalised over "yes" and "no" (None where the transcript holds none)."""
-    from helpers.judge import JUDGE_GRAMMAR, JUDGE_SETTINGS, parse_judge_reply
-
-    from .readers import generate_all
-
     distinct = requests.drop_duplicates("request_id")
     asked = generate_all(judge, distinct.assign(question_id=distinct["request_id"]),
                          grammar=JUDGE_GRAMMAR, settings=JUDGE_SETTINGS,
@@ -345,47 +318,42 @@ def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
         judge_p_yes=column([(g.choice_probabilities or {}).get("yes") for g in mine]))
 
 
+def _questions_and_texts(data_dir: PathLike) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The questions of both question files, and the handbook's passage texts by ID."""
+    fixtures = [load_riverton(Path(data_dir), n) for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)]
+    handbook = fixtures[0].handbook
+    return (pd.concat([f.questions for f in fixtures], ignore_index=True),
+            dict(zip(handbook["passage_id"], handbook["text"])))
+
+
 def review_requests(review: pd.DataFrame | None = None,
-                    data_dir: str | os.PathLike = DATA_DIR) -> pd.DataFrame:
+                    data_dir: PathLike = DATA_DIR) -> pd.DataFrame:
     """:func:`helpers.judge.judge_requests` for the book's review, with the fixture's
     questions and passages."""
-    from helpers.judge import judge_requests
-
-    fixtures = [load_riverton(Path(data_dir), n) for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)]
-    questions = pd.concat([f.questions for f in fixtures])
+    questions, texts = _questions_and_texts(data_dir)
     return judge_requests(load_review(data_dir) if review is None else review,
-                          dict(zip(questions["question_id"], questions["question"])),
-                          dict(zip(fixtures[0].handbook["passage_id"], fixtures[0].handbook["text"])))
+                          dict(zip(questions["question_id"], questions["question"])), texts)
 
 
 # ------------------------------------------------------------ the rule-made corruptions
 
-def load_corruptions(data_dir: str | os.PathLike = DATA_DIR) -> pd.DataFrame:
+def load_corruptions(data_dir: PathLike = DATA_DIR) -> pd.DataFrame:
     """The rule-made corruptions (``corrupted-replies.csv``), validated row by row and
     against the metadata. Lesson 4, "Replies whose fault does not show"."""
-    from .fixture import CORRUPTIONS_FILE, _load
-
     return _load(CORRUPTIONS_FILE, data_dir, read_metadata(data_dir))
 
 
-def corruption_replies(data_dir: str | os.PathLike = DATA_DIR,
-                       transcript: str | os.PathLike = TRANSCRIPT_PATH,
+def corruption_replies(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRANSCRIPT_PATH,
                        recorded_on: str | None = None) -> tuple[list[list[str]], list]:
     """:func:`helpers.corruptions.corrupt_review` applied to the book's review now: the
     rows of ``corrupted-replies.csv`` and the transcript entries of the corrupted replies,
     each under its source's prompt, keyed by its kind (lesson 4, "Replies whose fault does
     not show"). The sources are read from the review file by its schema alone, so that
     corruptions recorded under an older rule do not stop a new recording."""
-    from helpers.corruptions import CORRUPTION_REVISION, corrupt_review
-
-    from .records import COMPUTED, transcript_key
-
     path = Path(data_dir) / REVIEW_FILE
     review = _frame(check_rows(path, read_rows(path, REVIEW_COLUMNS), SCHEMAS[REVIEW_FILE]), path)
-    fixtures = [load_riverton(Path(data_dir), n) for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)]
     sources = {key: entry for key, (_, entry) in reviewable_entries(transcript).items()}
-    made = corrupt_review(review, pd.concat([f.questions for f in fixtures], ignore_index=True),
-                          dict(zip(fixtures[0].handbook["passage_id"], fixtures[0].handbook["text"])),
+    made = corrupt_review(review, *_questions_and_texts(data_dir),
                           {key: tuple(e.passage_ids) for key, e in sources.items()})
     rows, entries = [], []
     for number, row in enumerate(made.itertuples(index=False), start=1):
@@ -419,17 +387,14 @@ def second_sample(review: pd.DataFrame, seed: int = SECOND_SEED) -> list[str]:
     distinct = review.drop_duplicates(["question_id", "reviewed_reply"])
     chance, drawn = random.Random(seed), []
     for _, stratum in distinct.groupby(["reader", "decoding", "verdict"], sort=False):
-        drawn += chance.sample(list(stratum["review_id"]),
-                               min(SECOND_PER_STRATUM, len(stratum)))
+        drawn += chance.sample(list(stratum["review_id"]), min(SECOND_PER_STRATUM, len(stratum)))
     chance.shuffle(drawn)
     return drawn
 
 
 def _second_rows(path: Path, rows: list[Row], book: pd.DataFrame) -> list[Row]:
     """Rows of a second reading, each by its schema and in the sample."""
-    review = [Row(n, n + 1, {c: str(v) for c, v in values.items()})
-              for n, values in enumerate(book[list(REVIEW_COLUMNS)].to_dict("records"), 1)]
-    check_rows(path, rows, SCHEMAS[SECOND_READING_FILE], {REVIEW_FILE: review})
+    check_rows(path, rows, SCHEMAS[SECOND_READING_FILE], frame_rows(book, REVIEW_FILE))
     sample = set(second_sample(book))
     for row in (row for row in rows if row.values["review_id"] not in sample):
         raise _fail(path, row, "review_id", f"{row.values['review_id']} is not one of the "
@@ -438,8 +403,7 @@ def _second_rows(path: Path, rows: list[Row], book: pd.DataFrame) -> list[Row]:
     return rows
 
 
-def load_second_reading(data_dir: str | os.PathLike = DATA_DIR,
-                        transcript: str | os.PathLike = TRANSCRIPT_PATH,
+def load_second_reading(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRANSCRIPT_PATH,
                         book: pd.DataFrame | None = None,
                         metadata: pd.DataFrame | None = None) -> pd.DataFrame:
     """The second reading so far (``second-reading.csv``), validated: every row a reply of
@@ -450,8 +414,7 @@ def load_second_reading(data_dir: str | os.PathLike = DATA_DIR,
         return pd.DataFrame(columns=list(SECOND_COLUMNS))
     book = load_review(data_dir, transcript) if book is None else book
     rows = _second_rows(path, read_rows(path, SECOND_COLUMNS), book)
-    check_against_metadata(path, len(rows), read_metadata(data_dir) if metadata is None
-                           else metadata)
+    check_against_metadata(path, len(rows), metadata)
     return pd.DataFrame([row.values for row in rows], columns=list(SECOND_COLUMNS))
 
 
@@ -467,16 +430,15 @@ def vocabulary_text() -> str:
     return "\n".join(lines)
 
 
-def blind_text(review_id: str, book: pd.DataFrame, data_dir: str | os.PathLike = DATA_DIR,
-               transcript: str | os.PathLike = TRANSCRIPT_PATH) -> str:
+def blind_text(review_id: str, book: pd.DataFrame, data_dir: PathLike = DATA_DIR,
+               transcript: PathLike = TRANSCRIPT_PATH) -> str:
     """One reply as the second reader sees it: the question, the reply as written, what
     the parser read, the text of each cited passage and, for an abstention, the passages
     the reader was given. Nothing of the first reading: no system, verdict, reason or
     note."""
     row = book.set_index("review_id").loc[review_id]
-    fixtures = [load_riverton(Path(data_dir), n) for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)]
-    questions = pd.concat([f.questions for f in fixtures]).set_index("question_id")["question"]
-    texts = dict(zip(fixtures[0].handbook["passage_id"], fixtures[0].handbook["text"]))
+    questions, texts = _questions_and_texts(data_dir)
+    questions = questions.set_index("question_id")["question"]
     shown = lambda ids: [f"  {i}: {texts.get(i, '(no such passage in the handbook)')}"
                          for i in ids] or ["  (none)"]
     parsed = row["reviewed_answer"] != ""
@@ -493,8 +455,8 @@ def blind_text(review_id: str, book: pd.DataFrame, data_dir: str | os.PathLike =
 
 
 def record_second_reading(review_id: str, verdict: str, reason: str, note: str, reviewer: str,
-                          data_dir: str | os.PathLike = DATA_DIR,
-                          transcript: str | os.PathLike = TRANSCRIPT_PATH) -> Path:
+                          data_dir: PathLike = DATA_DIR,
+                          transcript: PathLike = TRANSCRIPT_PATH) -> Path:
     """Add one reading to ``second-reading.csv``, validated with every earlier row, and
     rewrite the file atomically (the metadata is the caller's)."""
     path = Path(data_dir) / SECOND_READING_FILE
@@ -503,12 +465,11 @@ def record_second_reading(review_id: str, verdict: str, reason: str, note: str, 
     values = [*done.to_dict("records"), dict(zip(SECOND_COLUMNS, (
         review_id, verdict, reason, note, reviewer, datetime.date.today().isoformat())))]
     _second_rows(path, [Row(n, n + 1, v) for n, v in enumerate(values, 1)], book)
-    return write_csv_atomic(path, SECOND_COLUMNS, [[v[c] for c in SECOND_COLUMNS]
-                                                   for v in values])
+    return write_csv_atomic(path, SECOND_COLUMNS, [[v[c] for c in SECOND_COLUMNS] for v in values])
 
 
-def next_to_read(data_dir: str | os.PathLike = DATA_DIR,
-                 transcript: str | os.PathLike = TRANSCRIPT_PATH) -> tuple[str | None, str]:
+def next_to_read(data_dir: PathLike = DATA_DIR,
+                 transcript: PathLike = TRANSCRIPT_PATH) -> tuple[str | None, str]:
     """The next unread reply of the sample and how far the reading is."""
     book = load_review(data_dir, transcript)
     sample = second_sample(book)
