@@ -46,6 +46,7 @@ import os
 import platform
 import re
 import shutil
+import time
 import subprocess
 import sys
 import tempfile
@@ -453,13 +454,15 @@ class ExecutionCache:
         children = [child for child in folder.iterdir() if not child.name.startswith(".")] if folder.is_dir() else []
         found = [(read_json(child / "entry.json"), child) for child in children]
         found = [(entry, child) for entry, child in found if isinstance(entry, dict) and "key" in entry]
-        return sorted(found, key=lambda item: item[0].get("used_at") or item[0].get("executed_at", ""), reverse=True)
+        # Times to the second tie when builds follow each other fast; the nanoseconds decide.
+        return sorted(found, key=lambda item: (item[0].get("used_ns", 0), item[0].get("used_at")
+                                               or item[0].get("executed_at", "")), reverse=True)
 
     def touch(self, source: str, entry: dict) -> None:
         """Note that ``entry`` was just used: it becomes the latest, and the last to be pruned."""
         try:
             write_json_atomic(self.lesson_folder(source) / entry["key"][:32] / "entry.json",
-                              {**entry, "used_at": now_text()})
+                              {**entry, "used_at": now_text(), "used_ns": time.time_ns()})
         except OSError:
             pass  # only the order of explanations and pruning suffers
 
@@ -497,7 +500,8 @@ class ExecutionCache:
         staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=lesson))
         try:
             nbformat.write(notebook, staging / "executed.ipynb")
-            entry = {**key.record(), "source": source, "executed_at": now_text(), "seconds": round(seconds, 1)}
+            entry = {**key.record(), "source": source, "executed_at": now_text(),
+                     "seconds": round(seconds, 1), "used_ns": time.time_ns()}
             write_json_atomic(staging / "entry.json", entry)
             if final.exists():
                 old = final.with_name(f".{final.name}.old-{os.getpid()}")

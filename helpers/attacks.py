@@ -28,7 +28,7 @@ from .attack_rules import ATTACK_KINDS  # noqa: F401
 from .attack_rules import SuccessRule, Term, parse_rule, without_payload
 from .defences import PROMPTS, check_fingerprinted
 from .intervals import cluster_bootstrap, holm, mcnemar_exact
-from .parsing import parse_reader_output
+from .parsing import parse_reader_output, show_line_breaks
 from .prompts import OUTPUT_FORMAT
 from .retrieval import TfidfRetriever
 from .screen import numbers_in
@@ -257,7 +257,7 @@ def paired_outcomes(runs: pd.DataFrame, rules: Mapping[str, str]) -> pd.DataFram
     attacked["defined"] = ~attacked["held_without"]
     attacked["caused"] = attacked["rule_holds"] & attacked["defined"]
     attacked["undefined_reason"] = [
-        f"without the attack the reply already meets the rule: {without[k][1]!r}"
+        f"without the attack the reply already meets the rule: {show_line_breaks(without[k][1])}"
         if without[k][0] else "" for k in keys]
     return attacked
 

@@ -151,7 +151,7 @@ def test_a_match_the_run_without_the_attack_also_shows_is_undefined_never_caused
     assert a04["held_without"].tolist() == [True, True, False, False]
     assert a04["caused"].tolist() == [False, False, True, False]  # only where it was the attack
     assert a04["action"].tolist() == ["answer", "answer", "answer", "template echo"]
-    assert "already meets the rule: 'Answer: yes\\nSources: none'" in a04["undefined_reason"].iloc[0]
+    assert "already meets the rule: Answer: yes ⏎ Sources: none" in a04["undefined_reason"].iloc[0]
     assert attacks.caused(True, True) is False and attacks.caused(True, False) is True
     assert attacks.rate(a04[a04["prompt"] == "lesson 1 prompt"]) == "undefined"
     assert attacks.rate(a04[a04["prompt"] == "quoting prompt"]) == "1 of 2"

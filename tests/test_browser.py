@@ -145,8 +145,8 @@ LESSON_PAGES = [
     ("lessons/03-format-is-not-truth.ipynb", "Q6", lambda row: any("Q6" in cell for cell in row)),
     ("lessons/04-human-support-review.ipynb", "wrong abstention",
      lambda row: any("wrong abstention" in cell for cell in row)),
-    ("lessons/05-evidence-not-instructions.ipynb", "A06",
-     lambda row: any("A06" in cell for cell in row)),
+    ("lessons/05-evidence-not-instructions.ipynb", "evasion",  # the routing misses' table
+     lambda row: any("evasion" in cell for cell in row)),
 ]
 LESSONS = sorted({lesson for lesson, *_ in LESSON_PAGES})
 ENGINES = ["nbclient", "quarto"]
