@@ -13,7 +13,9 @@ unit that can be resampled is the attack, not the input.
 * :func:`holm` adjusts the p-values of the comparisons made beside a primary one (Holm
   1979), so that the chance of any false alarm among them stays at the level.
 * :func:`cluster_bootstrap` gives an interval for a ratio of sums (a pooled rate, or a
-  pooled difference) by resampling whole clusters with replacement.
+  pooled difference) by resampling whole clusters with replacement. Its two steps serve
+  lesson 4's resampling of questions too: :func:`cluster_picks` draws the clusters of
+  each resample, :func:`percentile` reads the interval off the resamples' values.
 
 Pure functions of counts and booleans; the bootstrap is seeded, so a page gives the same
 interval on every render.
@@ -65,6 +67,23 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted
 
 
+def cluster_picks(clusters: int, resamples: int, seed: int) -> np.ndarray:
+    """The clusters of each bootstrap resample (a row each): as many as there are, drawn
+    with replacement by their position, from a generator seeded with ``seed``."""
+    return np.random.default_rng(seed).integers(0, clusters, (resamples, clusters))
+
+
+def percentile(values: Sequence[float | None], level: float = 0.95) -> tuple:
+    """The central ``level`` interval of the defined values, and how many were undefined
+    (None or NaN: a resample with nothing to measure is left out, never scored 0)."""
+    values = np.array([np.nan if v is None else v for v in values], dtype=float)
+    kept = values[~np.isnan(values)]
+    if not kept.size:
+        return None, None, len(values)
+    low, high = np.quantile(kept, [(1 - level) / 2, (1 + level) / 2])
+    return float(low), float(high), int(np.isnan(values).sum())
+
+
 def cluster_bootstrap(numerators: Sequence[float], denominators: Sequence[float],
                       resamples: int = 10_000, level: float = 0.95, seed: int = 5
                       ) -> tuple[float, float, float]:
@@ -79,9 +98,8 @@ def cluster_bootstrap(numerators: Sequence[float], denominators: Sequence[float]
     if len(numerators) != len(denominators) or not len(numerators) or denominators.sum() <= 0:
         raise ValueError("the clusters need as many numerators as denominators, and some "
                          "denominator above 0")
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(numerators), size=(resamples, len(numerators)))
+    picks = cluster_picks(len(numerators), resamples, seed)
     bottoms = denominators[picks].sum(axis=1)
-    ratios = numerators[picks].sum(axis=1)[bottoms > 0] / bottoms[bottoms > 0]
-    low, high = np.quantile(ratios, [(1 - level) / 2, (1 + level) / 2])
-    return float(numerators.sum() / denominators.sum()), float(low), float(high)
+    tops = numerators[picks].sum(axis=1)
+    low, high, _ = percentile([t / b if b > 0 else None for t, b in zip(tops, bottoms)], level)
+    return float(numerators.sum() / denominators.sum()), low, high

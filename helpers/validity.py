@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .agreement import Ratio, confusion, sensitivity, specificity
+from .intervals import cluster_picks, percentile
 
 #: The bootstrap settings of every interval on lesson 4's page and in its exercises (the
 #: seed is the year of Cohen's paper on kappa), and the share each interval holds.
@@ -75,19 +76,8 @@ def question_resamples(questions: Sequence, resamples: int = BOOTSTRAP_RESAMPLES
     questions = np.asarray(questions)
     distinct = list(dict.fromkeys(questions.tolist()))
     rows_of = [np.flatnonzero(questions == q) for q in distinct]
-    picks = np.random.default_rng(seed).integers(0, len(distinct), (resamples, len(distinct)))
-    return [np.concatenate([rows_of[i] for i in pick]) for pick in picks]
-
-
-def percentile(values: Sequence[float | None], level: float = LEVEL) -> tuple:
-    """The central ``level`` interval of the defined values, and how many were undefined
-    (None or NaN: a resample with nothing to measure is left out, never scored 0)."""
-    values = np.array([np.nan if v is None else v for v in values], dtype=float)
-    kept = values[~np.isnan(values)]
-    if not kept.size:
-        return None, None, len(values)
-    low, high = np.quantile(kept, [(1 - level) / 2, (1 + level) / 2])
-    return float(low), float(high), int(np.isnan(values).sum())
+    return [np.concatenate([rows_of[i] for i in pick])
+            for pick in cluster_picks(len(distinct), resamples, seed)]
 
 
 def interval_text(interval: tuple) -> str:
