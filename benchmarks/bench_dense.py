@@ -63,6 +63,7 @@ def per_question_ms(retriever, questions: pd.DataFrame, repeats: int) -> list[fl
     for _ in range(repeats):
         for i in range(len(questions)):
             one = questions.iloc[i : i + 1]
+            dense._VECTORS.clear()  # time the encoding, not the memory of an earlier pass
             start = time.perf_counter()
             retriever.rank(one, k=3)
             times.append((time.perf_counter() - start) * 1000)
@@ -104,13 +105,14 @@ def main(argv: list[str] | None = None) -> int:
     tfidf = TfidfRetriever.fit(passages)
     tfidf_fit = time.perf_counter() - start
     start = time.perf_counter()
-    dense_retriever = dense.DenseRetriever.fit(passages, model=model)
+    dense_retriever = dense.DenseRetriever.fit(passages, model)
     dense_fit = time.perf_counter() - start
 
     results = {}
     for name, retriever in (("tf-idf", tfidf), ("dense", dense_retriever)):
         retriever.rank(questions.iloc[:1], k=3)  # warm up
         single = per_question_ms(retriever, questions, args.repeats)
+        dense._VECTORS.clear()
         start = time.perf_counter()
         retriever.score(questions["question"].tolist())
         batch_ms = (time.perf_counter() - start) * 1000 / len(questions)

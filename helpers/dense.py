@@ -18,6 +18,7 @@ abstention threshold of lesson 2, "Scores of unanswerable questions".
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,48 +34,57 @@ DENSE_WEIGHT = 0.5
 #: The constant of reciprocal-rank fusion, as in Cormack, Clarke and Buettcher (2009).
 RRF_K = 60
 ENCODE_BATCH_SIZE = 64
+#: Decimals a cosine keeps. The encoder computes in 32-bit floats: the same two texts
+#: give cosines a few parts in ten million apart on another CPU, with another thread
+#: count or in another batch. Rounded to 4 decimals they are the same everywhere, and
+#: two cosines that agree to 4 decimals are a tie (lesson 2, "A dense retriever").
+SCORE_DECIMALS = 4
+
+#: The vector of every text each encoder has embedded, kept with the encoder.
+_VECTORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _encoder() -> Any:
-    """The encoder of the wheel, loaded once (imported here: runtime.encoder imports us)."""
-    from runtime import load_encoder
-
-    return load_encoder()
-
-
-def encode(texts: Sequence[str], model: Any = None,
-           batch_size: int = ENCODE_BATCH_SIZE) -> np.ndarray:
+def encode(texts: Sequence[str], model: Any, batch_size: int = ENCODE_BATCH_SIZE) -> np.ndarray:
     """The encoder's vector for each text, scaled to length 1: one float32 row per text,
     in the order given.
 
-    Each distinct text is encoded once and its row reused, so identical texts get
-    bit-identical embeddings (and therefore tied scores, broken by passage ID).
+    Each distinct text is embedded once per encoder and remembered, so a text gets the
+    same vector every time, whichever texts share its batch.
     """
     texts = list(texts)
     for position, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"text {position} is {type(text).__name__}, expected str")
-    model = _encoder() if model is None else model
+    known = _VECTORS.setdefault(model, {})
+    new = sorted(set(texts) - known.keys())
+    if new:
+        vectors = model.encode(new, batch_size=batch_size, show_progress_bar=False,
+                               convert_to_numpy=True, normalize_embeddings=True)
+        known.update(zip(new, np.asarray(vectors, dtype=np.float32)))
     if not texts:
         return np.zeros((0, model.get_sentence_embedding_dimension()), dtype=np.float32)
-    # Encode each distinct text once; `inverse` puts every text's row back in place.
-    unique, inverse = np.unique(np.asarray(texts, dtype=object).astype(str), return_inverse=True)
-    vectors = model.encode(unique.tolist(), batch_size=batch_size, show_progress_bar=False,
-                           convert_to_numpy=True, normalize_embeddings=True)
-    return np.asarray(vectors, dtype=np.float32)[inverse]
+    return np.stack([known[text] for text in texts])
 
 
-def pair_cosines(first: Sequence[str], second: Sequence[str], model: Any = None) -> np.ndarray:
-    """The cosine between ``first[i]`` and ``second[i]`` for every i, from the encoder's
-    unit-length embeddings (a dot product). Lesson 4 scores a reply with the cosine of
-    its answer and the passage it cites (lesson 4, "A graded signal")."""
+def cosines(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    """Every row of ``first`` against every row of ``second``, unit vectors both: the
+    dot products, rounded to :data:`SCORE_DECIMALS` decimals."""
+    products = np.asarray(first, dtype=np.float64) @ np.asarray(second, dtype=np.float64).T
+    return np.round(products, SCORE_DECIMALS)
+
+
+def pair_cosines(first: Sequence[str], second: Sequence[str], model: Any) -> np.ndarray:
+    """The cosine between ``first[i]`` and ``second[i]`` for every i, rounded to
+    :data:`SCORE_DECIMALS` decimals. Lesson 4 scores a reply with the cosine of its
+    answer and the passage it cites (lesson 4, "A graded signal")."""
     first, second = list(first), list(second)
     if len(first) != len(second):
         raise ValueError(f"{len(first)} texts against {len(second)}")
     if not first:
-        return np.zeros(0, dtype=np.float32)
-    vectors = encode(first + second, model)
-    return (vectors[:len(first)] * vectors[len(first):]).sum(axis=1)
+        return np.zeros(0, dtype=np.float64)
+    vectors = encode(first + second, model).astype(np.float64)
+    products = (vectors[:len(first)] * vectors[len(first):]).sum(axis=1)
+    return np.round(products, SCORE_DECIMALS)
 
 
 def _check_passages(passages: pd.DataFrame, id_column: str, text_column: str) -> None:
@@ -109,27 +119,23 @@ class DenseRetriever(_RanksByScore):
     """Cosine similarity of all-MiniLM-L6-v2 embeddings; build it with :meth:`fit`."""
 
     passage_ids: tuple[str, ...]
-    # (n_passages, 384), unit rows, kept as float64 so that scoring converts nothing
-    # per query and equal texts give scores that are equal to the last bit.
-    passage_embeddings: np.ndarray
+    passage_embeddings: np.ndarray  # (n_passages, 384), unit rows
     model: Any = field(repr=False, compare=False)
 
     @classmethod
-    def fit(cls, passages: pd.DataFrame, id_column: str = "passage_id",
-            text_column: str = "text", model: Any = None) -> "DenseRetriever":
-        """Embed every passage once, with the encoder of the wheel unless ``model`` is given."""
+    def fit(cls, passages: pd.DataFrame, model: Any, id_column: str = "passage_id",
+            text_column: str = "text") -> "DenseRetriever":
+        """Embed every passage once with the encoder ``model`` (``runtime.load_encoder()``)."""
         _check_passages(passages, id_column, text_column)
-        model = _encoder() if model is None else model
-        embeddings = encode(passages[text_column].tolist(), model).astype(np.float64)
+        embeddings = encode(passages[text_column].tolist(), model)
         embeddings.setflags(write=False)
         return cls(tuple(str(pid) for pid in passages[id_column]), embeddings, model)
 
     def score(self, queries: Sequence[str]) -> np.ndarray:
-        """The cosine of each query with each passage: a (queries x passages) array, in
-        ``passage_ids`` order."""
-        query_embeddings = encode(list(queries), self.model).astype(np.float64)
+        """The cosine of each query with each passage, rounded to :data:`SCORE_DECIMALS`
+        decimals: a (queries x passages) array, in ``passage_ids`` order."""
         # Every row has length 1, so each dot product is already the cosine.
-        return query_embeddings @ self.passage_embeddings.T
+        return cosines(encode(list(queries), self.model), self.passage_embeddings)
 
 
 @dataclass(frozen=True)
@@ -152,13 +158,12 @@ class HybridRetriever(_RanksByScore):
             raise ValueError("the tf-idf and dense retrievers were fitted on different passages")
 
     @classmethod
-    def fit(cls, passages: pd.DataFrame, id_column: str = "passage_id",
-            text_column: str = "text", model: Any = None,
-            dense_weight: float = DENSE_WEIGHT) -> "HybridRetriever":
-        """Fit a tf-idf and a dense retriever on the same passages."""
+    def fit(cls, passages: pd.DataFrame, model: Any, id_column: str = "passage_id",
+            text_column: str = "text", dense_weight: float = DENSE_WEIGHT) -> "HybridRetriever":
+        """Fit a tf-idf and a dense retriever (with the encoder ``model``) on the same passages."""
         _check_passages(passages, id_column, text_column)
         return cls(TfidfRetriever.fit(passages, id_column, text_column),
-                   DenseRetriever.fit(passages, id_column, text_column, model),
+                   DenseRetriever.fit(passages, model, id_column, text_column),
                    dense_weight)
 
     @property

@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .agreement import Ratio, confusion, sensitivity, specificity
+from .dense import SCORE_DECIMALS
 from .intervals import cluster_picks, percentile
 
 #: The bootstrap settings of every interval on lesson 4's page and in its exercises (the
@@ -148,8 +149,13 @@ def corrected_pass_rate(calibration: pd.DataFrame, batch: pd.DataFrame, flag: st
 def auc(scores: Sequence[float], unsupported: Sequence[bool]) -> float | None:
     """The area under the ROC curve: the chance that a randomly chosen unsupported reply
     scores higher than a randomly chosen supported one, ties counting one half (Hanley
-    and McNeil 1982); None without both kinds. Lesson 4, "A graded signal"."""
-    scores, bad = np.asarray(scores, float), np.asarray(unsupported, bool)
+    and McNeil 1982); None without both kinds. Lesson 4, "A graded signal".
+
+    A model's scores are rounded to :data:`helpers.dense.SCORE_DECIMALS` decimals first:
+    below that they are float noise, so two scores that agree to that precision tie.
+    """
+    scores = np.round(np.asarray(scores, float), SCORE_DECIMALS)
+    bad = np.asarray(unsupported, bool)
     high, low = scores[bad], scores[~bad]
     if not high.size or not low.size:
         return None

@@ -38,7 +38,9 @@ def fit_retriever(name: str, handbook: pd.DataFrame):
     if name in ("dense", "hybrid"):
         from helpers import dense
 
-        encoder = dense.DenseRetriever.fit(handbook)
+        from .encoder import load_encoder
+
+        encoder = dense.DenseRetriever.fit(handbook, load_encoder())
         return encoder if name == "dense" else dense.HybridRetriever(
             TfidfRetriever.fit(handbook), encoder)
     raise ValueError(f"unknown retriever {name!r}; expected one of {', '.join(RETRIEVERS)}")

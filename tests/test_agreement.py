@@ -338,6 +338,11 @@ def test_auc_and_its_interval_match_scikit_learn():
         assert validity.auc(scores, bad) == pytest.approx(roc_auc_score(bad, scores))
     # By hand: unsupported 0.9 and 0.4, supported 0.4 and 0.1 win 1 + 1 + 0.5 + 1 of 4 pairs.
     assert validity.auc([0.9, 0.4, 0.4, 0.1], [T, T, F, F]) == pytest.approx(3.5 / 4)
+    # Scores that agree to 4 decimals tie, whatever float noise separates them: a copy's
+    # distance of 0 and one of 1e-7 (another CPU) count one half, not 1 or 0.
+    assert validity.auc([1e-7, 0.0], [T, F]) == 0.5 == validity.auc([-6e-8, 0.0], [T, F])
+    assert validity.auc([0.50004, 0.50001], [T, F]) == 0.5
+    assert validity.auc([0.5001, 0.5], [T, F]) == 1.0
     assert validity.auc([0.2, 0.3], [T, T]) is None
     scores = np.linspace(0, 1, 10)
     got = validity.auc_interval(scores, UNSUPPORTED, QUESTIONS, 300, 5)

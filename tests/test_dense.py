@@ -19,8 +19,9 @@ RETRIEVERS = {"dense": DenseRetriever, "hybrid": HybridRetriever}
 
 @pytest.fixture(scope="module")
 def fitted(handbook):
-    return {"tfidf": TfidfRetriever.fit(handbook), "dense": DenseRetriever.fit(handbook),
-            "hybrid": HybridRetriever.fit(handbook)}
+    return {"tfidf": TfidfRetriever.fit(handbook),
+            "dense": DenseRetriever.fit(handbook, load_encoder()),
+            "hybrid": HybridRetriever.fit(handbook, load_encoder())}
 
 
 # Three passages share one text; the IDs are given out of order on purpose.
@@ -49,7 +50,7 @@ def test_the_encoder_loads_once_from_the_wheel_and_says_so(capsys, tmp_path):
 
 @pytest.mark.parametrize("kind", ["dense", "hybrid"])
 def test_identical_texts_tie_and_ties_go_to_the_smaller_id(kind):
-    retriever = RETRIEVERS[kind].fit(TWINS)
+    retriever = RETRIEVERS[kind].fit(TWINS, load_encoder())
     by_id = dict(zip(retriever.passage_ids, retriever.score(["When do evening classes end?"])[0]))
     assert by_id["P1"] == by_id["P2"] == by_id["P3"] > by_id["P9"]
     questions = pd.DataFrame({"question_id": ["T1"], "question": ["When do evening classes end?"]})
@@ -60,14 +61,41 @@ def test_identical_texts_tie_and_ties_go_to_the_smaller_id(kind):
 
 
 def test_identical_embeddings_are_bit_identical_and_unit_length():
-    vectors = dense.encode(["same words here", "other words", "same words here"])
+    vectors = dense.encode(["same words here", "other words", "same words here"], load_encoder())
     assert np.array_equal(vectors[0], vectors[2])
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
 
 
+def test_a_text_keeps_its_vector_whatever_shares_its_batch():
+    """The encoder's floats depend on the batch a text is padded into; a text embedded once
+    is remembered, so asking again, beside other texts, gives the same bits."""
+    encoder = load_encoder()
+    alone = dense.encode(["Where can my kid stay during night study?"], encoder)[0]
+    others = ["A much longer question about the forklift licence and the Saturday sessions "
+              "of the warehouse course, padded with words?", "Parking?"]
+    beside = dense.encode(others + ["Where can my kid stay during night study?"], encoder)[2]
+    assert np.array_equal(alone, beside)
+    fresh = encoder.encode(others + ["Where can my kid stay during night study?"],
+                           normalize_embeddings=True, convert_to_numpy=True)[2]
+    assert np.allclose(fresh, alone, atol=1e-5)  # the same vector, up to float noise
+
+
+@pytest.mark.parametrize("kind", ["dense", "hybrid"])
+def test_dense_scores_keep_four_decimals(questions, fitted, kind):
+    scores = fitted[kind].score(questions["question"].tolist())
+    dense_part = fitted["dense"].score(questions["question"].tolist())
+    assert dense.SCORE_DECIMALS == 4
+    assert np.array_equal(np.round(dense_part, 4), dense_part)
+    assert np.array_equal(dense.cosines(np.eye(2), np.eye(2)), np.eye(2))
+    if kind == "hybrid":  # half a 4-decimal cosine and half a tf-idf cosine
+        assert np.allclose(scores, 0.5 * dense_part + 0.5 * fitted["tfidf"].score(
+            questions["question"].tolist()))
+
+
 @pytest.mark.parametrize("kind", ["dense", "hybrid"])
 def test_two_fits_give_equal_scores_and_rankings(handbook, questions, kind):
-    first, second = RETRIEVERS[kind].fit(handbook), RETRIEVERS[kind].fit(handbook)
+    first, second = (RETRIEVERS[kind].fit(handbook, load_encoder()),
+                     RETRIEVERS[kind].fit(handbook, load_encoder()))
     queries = questions["question"].tolist()
     assert np.array_equal(first.score(queries), second.score(queries))
     pd.testing.assert_frame_equal(first.rank(questions, k=None), second.rank(questions, k=None))
@@ -113,13 +141,13 @@ def test_hybrid_is_the_weighted_sum(questions, fitted):
         (lambda f, h: HybridRetriever(TfidfRetriever.fit(h.iloc[:5]), f["dense"]), ValueError,
          "different passages"),
         (lambda f, h: DenseRetriever.fit(pd.DataFrame({"passage_id": ["A", "A"],
-                                                       "text": ["x", "y"]})),
+                                                       "text": ["x", "y"]}), load_encoder()),
          ValueError, "'A' repeats"),
-        (lambda f, h: DenseRetriever.fit(TWINS, text_column="body"), KeyError, "body"),
-        (lambda f, h: DenseRetriever.fit(TWINS.iloc[0:0]), ValueError, "empty"),
+        (lambda f, h: DenseRetriever.fit(TWINS, load_encoder(), text_column="body"), KeyError, "body"),
+        (lambda f, h: DenseRetriever.fit(TWINS.iloc[0:0], load_encoder()), ValueError, "empty"),
         (lambda f, h: dense.weighted_fusion(np.zeros((1, 2)), np.zeros((2, 2))), ValueError,
          "differ in shape"),
-        (lambda f, h: dense.pair_cosines(["a", "b"], ["a"]), ValueError, "2 texts against 1"),
+        (lambda f, h: dense.pair_cosines(["a", "b"], ["a"], load_encoder()), ValueError, "2 texts against 1"),
     ],
 )
 def test_bad_input_is_refused(fitted, handbook, make, error, message):
@@ -169,13 +197,14 @@ def test_pair_cosines_are_the_cosines_of_each_pair():
     first = ["$150 per week", "Room 104", "Room 104"]
     second = ["Students receive a training stipend of $150 per week.",
               "Free child care is available in Room 104.", "Room 104"]
-    cosines = dense.pair_cosines(first, second)
+    cosines = dense.pair_cosines(first, second, load_encoder())
     raw = load_encoder().encode(first + second, normalize_embeddings=False, convert_to_numpy=True)
     a, b = raw[:3], raw[3:]
     expected = (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-    assert cosines == pytest.approx(expected, abs=1e-5)
-    assert cosines[2] == pytest.approx(1.0, abs=1e-6)
-    assert dense.pair_cosines([], []).shape == (0,)
+    assert cosines == pytest.approx(expected, abs=1e-4)  # rounded to 4 decimals
+    assert np.array_equal(np.round(cosines, 4), cosines)
+    assert cosines[2] == 1.0  # a copy's cosine is exactly 1, not 1 less float noise
+    assert dense.pair_cosines([], [], load_encoder()).shape == (0,)
 
 
 # ----------------------------------------------------------------- the lesson itself
@@ -200,7 +229,7 @@ def test_lesson_executes_with_every_table_the_q3_figure_and_dense_recall(book, h
     metrics = tables["metrics"]
     rows = [dict(zip(metrics["columns"], row)) for row in metrics["rows"]]
     row = next(r for r in rows if r["Question set"] == "original six" and r["Retriever"] == "dense")
-    ranked = DenseRetriever.fit(handbook).rank(questions, k=None)
+    ranked = DenseRetriever.fit(handbook, load_encoder()).rank(questions, k=None)
     expected = dense.retrieval_metrics(gold_ranks(ranked, questions))
     # Shown in the book's format for retrieval measures, three decimals.
     assert row["Recall@3"] == f"{expected['recall_at_3']:.3f}"

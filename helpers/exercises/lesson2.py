@@ -15,7 +15,9 @@ from .framework import (TOLERANCE, AnswerShapeError, _all_questions, _close, _fi
 
 @fixture_cache
 def _dense_retriever():
-    return dense.DenseRetriever.fit(_handbook())
+    from runtime import load_encoder
+
+    return dense.DenseRetriever.fit(_handbook(), load_encoder())
 
 
 @fixture_cache
