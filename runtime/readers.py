@@ -31,6 +31,7 @@ import pandas as pd
 from helpers.decoding import MAX_INPUT_TOKENS, UNCONSTRAINED, decoding_of, stopping_diagnostics
 from helpers.grammar import ANSWER_MAX_TOKENS, ConstrainedDecodingError, GrammarMask, \
     build_grammar, check_ids, constrained_settings, reply_grammar
+from helpers.parsing import show_line_breaks
 from helpers.prompts import check_input_budget
 
 from . import batch, server
@@ -563,9 +564,9 @@ def generate_all(reader: Reader, inputs: pd.DataFrame, *, constrained: bool = Fa
 
 def mode_sentence(reader: Reader, results: pd.DataFrame | None = None) -> str:
     """The reader-mode sentence: which mode ran, where the replies came from, the model
-    and its revision. The one sentence of a page that the machinery writes. Without
-    ``results`` it describes the reader itself (a recorded reader: the provenance of its
-    model's entries in the transcript)."""
+    and its revision. One of the two sentences of a page that the machinery writes (the
+    other is :func:`live_check`). Without ``results`` it describes the reader itself (a
+    recorded reader: the provenance of its model's entries in the transcript)."""
     if results is None:
         mode, revision = reader.mode, reader.revision
         made = sorted({e.provenance for e in getattr(reader, "entries", ())
@@ -594,6 +595,25 @@ def mode_sentence(reader: Reader, results: pd.DataFrame | None = None) -> str:
         sentence += (f" About that revision: {reader.server.revision_note}. The prompt "
                      "and output token counts are the server's own (`usage`).")
     return sentence
+
+
+def live_check(recorded: pd.DataFrame, live: pd.DataFrame) -> str:
+    """The live-check sentence under a page's replayed replies: the same prompts run live
+    on this machine, how long that took, and which replies differ from the recorded ones
+    (text, token count and end of sequence). It reports and never stops the page: greedy
+    decoding can take another token on another CPU where two tokens score almost alike
+    (lesson 3, "Run the six prompts as they are")."""
+    if list(recorded["question_id"]) != list(live["question_id"]):
+        raise ValueError("the live check needs the same prompts, in the same order, as the "
+                         "recorded replies")
+    fields = ["raw_output", "output_tokens", "ended_by_eos"]
+    same = (recorded[fields].to_numpy() == live[fields].to_numpy()).all(axis=1)
+    differ = [f"{q} (live: {show_line_breaks(text)[:80]!r})" for q, text, alike
+              in zip(live["question_id"], live["raw_output"], same) if not alike]
+    return (f"**Live check:** run live on this machine in {live['seconds'].sum():.1f} seconds, "
+            f"`{live['model_id'].iloc[0]}` gave the recorded reply, token for token, to "
+            f"{int(same.sum())} of the {len(same)} prompts. Replies that differ: "
+            f"{'; '.join(differ) or 'none'}.")
 
 
 # ------------------------------------------- where the pinned reader's replies come from

@@ -26,11 +26,12 @@ from fake_server import SMOL_FILE, FakeServer, echo_question, good_reply, questi
 
 from helpers.decoding import CONSTRAINED  # noqa: E402
 from helpers.grammar import build_gbnf, build_grammar, constrained_settings  # noqa: E402
+from helpers import parsing  # noqa: E402
 from helpers.judge import JUDGE_GRAMMAR  # noqa: E402
 from runtime.cli import main as runtime_cli  # noqa: E402
 from runtime.llama_server import free_port  # noqa: E402
 from runtime.paths import PROJECT_ROOT  # noqa: E402
-from runtime.readers import generate_all, load_reader, mode_sentence  # noqa: E402
+from runtime.readers import generate_all, live_check, load_reader, mode_sentence  # noqa: E402
 from runtime.records import TRANSCRIPT_PATH, read_transcript  # noqa: E402
 from runtime.registry import ReaderError  # noqa: E402
 from runtime.server import ENGINES, ServerError, WrongModelError, check_reply  # noqa: E402
@@ -287,6 +288,27 @@ def test_recorded_and_live_mode_sentences(inputs):
         f"this machine with transformers, for `{QWEN_ID}` at revision `{QWEN_REVISION}`.")
     with pytest.raises(ValueError, match="more than one mode"):
         mode_sentence(recorded, results.assign(mode=["live"] + ["recorded"] * 5))
+
+
+def test_the_live_check_names_every_reply_that_differs(inputs):
+    """A live run that takes another token somewhere is reported, reply by reply, and never
+    stops the page; prompts out of order are refused."""
+    recorded = generate_all(load_reader(QWEN, mode="recorded"), inputs)
+    live = recorded.assign(seconds=0.5)
+    assert live_check(recorded, live).endswith(
+        f"`{QWEN_ID}` gave the recorded reply, token for token, to 6 of the 6 prompts. "
+        "Replies that differ: none.")
+    assert "in 3.0 seconds" in live_check(recorded, live)
+    live.loc[1, "raw_output"] = "Answer: October 16\nSources: H02"
+    live.loc[4, "output_tokens"] += 1  # the same text from other tokens
+    sentence = live_check(recorded, live)
+    assert "to 4 of the 6 prompts" in sentence
+    assert sentence.endswith(f"Replies that differ: {live.loc[1, 'question_id']} (live: "
+                             f"'Answer: October 16 ⏎ Sources: H02'); "
+                             f"{live.loc[4, 'question_id']} (live: "
+                             f"{parsing.show_line_breaks(live.loc[4, 'raw_output'])[:80]!r}).")
+    with pytest.raises(ValueError, match="same prompts, in the same order"):
+        live_check(recorded, live.iloc[::-1])
 
 
 # --------------------------------------------------------- the record command
