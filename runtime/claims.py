@@ -7,11 +7,14 @@ the parse gate of lesson 1 stops it, with a message that quotes the sentence, th
 it states and the figures of this run; so a page never publishes a sentence its own
 results no longer support.
 
-Replies of a reader that runs live (lessons 2, 3 and 5 run SmolLM2 on this machine) can
-differ on another machine or another version of torch or transformers. Then the message
-also names the reader, its revision and the package versions. Setting
-``RIVERTON_GUARDS=warn`` lets the render go on and shows the same message as a visible
-warning beside the sentence instead: never a false sentence without a word.
+The figures the book's guards check are the same on every machine: replies are replayed
+from the transcript, and model scores are rounded before they are compared. A reader a
+student runs live (``load_reader(..., mode="live")``) can still give another token on
+another machine; then the message also names the reader, its revision and the package
+versions. Setting ``RIVERTON_GUARDS=warn`` (in a notebook: ``%env RIVERTON_GUARDS=warn``
+in a cell) lets the render go on and shows the same message as a visible warning beside
+the sentence instead: never a false sentence without a word. In JupyterLab the error
+shows the message alone (:meth:`ClaimMismatch._render_traceback_`), which says so.
 """
 from __future__ import annotations
 
@@ -26,6 +29,11 @@ GUARDS_ENV = "RIVERTON_GUARDS"
 
 class ClaimMismatch(AssertionError):
     """A sentence of the page states figures that this run does not give."""
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows for this error (JupyterLab, the build's report): the message
+        first and alone, not the lines of this module that raised it."""
+        return [f"ClaimMismatch: {self}"]
 
 
 def _same(claimed, computed) -> bool:
@@ -76,7 +84,7 @@ def check_claim(sentence: str, claimed, computed, *, reader=None) -> None:
     figures ``sentence`` states). Numbers are compared to 1e-9; sequences and dicts item
     by item. ``reader``: the reader whose replies the figures come from, named in the
     message when it ran live."""
-    __tracebackhide__ = True  # IPython shows the lesson's cell, not this function's lines
+    __tracebackhide__ = True  # pytest shows the caller's line, not this function's
     claimed, computed = _plain(claimed), _plain(computed)
     if _same(claimed, computed):
         return
@@ -84,7 +92,11 @@ def check_claim(sentence: str, claimed, computed, *, reader=None) -> None:
                f"{computed!r}.")
     if reader is not None and getattr(reader, "mode", None) == "live":
         message += live_context(reader)
-    message += " Rewrite the sentence (and this check) for the new result, or find what changed."
+    message += (" Rewrite the sentence (and this check) for the new result, or find what "
+                "changed. To go on meanwhile, run `%env RIVERTON_GUARDS=warn` in a cell (or set "
+                "RIVERTON_GUARDS=warn before you start JupyterLab or the build) and run the "
+                "cells again: each sentence that no longer holds then shows this message as a "
+                "warning beside it.")
     if os.environ.get(GUARDS_ENV, "").strip().lower() != "warn":
         raise ClaimMismatch(message)
     from IPython.display import display

@@ -3,15 +3,19 @@
 
 usage: compare_executed.py BEFORE AFTER [--ignore-cell-source]
 
-BEFORE and AFTER are executed notebooks, or folders of them (matched by file name; the
-nbclient build keeps its executions in ``.book-cache/executed/``, Quarto's in
-``.book-cache/quarto/executed/``). Cells are matched by their ``id``; a cell present on one
+BEFORE and AFTER are executed notebooks, or folders of them: a folder's notebooks are
+found at any depth and matched by lesson (the nbclient build keeps each lesson's
+executions in ``.book-cache/executed/<lesson>/<key>/executed.ipynb``; give a folder that
+holds one execution per lesson). Cells are matched by their ``id``; a cell present on one
 side only is reported. Outputs are compared after removing what differs from run to run
 without meaning anything: timings ("3.2 seconds", "0.41 s"), absolute paths, the random
 ids of interactive tables, widgets and SVG figures, the date an SVG figure was drawn,
-execution counts and output metadata. Every difference is
-printed with the cell, its first line and a few characters either side. Exit status 0
-when the outputs are the same, 1 otherwise.
+the line that says where a model was loaded from (its cache may be new), execution counts
+and output metadata. A *live check* (``runtime.live_check``: this machine's live replies
+beside the recorded ones) is machine-dependent by design: its differences are listed
+apart and do not fail the comparison. Every difference is printed with the cell, its
+first line and a few characters either side. Exit status 0 when the outputs are the same,
+1 otherwise. ``tests/test_second_machine.py`` compares two executions the same way.
 """
 from __future__ import annotations
 
@@ -31,7 +35,11 @@ _NOISE = [
     # matplotlib's SVG: the time it was drawn, and random ids of clip paths and glyphs
     (re.compile(r"<dc:date>[^<]*</dc:date>"), "<dc:date/>"),
     (re.compile(r"(?<=[#\"])(?:[pm]|image)[0-9a-f]{10}\b"), "<svg-id>"),
+    # where a model came from: its GGUF file, or the cache that file made the first time
+    (re.compile(r"^(\[stdout\] )?Loading [^\n]*", re.M), r"\1Loading <model>"),
 ]
+#: What marks an output as machine-dependent by design: this machine's live replies.
+MACHINE_DEPENDENT = "**Live check:**"
 
 
 def normalised(text: str) -> str:
@@ -57,11 +65,13 @@ def outputs_text(cell: dict) -> str:
     return normalised("\n".join(parts))
 
 
-def compare(before: Path, after: Path, ignore_source: bool) -> list[str]:
-    old = {c.get("id"): c for c in json.loads(before.read_text())["cells"]}
-    new_cells = json.loads(after.read_text())["cells"]
-    new = {c.get("id"): c for c in new_cells}
-    problems = []
+def compare_cells(old_nb: dict, new_nb: dict, ignore_source: bool = True
+                  ) -> tuple[list[str], list[str]]:
+    """The differences between two executions of one notebook (as dicts): those that
+    matter, and those of machine-dependent outputs (live checks), each described."""
+    old = {c.get("id"): c for c in old_nb["cells"]}
+    new = {c.get("id"): c for c in new_nb["cells"]}
+    problems, machine = [], []
     for cell_id, cell in old.items():
         if cell.get("cell_type") != "code":
             continue
@@ -75,14 +85,32 @@ def compare(before: Path, after: Path, ignore_source: bool) -> list[str]:
             diff = difflib.unified_diff(a.splitlines(), b.splitlines(), "before", "after",
                                         lineterm="", n=1)
             shown = "\n".join(line[:200] for line in list(diff)[2:14])
-            problems.append(f"cell {cell_id} ({head!r}): outputs differ\n{shown}")
+            found = f"cell {cell_id} ({head!r}): outputs differ\n{shown}"
+            (machine if MACHINE_DEPENDENT in a + b else problems).append(found)
         elif not ignore_source and cell.get("source") != new[cell_id].get("source"):
             pass  # a changed cell with the same outputs is what a refactoring should give
     for cell_id, cell in new.items():
         if cell_id not in old and cell.get("cell_type") == "code" and cell.get("outputs"):
             head = "".join(cell.get("source", "")).split("\n", 1)[0][:70]
             problems.append(f"cell {cell_id} ({head!r}) is new, with outputs")
-    return problems
+    return problems, machine
+
+
+def compare(before: Path, after: Path, ignore_source: bool) -> tuple[list[str], list[str]]:
+    return compare_cells(json.loads(before.read_text()), json.loads(after.read_text()),
+                         ignore_source)
+
+
+def lesson_of(path: Path) -> str:
+    """The lesson a notebook executes: its own name, or the cache folder's
+    (``lessons--01-….`` above ``<key>/executed.ipynb``)."""
+    if path.name != "executed.ipynb":
+        return path.stem
+    return path.parent.parent.name.rpartition("--")[2]
+
+
+def notebooks(folder: Path) -> dict[str, Path]:
+    return {lesson_of(p): p for p in sorted(folder.rglob("*.ipynb"))}
 
 
 def main(argv: list[str]) -> int:
@@ -91,17 +119,22 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     before, after = Path(args[0]), Path(args[1])
-    pairs = ([(before / p.name, p) for p in sorted(after.glob("*.ipynb"))]
-             if after.is_dir() else [(before, after)])
+    if after.is_dir():
+        old, new = notebooks(before), notebooks(after)
+        pairs = [(old.get(name, before / f"{name}.ipynb"), path) for name, path in new.items()]
+    else:
+        pairs = [(before, after)]
     failed = False
-    for old, new in pairs:
-        if not old.exists():
-            print(f"{new.name}: no execution to compare with in {before}")
+    for old_path, new_path in pairs:
+        name = lesson_of(new_path)
+        if not old_path.exists():
+            print(f"{name}: no execution to compare with in {before}")
             failed = True
             continue
-        problems = compare(old, new, "--ignore-cell-source" in argv)
-        print(f"{new.name}: {'same outputs' if not problems else f'{len(problems)} difference(s)'}")
-        for problem in problems:
+        problems, machine = compare(old_path, new_path, "--ignore-cell-source" in argv)
+        print(f"{name}: {'same outputs' if not problems else f'{len(problems)} difference(s)'}"
+              + (f" ({len(machine)} live check(s) differ, machine-dependent)" if machine else ""))
+        for problem in problems + machine:
             print("  " + problem.replace("\n", "\n    "))
         failed |= bool(problems)
     return 1 if failed else 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import html.parser
 import json
+import os
 import re
 import subprocess
 
@@ -205,6 +206,31 @@ def test_the_interactive_tables_set_up_shows_html_only(tmp_path):
         assert set(output.data) == {"text/html", "text/markdown"}, set(output.data)
         assert output.data["text/markdown"] == ""
     assert any("DataTables" in o.data["text/html"] or "itables" in o.data["text/html"] for o in outputs)
+
+
+def test_in_a_kernel_a_failing_guard_shows_its_message_alone_and_how_to_go_on():
+    """What a student sees in JupyterLab: the error is the message, first and alone (no
+    lines of runtime/claims.py), and it names the setting and the cell that sets it; after
+    that cell, the same check shows a warning and the next cell runs."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook()
+    check = 'from runtime import check_claim\ncheck_claim("two of six", 2, 3)'
+    nb.cells = [nbformat.v4.new_code_cell(check), nbformat.v4.new_code_cell("%env RIVERTON_GUARDS=warn"),
+                nbformat.v4.new_code_cell(check), nbformat.v4.new_code_cell("print('went on')")]
+    env = {k: v for k, v in os.environ.items() if k != claims.GUARDS_ENV}
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(PROJECT_ROOT)}}).execute(env=env)
+    error = nb.cells[0].outputs[-1]
+    assert error.output_type == "error" and error.ename == "ClaimMismatch"
+    assert len(error.traceback) == 1, error.traceback  # the message, not the machinery
+    assert error.traceback[0].startswith('ClaimMismatch: The page says: "two of six"')
+    assert "run `%env RIVERTON_GUARDS=warn` in a cell" in error.traceback[0]
+    assert "claims.py" not in "".join(error.traceback)
+    warned = nb.cells[2].outputs
+    assert [o.output_type for o in warned] == ["display_data"]
+    assert warned[0].data["text/plain"].startswith('WARNING: The page says: "two of six"')
+    assert nb.cells[3].outputs[0].text == "went on\n"
 
 
 # --------------------------------------------------------------------------- prose
