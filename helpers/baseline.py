@@ -16,15 +16,17 @@ NO_SENTENCE = "no sentence (no lexical match)"
 
 
 def contains_variant(text: str | None, variants: Sequence[str]) -> bool | None:
-    """Whether normalised ``text`` contains a normalised variant as a substring.
+    """Whether normalised ``text`` contains a normalised variant as whole words: "90" is
+    in "90 percent" but not in "1234567890", "2" not in "250 per ride".
 
     ``None`` when there is no text or no variant to look for.
     """
-    variants = [v for v in variants if v]
+    variants = [normalize_answer(v) for v in variants if v]
+    variants = [v for v in variants if v]  # a variant of punctuation alone names nothing
     if text is None or not variants:
         return None
-    normalized = normalize_answer(text)
-    return any(normalize_answer(variant) in normalized for variant in variants)
+    words = f" {normalize_answer(text)} "  # a space at each end, so that every word has two
+    return any(f" {variant} " in words for variant in variants)
 
 
 def sentence_baseline(

@@ -52,7 +52,11 @@ def test_the_baseline_is_the_first_sentence_of_the_top_passage_as_printed(baseli
     ("THE STIPEND IS 150 PER WEEK", ["$150 a week", "$150 per week"], True),
     ("Applications close on Oct 15", ["October 15", "Oct. 15"], True),
     ("Applications close on October 16.", ["October 15", "Oct. 15"], False),
-    ("$150", ["15"], True),  # a plain substring test, as in the lesson: "15" is in "150"
+    # Whole normalised words: a variant is never found inside a longer number.
+    ("$150", ["15"], False), ("Answer: 1234567890", ["90 percent", "90%"], False),
+    ("$2.50 per ride", ["$2"], False), ("It costs $2 per ride", ["$2"], True),
+    ("Room 104, second floor", ["room 104"], True), ("Room 1045", ["Room 104"], False),
+    ("Anything", ["$"], None),  # a variant of punctuation alone names nothing
     # Nothing to look for, or nothing to look in: no verdict.
     ("Anything", [], None), ("Anything", [""], None), (None, ["Room 104"], None),
 ])
