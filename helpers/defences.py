@@ -386,14 +386,16 @@ QUOTING_SYSTEM_PROMPT_PARTS = SYSTEM_PROMPT_PARTS + (
 )
 QUOTING_SYSTEM_PROMPT = " ".join(QUOTING_SYSTEM_PROMPT_PARTS)
 
-_ANGLES = str.maketrans({"<": "‹", ">": "›"})
+_ANGLES = str.maketrans({"<": "‹", ">": "›", "‹": "‹‹", "›": "››"})
 
 
 def quote(text: str) -> str:
-    """Quoted text with ``<`` and ``>`` turned into ``‹`` and ``›``.
+    """Quoted text with ``<`` and ``>`` turned into ``‹`` and ``›``, and its own ``‹`` and
+    ``›`` doubled.
 
-    Lesson 5, "Prompts that mark passages as data". No quoted text can then write
-    a ``</passage>`` of its own to end its quotation early; nothing else changes.
+    Lesson 5, "Prompts that mark passages as data". No quoted text can then write a
+    ``</passage>`` of its own to end its quotation early, nor pass off its own
+    ``‹/passage›`` as one: a single ``‹`` always stands for a ``<`` it wrote.
     """
     return text.translate(_ANGLES)
 
@@ -451,13 +453,20 @@ DATAMARKING_SYSTEM_PROMPT_PARTS = SYSTEM_PROMPT_PARTS + (
 DATAMARKING_SYSTEM_PROMPT = " ".join(DATAMARKING_SYSTEM_PROMPT_PARTS)
 
 
+#: What datamarking marks: white space, every Unicode separator (Zs, Zl, Zp) and every
+#: invisible format character (Cf), such as the zero-width space U+200B.
+_BETWEEN_WORDS = regex.compile(r"[\s\p{Z}\p{Cf}]+")
+
+
 def datamark(text: str, marker: str = DATAMARK) -> str:
-    """``text`` with every run of white space replaced by ``marker``.
+    """``text`` with every run of white space, separators and invisible format characters
+    replaced by ``marker``.
 
     Lesson 5, "Prompts that mark passages as data". Planted text cannot write an
-    unmarked space of its own, so none of it can pass for the caller's or the system's.
+    unmarked space of its own, not even one the eye cannot see, so none of it can pass
+    for the caller's or the system's.
     """
-    return marker.join(text.split())
+    return marker.join(word for word in _BETWEEN_WORDS.split(text) if word)
 
 
 def datamarked_passage_block(passages: Sequence[tuple[str, str]]) -> str:
