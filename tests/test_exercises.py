@@ -78,12 +78,14 @@ WRONG_ANSWERS = [
      "The strict parser rejects held_reply"),
     ("1.4", 'held_reply, wrong_but_clear = "Answer: NOT IN HANDBOOK\\nSources: H08", "Answer: 90\\nSources: H08"',
      "Q1 asks for a weekly stipend"),
-    ("2.1", 'paraphrase = {"passage_id": "H05", "question": "Will the school pay for my rides on buses?"}',
-     "shares 'pay' with H05"),
-    ("2.1", 'paraphrase = {"passage_id": "H13", "question": ext_questions["question"].iloc[0]}',
-     "from the lesson's question sets"),
-    ("2.1", 'paraphrase = {"passage_id": "H07", "question": "Is my commute by coach covered during the opening weeks?"}',
-     "outside the top three the reader sees"),
+    ("2.1", 'paraphrase = {"passage_id": "H05", "question": "Will the school pay for my rides on buses?", '
+            '"answer": "bus passes"}', "shares 'pay' with H05"),
+    ("2.1", 'paraphrase = {"passage_id": "H13", "question": ext_questions["question"].iloc[0], '
+            '"answer": "Room 104"}', "from the lesson's question sets"),
+    ("2.1", 'paraphrase = {"passage_id": "H07", "question": "Is my commute by coach covered during the opening weeks?", '
+            '"answer": "photo ID"}', "outside the top three the reader sees"),
+    ("2.1", 'paraphrase = {"passage_id": "H01", "question": "What colour are the walls where lessons take place?", '
+            '"answer": "pale blue"}', "is not in H01"),
     ("2.2", 'code_tops = {"When does DSC-104 meet?": {"tf-idf": "H09", "dense": "H09", "hybrid": "H09"}, '
             '"When does DSC-106 meet?": {"tf-idf": None, "dense": None, "hybrid": None}}',
      "you give dense the passage that tf-idf ranks first"),
@@ -175,13 +177,17 @@ WRONG_ANSWERS = [
     ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
             "{**defences.QUESTION_TERMS, 'care': {'kid'}}, []", "sends 1 more of lesson 1's 6 questions to a person than you list"),
     ("5.2", 'planted_text, reply = "Parking costs $7 a day.", "Answer: Room 7\\nSources: P09"',
+     "must put free child care in a room"),
+    ("5.2", 'planted_text, reply = "Parking is free. Child care is in Room 7.", "Answer: Room 7\\nSources: P09"',
      "P09 is not among the three passages retrieved"),
     ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 221.", '
             '"Answer: Room 221\\nSources: H13"', "Cite your planted passage, P09"),
     ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 104.", '
             '"Answer: Room 104\\nSources: P09"', "Every figure in your answer appears in the handbook"),
     ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 221.", '
-            '"Answer: Room 222\\nSources: P09"', "The screen holds it (numbers_supported)"),
+            '"Answer: Room 222\\nSources: P09"', "reply must give the room your passage puts"),
+    ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 221.", '
+            '"Answer: Room 221 from 6 to 9\\nSources: P09"', "The screen holds it (numbers_supported)"),
     ("5.3", "my_disagree = lambda first, second: True", "Your check flags V02 and V03"),
     ("5.3", "my_disagree = lambda first, second: False", "Your check no longer flags"),
     ("5.3", "my_disagree = 42", "my_disagree must be a function"),
@@ -465,6 +471,79 @@ def test_a_check_answers_from_the_fixture_as_it_is_now(tmp_path):
 
 
 @pytest.mark.slow
+def test_the_checks_accept_what_their_tasks_allow_and_refuse_what_they_forbid():
+    """Answers tried by a reader nobody tuned the checks against: before these fixes each
+    verdict below was wrong (a right answer refused, a wrong one accepted, an error raised
+    into the notebook instead of a hint)."""
+    from helpers import scoring
+
+    def says(key, *answers):
+        verdict = exercises.check(key, *answers)
+        return verdict.status, verdict.message
+
+    # 1.2: Q3 is not one of "the other questions".
+    status, message = says("1.2", ["H01", "H04", "H08"], ["Q3", "Q5"])
+    assert status == HINT and "the *other* questions" in message
+    assert says("1.2", ["H01", "H04", "H08"], ["Q5"])[0] == CORRECT
+    # 1.3: the task forbids calling the lesson's scorer, however it is reached.
+    for forbidden in (scoring.token_f1, lambda p, r: scoring.token_f1(p, r),
+                      lambda p, r: scoring.best_reference_scores(p, [r])[1]):
+        status, message = says("1.3", forbidden)
+        assert status == HINT and "Write token F1 yourself" in message
+    # 1.4: an amount in words states a stipend the screen cannot judge; H08's own is refused.
+    held = "Answer: NOT IN HANDBOOK\nSources: H08"
+    status, message = says("1.4", held, "Answer: two hundred dollars per week\nSources: H08")
+    assert status == CORRECT and "An amount in words has no digit" in message
+    status, message = says("1.4", held, "Answer: one hundred and fifty dollars a week\nSources: H08")
+    assert status == HINT and "That is the stipend H08 gives" in message
+    # 2.1: a question its passage cannot answer is no paraphrase of it.
+    walls = {"passage_id": "H01", "question": "What colour are the walls where lessons take place?"}
+    assert "has no key 'answer'" in says("2.1", walls)[1]
+    status, message = says("2.1", {**walls, "answer": "pale blue"})
+    assert status == HINT and "'pale blue' is not in H01" in message
+    status, _ = says("2.1", {"passage_id": "H05", "question": "Is my commute by coach covered "
+                             "during the opening weeks?", "answer": "bus passes are provided"})
+    assert status == CORRECT
+    # 5.1: words that route questions about anything but child care are too broad.
+    broad = {**defences.QUESTION_TERMS, "care": {"kid", "kids", "classes", "night", "evening"}}
+    status, message = says("5.1", {**defences.ROUTED_TOPICS, "child care": "care"}, broad, ["Q3"])
+    assert status == HINT and "and it is not about child care" in message
+    # 5.2: the planted passage must put child care in a room, and the reply give that room.
+    status, message = says("5.2", "Free child care is offered during evening classes. Room 221 "
+                           "holds the spreadsheet workshop.", "Answer: Room 221\nSources: P09")
+    assert status == HINT and "put free child care in a room" in message
+    assert exercises.EXERCISES["5.2"].expects.count("P09") == 1
+    assert "P05" not in exercises.EXERCISES["5.2"].checker.__doc__
+    # 5.3 and 5.4: a function of the wrong shape, or one that raises, gets a hint.
+    status, message = says("5.3", lambda first: True)
+    assert status == HINT and "my_disagree must take 2 arguments" in message
+    status, message = says("5.3", lambda first, second: 1 / 0)
+    assert status == HINT and "raised ZeroDivisionError" in message
+    status, message = says("5.4", "Is the f0rklift course open to a sixteen-year-old?", lambda: "?")
+    assert status == HINT and "my_fix must take 1 argument" in message
+
+
+@pytest.mark.slow  # loads SmolLM2's tokenizer with its model
+def test_lesson_3s_checks_read_a_count_as_a_count_and_say_how_long_an_answer_was():
+    from helpers import grammar
+    from helpers.exercises import lesson3
+
+    limits = lesson3._largest_limits()
+    best = min(limits.values())
+    deciding = [q for q, n in limits.items() if n == best]
+    assert exercises.check("3.2", {"answer_max_tokens": best, "deciding": deciding}).correct
+    verdict = exercises.check("3.2", {"answer_max_tokens": float(best), "deciding": deciding})
+    assert verdict.status == HINT and f"is a count: a whole number such as {best}" in verdict.message
+    pattern = r"/\d[^\r\n]*|[^\s][^\r\n]*\d[^\r\n]*/"
+    for words in (3, 40):
+        answer = " ".join(["parking"] * words)
+        length = lesson3._answer_tokens(answer)
+        verdict = exercises.check("3.5", pattern, f"Answer: {answer}\nSources: none")
+        side = "more than" if length > grammar.ANSWER_MAX_TOKENS else "fewer than"
+        assert verdict.status == HINT and f"takes {length} tokens" in verdict.message
+        assert f"{side} the answer rule's limit of {grammar.ANSWER_MAX_TOKENS}" in verdict.message
+
+
 def test_a_limit_below_the_answer_gets_a_direction_never_the_next_value():
     """Exercise 3.2's hint says which way to go, not how far: stepping up one token at a
     time must not be spelled out."""
@@ -481,13 +560,21 @@ def test_a_limit_below_the_answer_gets_a_direction_never_the_next_value():
     assert len(messages) == 1, messages  # the same words at every distance
 
 
-def test_hand_figures_within_the_stated_tolerance_and_the_lessons_own_f1_are_correct():
-    from helpers.scoring import token_f1
+def test_hand_figures_within_the_stated_tolerance_and_an_f1_of_ones_own_are_correct():
+    from collections import Counter
+
+    from helpers import text
 
     base = {"normalized": "oct 15", "em": 1}
     assert exercises.check("1.1", {**base, "f1": 1 - exercises.HAND_TOLERANCE}).correct
     assert not exercises.check("1.1", {**base, "f1": 1 - 2 * exercises.HAND_TOLERANCE}).correct
-    assert exercises.check("1.3", token_f1).status == CORRECT
+
+    def own_f1(prediction, reference):
+        p, r = (text.normalize_answer(s).split() for s in (prediction, reference))
+        shared = sum((Counter(p) & Counter(r)).values())
+        return 2 * shared / (len(p) + len(r)) if shared else 0.0
+
+    assert exercises.check("1.3", own_f1).status == CORRECT
 
 
 def test_verdicts_show_as_text_html_and_json():

@@ -374,12 +374,32 @@ def _number(value: Any, name: str) -> float:
 
 
 def _whole_number(value: Any, name: str) -> int:
-    """``value`` as an int; an :class:`AnswerShapeError` for anything else (a float with
-    a fraction, a string, a bool)."""
+    """``value`` as an int; an :class:`AnswerShapeError` for anything else (a float, even
+    24.0, a string, a bool): a count is a whole number."""
     number = _number(value, name)
-    if number != int(number):
-        raise AnswerShapeError(f"{name} must be a whole number, not {value!r}")
+    if not isinstance(value, (int, np.integer)):
+        raise AnswerShapeError(f"{name} is a count: a whole number such as {int(number)}, "
+                               f"not {value!r}")
     return int(number)
+
+
+def _call(function: Callable, name: str, *args: Any) -> Any:
+    """The student's ``function`` called with ``args``; a hint, never an error in the
+    notebook, when it takes another number of arguments or raises."""
+    import inspect
+
+    try:
+        inspect.signature(function).bind(*args)
+    except TypeError:
+        raise _Hint(f"{name} must take {_plural(len(args), 'argument', 'arguments')}; yours "
+                    f"is {name}{inspect.signature(function)}.") from None
+    except ValueError:  # a builtin without a signature: let the call say
+        pass
+    try:
+        return function(*args)
+    except Exception as error:  # noqa: BLE001 - the student's code, reported as a hint
+        shown = ", ".join(repr(a)[:60] for a in args)
+        raise _Hint(f"{name}({shown}) raised {type(error).__name__}: {error}.") from None
 
 
 def _close(value: Any, target: float, tolerance: float, name: str = "the figure") -> bool:

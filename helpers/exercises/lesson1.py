@@ -1,6 +1,7 @@
 """Lesson 1's exercises, one checker each (see :mod:`helpers.exercises`)."""
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 
@@ -55,7 +56,10 @@ def keep_at(q3_with_at, other_changed):
     "Retrieve candidate passages").
     """
     given = _id_list(q3_with_at, "q3_with_at")
-    changed = set(_id_list(other_changed, "other_changed")) - {"Q3"}
+    changed = set(_id_list(other_changed, "other_changed"))
+    if "Q3" in changed:
+        return hint("other_changed lists the *other* questions whose candidates change; Q3's "
+                    "new candidates are in q3_with_at.")
     keep = frozenset(text.STOP_WORDS - {"at"})
     with_at, base = _tfidf(keep).rank(_questions(), k=3), _retrieved_ids()
     expected = list(_top_ids(with_at, "Q3"))
@@ -123,6 +127,48 @@ _F1_HINTS = {
 }
 
 
+#: The lesson's scorers that compute token F1: exercise 1.3 asks for it without them.
+_SCORERS = ("token_f1", "best_reference_scores")
+
+
+class _ForbiddenCall(Exception):
+    """Raised in place of a scorer the student was asked not to call."""
+
+
+def _calls_token_f1(function) -> bool:
+    """Whether ``function`` is one of the lesson's scorers, or its code (or the code of a
+    function defined inside it) calls one: by a global name bound to it, or as an
+    attribute of the ``scoring`` module."""
+    scorers = [getattr(scoring, name) for name in _SCORERS]
+    if any(function is scorer for scorer in scorers):
+        return True
+    names, codes = set(), [getattr(function, "__code__", None)]
+    while codes:
+        code = codes.pop()
+        if code is not None:
+            names |= set(code.co_names)
+            codes += [c for c in code.co_consts if hasattr(c, "co_names")]
+    bound = [getattr(function, "__globals__", {}).get(name) for name in names]
+    return (any(any(value is scorer for scorer in scorers) for value in bound)
+            or (bool(names & set(_SCORERS)) and any(value is scoring for value in bound)))
+
+
+@contextlib.contextmanager
+def _forbidden_scorers():
+    """The lesson's scorers replaced by a tripwire while the student's function runs."""
+    def tripwire(*args, **kwargs):
+        raise _ForbiddenCall
+
+    saved = {name: getattr(scoring, name) for name in _SCORERS}
+    try:
+        for name in _SCORERS:
+            setattr(scoring, name, tripwire)
+        yield
+    finally:
+        for name, function in saved.items():
+            setattr(scoring, name, function)
+
+
 def _set_f1(prediction: str, reference: str) -> float:
     """Token F1 over the sets of normalised tokens: what a student who ignores repeats gets."""
     return scoring.token_f1(*(" ".join(set(text.normalize_answer(s).split()))
@@ -140,14 +186,23 @@ def own_token_f1(my_token_f1):
     """
     if not callable(my_token_f1):
         return hint("my_token_f1 must be a function of (prediction, reference).")
+    if _calls_token_f1(my_token_f1):
+        return hint("Write token F1 yourself: the task asks for it without calling "
+                    "scoring.token_f1 (or the lesson's other scorers), which the check "
+                    "compares yours with.")
+    expected = [scoring.token_f1(p, r) for p, r, _ in F1_PROBES]
     results = []
-    for prediction, reference, kind in F1_PROBES:
-        try:
-            results.append((prediction, reference, kind, my_token_f1(prediction, reference)))
-        except Exception as error:  # noqa: BLE001 - report the probe that broke it
-            extra = " " + _F1_HINTS["empty"] if kind == "empty" else ""
-            return hint(f"my_token_f1({prediction!r}, {reference!r}) raised "
-                        f"{type(error).__name__}: {error}.{extra}")
+    with _forbidden_scorers():
+        for prediction, reference, kind in F1_PROBES:
+            try:
+                results.append((prediction, reference, kind, my_token_f1(prediction, reference)))
+            except _ForbiddenCall:
+                return hint("Write token F1 yourself: the task asks for it without calling "
+                            "scoring.token_f1, which the check compares yours with.")
+            except Exception as error:  # noqa: BLE001 - report the probe that broke it
+                extra = " " + _F1_HINTS["empty"] if kind == "empty" else ""
+                return hint(f"my_token_f1({prediction!r}, {reference!r}) raised "
+                            f"{type(error).__name__}: {error}.{extra}")
     if all(value is None for *_, value in results):
         return not_attempted("Your function returns None: write its body in place of "
                              "the ..., then run this cell again.")
@@ -155,8 +210,8 @@ def own_token_f1(my_token_f1):
         if not _is_number(value) or math.isnan(float(value)):
             return hint(f"my_token_f1({prediction!r}, {reference!r}) returns {value!r}, "
                         "which is not a number: return the F1 as a float.")
-    wrong = [(p, r, k, v) for p, r, k, v in results
-             if not _close(v, scoring.token_f1(p, r), TOLERANCE)]
+    wrong = [(p, r, k, v) for (p, r, k, v), target in zip(results, expected)
+             if not _close(v, target, TOLERANCE)]
     if not wrong:
         return correct(f"It agrees with the lesson's token_f1 on all {len(results)} probes.")
     over = [(p, r) for p, r, _, v in wrong if float(v) > 1]
@@ -173,6 +228,13 @@ def own_token_f1(my_token_f1):
 
 #: What makes exercise 1.4's amount a weekly one: "per week", "a week", "/week", "weekly".
 _WEEKLY = re.compile(r"\bweek(ly)?\b", re.IGNORECASE)
+#: An amount written in words ("two hundred dollars"), which has no digit for the screen.
+_WORDED_AMOUNT = re.compile(
+    r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|"
+    r"thirty|forty|fifty|sixty|seventy|eighty|ninety|hundred|thousand|dollars?)\b",
+    re.IGNORECASE)
+#: H08's stipend in words.
+_STIPEND_IN_WORDS = re.compile(r"\b(?:(?:one|a) )?hundred(?: and)? fifty\b", re.IGNORECASE)
 
 
 @exercise("1.4", "Trip the screen, then slip past it", expects="two raw replies to Q1 as "
@@ -203,11 +265,14 @@ def screen_replies(held_reply, wrong_but_clear):
                        "pass all six checks."),
         (clear.action != "answer", "wrong_but_clear must be an answer, not an abstention or a "
                                    "premise flag."),
-        (not figures, "State a weekly amount in wrong_but_clear: the exercise is about a figure "
-                      "the screen cannot judge."),
-        (set(figures) & stipend, "That is the stipend H08 gives; state a different amount that "
-                                 "the screen still lets through."),
+        (not figures and not _WORDED_AMOUNT.search(clear.answer), "State a weekly amount in "
+         "wrong_but_clear: the exercise is about a figure the screen cannot judge."),
+        (set(figures) & stipend or _STIPEND_IN_WORDS.search(clear.answer), "That is the stipend "
+         "H08 gives; state a different amount that the screen still lets through."),
         (not _WEEKLY.search(clear.answer), "Q1 asks for a weekly stipend: wrong_but_clear must "
          "say that its amount is paid each week, as a reply to Q1 would."))
+    if not figures:
+        return correct("An amount in words has no digit, so the screen has no figure to look "
+                       "for in the cited passage: it reads figures, never amounts.")
     return correct("The screen checks that each figure appears in the cited passage, not "
                    "what the figure counts there.")

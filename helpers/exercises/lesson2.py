@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .. import dense, retrieval, text
+from ..baseline import contains_variant
 from .framework import (TOLERANCE, AnswerShapeError, _all_questions, _close, _first_hint, _handbook,
                         _id_list, _is_number, _number, _pair, _passage_ids, _passage_texts,
                         _plural, _require_keys, _tfidf, correct, exercise, fixture_cache, hint)
@@ -43,23 +44,31 @@ def _mrr(weight: float, question_set: str) -> float:
 MIN_CONTENT_WORDS = 3
 
 
-@exercise("2.1", "A paraphrase of your own", expects="a dict with keys 'passage_id' and "
-          "'question'")
+@exercise("2.1", "A paraphrase of your own", expects="a dict with keys 'passage_id', "
+          "'question' and 'answer'")
 def own_paraphrase(paraphrase):
-    """Lesson 2, exercise 2.1: a new question that shares no content word with its passage.
+    """Lesson 2, exercise 2.1: a new question that its passage answers and shares no content
+    word with.
 
     Checks that the question is new, has at least :data:`MIN_CONTENT_WORDS` content
-    words, shares none with the passage, and that the dense retriever ranks the passage in
-    its top three ("Why tf-idf fails Q3 and ranks Q6's gold second", "A dense retriever").
+    words, shares none with the passage, that its answer is words of the passage (a
+    question the passage cannot answer is no paraphrase of it; the check cannot read
+    meaning, so it asks where the answer is), and that the dense retriever ranks the
+    passage in its top three ("Why tf-idf fails Q3 and ranks Q6's gold second",
+    "A dense retriever").
     """
-    _require_keys(paraphrase, "paraphrase", ("passage_id", "question"))
-    passage_id, question = paraphrase["passage_id"], paraphrase["question"]
+    _require_keys(paraphrase, "paraphrase", ("passage_id", "question", "answer"))
+    passage_id, question, answer = (paraphrase[k] for k in ("passage_id", "question", "answer"))
     _passage_ids([passage_id])
     if not isinstance(question, str) or not question.strip().endswith("?"):
         return hint("'question' must be a question: a string ending with '?'.")
+    if not isinstance(answer, str) or not text.content_words(answer):
+        return hint("'answer' must be the words of the passage that answer your question, "
+                    "a string with at least one word that is not a stop word.")
+    passage = _passage_texts()[passage_id]
     existing = dict(zip(_all_questions()["question"].str.strip().str.lower(),
                         _all_questions()["question_id"]))
-    shared = text.shared_content_words(question, _passage_texts()[passage_id])
+    shared = text.shared_content_words(question, passage)
     _first_hint(
         (question.strip().lower() in existing, f"That is {existing.get(question.strip().lower())} "
                                                "from the lesson's question sets; write a question "
@@ -67,7 +76,11 @@ def own_paraphrase(paraphrase):
         (len(text.content_words(question)) < MIN_CONTENT_WORDS, "Write a real question: at least "
          f"{MIN_CONTENT_WORDS} content words (not stop words)."),
         (shared, f"Your question shares {', '.join(repr(w) for w in shared)} with {passage_id}; "
-                 "find other words for the same thing."))
+                 "find other words for the same thing."),
+        (not contains_variant(passage, [answer]), f"{answer!r} is not in {passage_id}: a "
+         "paraphrase asks what its passage says, so give the passage's own words that answer "
+         "it. A question the passage cannot answer is not a paraphrase of it, however close "
+         "the encoder puts them."))
     ranked = _dense_retriever().rank(pd.DataFrame({"question_id": ["mine"],
                                                    "question": [question]}), k=None)
     rank = int(ranked.loc[ranked["passage_id"] == passage_id, "rank"].iloc[0])

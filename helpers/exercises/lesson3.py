@@ -54,6 +54,17 @@ def parser_not_grammar(reply):
                    "stricter of the two.")
 
 
+def _answer_tokens(answer: str) -> int:
+    """The tokens of an answer as the grammar's matcher counts them: those after
+    "Answer:", the first of which carries the space."""
+    tokenizer = _small_reader().tokenizer
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    return count(f"Answer: {answer}") - count("Answer:")
+
+
 def _largest_limits() -> dict[str, int]:
     """Per question, the largest answer limit whose longest reply fits in the token cap."""
     limits, tokenizer = {}, _small_reader().tokenizer
@@ -227,9 +238,16 @@ def digit_loophole(digit_answer, loophole):
         return hint("Your reply's answer holds a digit; find one without any that the "
                     "grammar still admits.")
     if not _accepts(_ids("Q5"), loophole, digit_answer):
-        return hint("Your grammar rejects it, as the pattern says it should. Read the whole "
-                    "answer rule of the grammar: is there anything besides the pattern that "
-                    "can end the answer?")
+        length, limit = _answer_tokens(parsed.answer), grammar.ANSWER_MAX_TOKENS
+        return hint(f"Your grammar rejects it, as the pattern says it should: its answer "
+                    f"takes {_plural(length, 'token', 'tokens')} as the matcher counts them "
+                    "(from the token that carries the space after 'Answer:'), "
+                    + (f"more than the answer rule's limit of {limit}, so the grammar never "
+                       "lets it get that far." if length > limit else
+                       f"fewer than the answer rule's limit of {limit}, so the pattern alone "
+                       "decides.")
+                    + " Read the whole answer rule of the grammar: is there anything besides "
+                    "the pattern that can end the answer?")
     return correct("The answer rule's token limit ends the answer whether or not the "
                    "pattern is complete, so the digit is guaranteed only in answers shorter "
                    "than the limit.")

@@ -5,11 +5,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pandas as pd
+import regex
 
 from .. import attacks, defences, retrieval, screen, text
-from .framework import (AnswerShapeError, _all_questions, _first_hint, _handbook, _id_list,
-                        _known, _plural, _question_texts, _questions, _ranking, _reply,
-                        _retrieved_ids, _riverton, _tfidf, correct, exercise,
+from .framework import (AnswerShapeError, _all_questions, _call, _first_hint, _handbook,
+                        _id_list, _known, _plural, _question_texts, _questions, _ranking,
+                        _reply, _retrieved_ids, _riverton, _tfidf, correct, exercise,
                         fixture_cache, hint)
 
 
@@ -62,11 +63,12 @@ def _routed(question: str, topics, terms=None, routed_topics=None) -> bool:
 
 
 def _route_cases() -> list[tuple[str, str, list]]:
-    """(name, question, topics the rule reads) for lesson 5's routed questions: lesson
-    1's six, then every attack question with and without its attack."""
-    ranked = _ranking()
-    cases = [(qid, question, _topics_of(ranked, qid, _handbook_index()))
-             for qid, question in _question_texts().items()]
+    """(name, question, topics the rule reads) for lesson 5's routed questions: the 42
+    ordinary questions (lesson 1's six, then lesson 2's), then every attack question with
+    and without its attack."""
+    ranked = _ranked("ordinary")
+    cases = [(q.question_id, q.question, _topics_of(ranked, q.question_id, _handbook_index()))
+             for q in _all_questions().itertuples(index=False)]
     for (attack_id, condition), row in _attack_inputs().items():
         cases.append((f"{attack_id} ({condition})", row.question,
                       defences.routing_topics(row.retrieved_ids, row.retrieved_scores,
@@ -87,8 +89,9 @@ def _about_child_care(name: str) -> bool:
     """Whether a routed question asks about child care: its gold passage, or for an attack
     question a retrieved passage, is the child-care passage."""
     passage = _child_care_passage()
-    if name in _question_texts():
-        return _questions().set_index("question_id").at[name, "gold_passage_id"] == passage
+    gold = _all_questions().set_index("question_id")["gold_passage_id"]
+    if name in gold.index:
+        return gold[name] == passage
     attack_id, _, condition = name.partition(" (")
     row = _attack_inputs()[(attack_id, condition.rstrip(")"))]
     return passage in row.retrieved_ids
@@ -180,19 +183,31 @@ def route_child_care(my_topics, my_terms, also_routed):
 #: The passage ID exercise 5.2's planted passage gets.
 PLANTED_ID = "P09"
 
+#: A sentence that puts child care in a room: "child care" and "Room" with its number.
+_CHILD_CARE = regex.compile(r"\bchild ?care\b", regex.IGNORECASE)
+_ROOM = regex.compile(r"\broom\s+(\w*\d\w*)", regex.IGNORECASE)
 
-@exercise("5.2", "A planted figure the screen passes", expects="planted_text (the text of "
-          "planted passage P05) and reply (a raw reply to A06's question)")
+
+@exercise("5.2", "A planted figure the screen passes", expects=f"planted_text (the text of "
+          f"planted passage {PLANTED_ID}) and reply (a raw reply to A06's question)")
 def planted_figure(planted_text, reply):
     """Lesson 5, exercise 5.2: a planted passage, and a reply citing it that the screen passes.
 
-    P05 joins the handbook in an index of its own; tf-idf is fitted on it and A06's
-    question retrieves its top three. The reply must parse, answer, cite P05, state a
-    figure that no handbook passage holds and pass all six checks, and provenance must
-    hold it (:func:`helpers.defences.defence_verdicts`) ("Every defence on every reply").
+    The planted passage (:data:`PLANTED_ID`) must put child care in a room, in one
+    sentence; it joins the handbook in an index of its own, tf-idf is fitted on it and
+    A06's question retrieves its top three. The reply must parse, answer with that room,
+    cite the planted passage, state a figure that no handbook passage holds and pass all
+    six checks, and provenance must hold it (:func:`helpers.defences.defence_verdicts`)
+    ("Every defence on every reply").
     """
     if not isinstance(planted_text, str) or not planted_text.strip():
         return hint("planted_text must be the text of your planted passage, a string.")
+    rooms = {room for sentence in text.split_sentences(planted_text)
+             if _CHILD_CARE.search(sentence) for room in _ROOM.findall(sentence)}
+    if not rooms:
+        return hint("Your planted passage must put free child care in a room of your "
+                    "invention: one sentence that names child care and the room, with its "
+                    "number.")
     mine = pd.DataFrame([{"passage_id": PLANTED_ID, "topic": _child_care_topic(),
                           "text": planted_text, "source": "exercise 5.2",
                           "provenance": "planted"}])
@@ -206,6 +221,9 @@ def planted_figure(planted_text, reply):
     _first_hint(
         (parsed.action != "answer", "reply must be an answer, not an abstention or a premise "
                                     "flag."),
+        (not set(_ROOM.findall(parsed.answer)) & rooms, f"reply must give the room your "
+         f"passage puts child care in (Room {sorted(rooms)[0]}): that is what A06's caller "
+         "asks."),
         (PLANTED_ID not in parsed.sources, f"Cite your planted passage, {PLANTED_ID}: the "
                                            "exercise is about a reply that agrees with what it "
                                            "cites."),
@@ -255,11 +273,12 @@ def two_programs(my_disagree):
         return hint("my_disagree must be a function: def my_disagree(first, second): ...")
     fixture = _attack_fixture()
     alarms = [f"{a} and {b}" for a, b, x, y in _same_topic_pairs(fixture.variant)
-              if my_disagree(x, y)]
+              if _call(my_disagree, "my_disagree", x, y)]
     planted = attacks.attack_index(_handbook(), fixture.passages)
     needed = [(a, b, x, y) for a, b, x, y in _same_topic_pairs(planted)
               if defences.conflicting_passages([a, b], planted)]
-    missed = [f"{a} and {b}" for a, b, x, y in needed if not my_disagree(x, y)]
+    missed = [f"{a} and {b}" for a, b, x, y in needed
+              if not _call(my_disagree, "my_disagree", x, y)]
     _first_hint(
         (alarms, lambda: f"Your check flags {alarms[0]} of the variant handbook, which are both "
                          "true: what does each of them speak about?"),
@@ -277,7 +296,7 @@ def _lesson_route(question: str, ranked: pd.DataFrame, question_id: str):
 def _fixed_route(my_fix, question: str, question_id: str):
     """The lesson's rule on ``my_fix(question)``, retrieved afresh: a fix changes what
     tf-idf finds as well as the words the rule reads."""
-    fixed = my_fix(question)
+    fixed = _call(my_fix, "my_fix", question)
     if not isinstance(fixed, str):
         raise AnswerShapeError(f"my_fix must return a string; for {question!r} it returned "
                                f"{type(fixed).__name__}")
