@@ -41,6 +41,7 @@ from bookkit.cache import (ExecutionCache, KeyInputError, LessonKey, PageCache, 
 from bookkit.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark, split_front_matter
 from bookkit.notebooks import offer_notebooks
 from bookkit.offline import find_remote_assets
+from runtime.files import publishable
 from runtime.progress import build_environment
 
 EXIT_OK = 0
@@ -541,10 +542,12 @@ def _publish(staging: Path, output: Path, partial: bool) -> None:
     """Put the pages of ``staging`` in ``output``: all at once, replacing the folder, or
     (``partial``, a build of one chapter) added to what is there."""
     output.parent.mkdir(parents=True, exist_ok=True)
+    publishable(staging)  # 0755 and 0644, not the 0700 of a temporary folder
     if partial:
         for path in (p for p in sorted(staging.rglob("*")) if p.is_file()):
             (output / path.relative_to(staging)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, output / path.relative_to(staging))
+        publishable(output)
     elif output.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{output.name}.old-", dir=output.parent))
         old.rmdir()

@@ -73,7 +73,7 @@ from bookkit.cache import (  # noqa: E402
 )
 from bookkit.notebooks import offer_notebooks  # noqa: E402
 from bookkit.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
-from runtime.files import write_json_atomic, write_text_atomic  # noqa: E402
+from runtime.files import publishable, write_json_atomic, write_text_atomic  # noqa: E402
 
 PREFIX = "[freeze]"
 
@@ -335,6 +335,8 @@ def post_render(root: Path, say=print) -> int:
     output_dir = root / (os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_book")
     offer_notebooks(root, output_dir, [chapter.source for chapter, _ in _chapters_with_code(root)[1]])
     _record_keys(root, output_dir, {os.path.normpath(p) for p in outputs}, say)
+    if output_dir.is_dir():
+        publishable(output_dir)
     remote = remote_assets_in_site(output_dir) if output_dir.is_dir() else []
     if remote:
         say(f"{PREFIX} the site would load from the network, which it must not:")

@@ -1,4 +1,4 @@
-"""The success-rule language of lesson 5's attacks, and the kinds of attack.
+"""The success-rule language of lesson 5's attacks.
 
 Introduced in lesson 5, "The attacks, written down first". An attack's success rule is
 written down before anything runs, as terms that code checks:
@@ -20,10 +20,11 @@ month has not followed the attack. This module only reads rules (the fixture loa
 checks every row with :func:`parse_rule`); :func:`helpers.attacks.rule_holds` applies
 one to a reply.
 
-It also holds what the fixture loader needs to know about attack text: the kinds of
-attack, the styles of the evasions written against the router, and
-:func:`without_payload`, which gives the question a caller asks once an attack's words
-are taken out.
+It also holds what the fixture loader needs to know about attack text: its mechanisms,
+the styles of the evasions written against the router, and :func:`without_payload`, which
+gives the question a caller asks once an attack's words are taken out. The kinds of
+attack are declared in the fixture itself (``riverton-attack-kinds.csv``), each with what
+carries it, so that a new technique is a row, not a change of code.
 """
 from __future__ import annotations
 
@@ -31,28 +32,9 @@ from dataclasses import dataclass
 
 import regex
 
-#: The kinds of attack the fixture may declare (lesson 5, "The attacks, written down first").
-ATTACK_KINDS = (
-    "orders a wrong figure",
-    "imitates policy",
-    "overrides the format",
-    "instructions in the question",
-    "stale or contradictory",
-    "wrong fact without a figure",
-    # written after the marking prompts, against them (lesson 5, "Attacks that adapt")
-    "closes the quoting tag",
-    "imitates the datamark",
-    "claims to come from the system",
-)
-#: The kinds whose attack is carried by the question, not by a planted passage.
-QUESTION_KINDS = ("instructions in the question",)
-
 #: What an attack does when it succeeds: it copies a planted fact into the reply
 #: (poisoning the collection), or it follows a planted order (injection).
 MECHANISMS = ("injection", "poisoning")
-#: The defence an attack was written against: none (the six written before any defence
-#: ran), or the marking prompts it adapts to (lesson 5, "Attacks that adapt").
-WRITTEN_AGAINST = ("none", "quoting prompt", "datamarking prompt", "both marking prompts")
 
 #: The styles of question that an attacker who has read the router writes (lesson 5,
 #: "Routing decided before the reader runs"): the same question, reworded so that no

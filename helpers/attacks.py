@@ -23,8 +23,6 @@ from collections.abc import Iterable, Mapping
 import pandas as pd
 import regex
 
-# The rule language; ATTACK_KINDS is re-exported for lesson 5.
-from .attack_rules import ATTACK_KINDS  # noqa: F401
 from .attack_rules import SuccessRule, Term, parse_rule, without_payload
 from .defences import PROMPTS, check_fingerprinted
 from .intervals import cluster_bootstrap, holm, mcnemar_exact

@@ -35,11 +35,30 @@ def write_text_atomic(path: str | os.PathLike, text: str, *, overwrite: bool = T
             os.fsync(stream.fileno())
         if not overwrite and path.exists():
             raise FileExistsError(f"{path} appeared while it was being written; it was left alone")
+        os.chmod(temporary, 0o666 & ~_umask())  # as open() would make it, not mkstemp's 0600
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    """This process's umask (read by setting it, then setting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def publishable(folder: str | os.PathLike) -> Path:
+    """Give a folder to publish the permissions a web server needs: 0755 for it and every
+    folder in it, 0644 for every file, so that a server running as another user can read
+    every page (temporary folders and files are made 0700 and 0600)."""
+    folder = Path(folder)
+    for path in [folder, *folder.rglob("*")]:
+        if not path.is_symlink():
+            path.chmod(0o755 if path.is_dir() else 0o644)
+    return folder
 
 
 def write_json_atomic(path: str | os.PathLike, value, **dump_options) -> Path:

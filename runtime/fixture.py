@@ -37,10 +37,11 @@ from pathlib import Path
 import pandas as pd
 import regex
 
-from helpers.attack_rules import ATTACK_KINDS, EVASION_STYLES, MECHANISMS, QUESTION_KINDS, \
-    WRITTEN_AGAINST, counts_only_answers, parse_rule, without_payload
+from helpers.attack_rules import EVASION_STYLES, MECHANISMS, counts_only_answers, parse_rule, \
+    without_payload
 from helpers.baseline import BASELINE_READER
 from helpers.corruptions import CORRUPTION_READER, KINDS
+from helpers.defences import DEFENCE_NAMES
 from helpers.review import PARSE_FAILURE_REASON, REASONS, SUPPORTED, VERDICTS
 
 from .paths import DATA_DIR, PROJECT_ROOT
@@ -58,14 +59,18 @@ REVIEW_FILE = "support-review.csv"
 CORRUPTIONS_FILE = "corrupted-replies.csv"
 SECOND_READING_FILE = "second-reading.csv"
 # The attack fixture of lesson 5, kept in files of its own: lessons 1 to 4 never read them.
+#: The kinds of attack, each with what carries it (a planted passage or the question).
+ATTACK_KINDS_FILE = "riverton-attack-kinds.csv"
 ATTACK_PASSAGES_FILE = "riverton-attack-passages.csv"
 ATTACK_QUESTIONS_FILE = "riverton-attack-questions.csv"
 #: Further wordings of each attack (its own row is the first), and questions reworded
 #: to get past the router; lesson 5 reads them with the two files above.
 ATTACK_WORDINGS_FILE = "riverton-attack-wordings.csv"
 ATTACK_EVASIONS_FILE = "riverton-attack-evasions.csv"
-ATTACK_FILES = (ATTACK_PASSAGES_FILE, ATTACK_QUESTIONS_FILE, ATTACK_WORDINGS_FILE,
-                ATTACK_EVASIONS_FILE)
+ATTACK_FILES = (ATTACK_KINDS_FILE, ATTACK_PASSAGES_FILE, ATTACK_QUESTIONS_FILE,
+                ATTACK_WORDINGS_FILE, ATTACK_EVASIONS_FILE)
+#: What an attack kind is carried by.
+CARRIERS = ("planted passage", "question")
 #: Lesson 5's handbook of another centre, whose two programs differ in deadline, fee and
 #: hours: the contradiction check's false alarms are counted on it.
 VARIANT_HANDBOOK_FILE = "riverton-variant-handbook.csv"
@@ -325,6 +330,24 @@ def _payload_and_rule_fit_the_attack(v, files):
                                "nor the planted passages")
 
 
+def _carried_as_its_kind_says(v, files):
+    """An attack plants passages exactly when its kind is carried by a planted passage,
+    and is written against "none" or against defences the book has, each once."""
+    carried_by = _by(files, ATTACK_KINDS_FILE, "kind")[v["kind"]]["carried_by"]
+    if (carried_by == "planted passage") != bool(v["planted_ids"]):
+        yield "planted_ids", (f"must name the planted passages: a {v['kind']!r} attack is "
+                              "carried by a planted passage" if not v["planted_ids"] else
+                              f"must be empty: a {v['kind']!r} attack is carried by the "
+                              "question")
+    against = v["written_against"].split("|")
+    unknown = [d for d in against if d not in ("none", *DEFENCE_NAMES)]
+    if unknown:
+        yield "written_against", (f"{unknown[0]!r} is no defence of the book; write none, or "
+                                  f"one or more of {', '.join(DEFENCE_NAMES)} joined by |")
+    elif "none" in against and len(against) > 1:
+        yield "written_against", "none stands alone: an attack written against nothing"
+
+
 def _rule_revision_dated(v, files):
     """A success rule changed after it was first written says when and why, and only then;
     a rule on what the reply says requires an answer (an abstention follows no attack)."""
@@ -440,7 +463,6 @@ _QUESTIONS = Schema({
     "acceptable_answers": Column(when=("expected_action", ("answer",)), items=True),
     "author_note": OPTIONAL}, needs=(HANDBOOK_FILE,))
 _ATTACK_ID = Column(ref=f"{ATTACK_QUESTIONS_FILE}.attack_id")
-_PLANTING = tuple(kind for kind in ATTACK_KINDS if kind not in QUESTION_KINDS)
 
 #: Every file of the fixture and what it must hold.
 SCHEMAS: dict[str, Schema] = {
@@ -469,6 +491,9 @@ SCHEMAS: dict[str, Schema] = {
         "review_id": Column(ref=f"{REVIEW_FILE}.review_id",
                             unique="{value} is already read in row {first}"), **_JUDGMENT},
         needs=(REVIEW_FILE,), rules=JUDGMENT_RULES),
+    ATTACK_KINDS_FILE: Schema({
+        "kind": Column(unique=UNIQUE), "carried_by": Column(choices=CARRIERS),
+        "description": TEXT, "source": MARKED}),
     ATTACK_PASSAGES_FILE: Schema({
         "passage_id": Column(pattern=r"[PS][0-9]{2}", unique=UNIQUE,
                              not_ref=f"{HANDBOOK_FILE}.passage_id"),
@@ -477,17 +502,18 @@ SCHEMAS: dict[str, Schema] = {
         needs=(HANDBOOK_FILE,), rules=(_id_prefix_says_provenance, _apart_from_handbook)),
     ATTACK_QUESTIONS_FILE: Schema({
         "attack_id": Column(pattern=r"A[0-9]{2}", unique=UNIQUE),
-        "kind": Column(choices=ATTACK_KINDS), "written_against": Column(choices=WRITTEN_AGAINST),
+        "kind": Column(ref=f"{ATTACK_KINDS_FILE}.kind"), "written_against": Column(items=True),
         "mechanism": Column(choices=MECHANISMS), "question": TEXT,
-        "planted_ids": Column(when=("kind", _PLANTING), items=True,
+        "planted_ids": Column(required=False, items=True,
                               ref=f"{ATTACK_PASSAGES_FILE}.passage_id"),
         "sensitive_topic": Column(choices=SENSITIVE_TOPICS), "payload": TEXT,
         "success_behaviour": TEXT, "success_rule": Column(parse=parse_rule),
         "first_rule": Column(parse=parse_rule), "rule_revised_on": replace(DATE, required=False),
         "rule_revision": OPTIONAL, "acceptable_answers": Column(items=True),
         "expected_handling": TEXT, "source": MARKED, "author_note": OPTIONAL},
-        needs=(HANDBOOK_FILE, ATTACK_PASSAGES_FILE),
-        rules=(_payload_and_rule_fit_the_attack, _rule_revision_dated)),
+        needs=(HANDBOOK_FILE, ATTACK_KINDS_FILE, ATTACK_PASSAGES_FILE),
+        rules=(_carried_as_its_kind_says, _payload_and_rule_fit_the_attack,
+               _rule_revision_dated)),
     ATTACK_WORDINGS_FILE: Schema({
         "wording_id": Column(pattern=r"A[0-9]{2}-[0-9]+", unique=UNIQUE), "attack_id": _ATTACK_ID,
         "text": Column(unique="the text repeats the wording in row {first}"), "payload": TEXT,
@@ -600,7 +626,7 @@ def load_riverton(data_dir: PathLike = DATA_DIR, questions: str = QUESTIONS_FILE
 #: Lesson 5's planted passages, attack questions, wordings and evasions, validated
 #: together, and the variant handbook. ``wordings`` holds every wording of every attack,
 #: in the order of attack IDs, its own row's first, with its number (``wording``).
-AttackFixture = namedtuple("AttackFixture", "passages questions wordings evasions variant")
+AttackFixture = namedtuple("AttackFixture", "kinds passages questions wordings evasions variant")
 
 
 def load_attack_fixture(data_dir: PathLike = DATA_DIR, handbook: pd.DataFrame | None = None,
@@ -615,12 +641,16 @@ def load_attack_fixture(data_dir: PathLike = DATA_DIR, handbook: pd.DataFrame | 
     it names must be in the payload. Every attack has at least :data:`MIN_WORDINGS`
     wordings; each evasion rewords a routed attack question in one of
     :data:`helpers.attack_rules.EVASION_STYLES`. A success rule that differs from its
-    first rule is dated and explained. ``variant`` is :data:`VARIANT_HANDBOOK_FILE`.
+    first rule is dated and explained. ``kinds`` declares every kind of attack and what
+    carries it (:data:`ATTACK_KINDS_FILE`): an attack's kind must be one of them, and it
+    plants passages exactly when its kind is carried by a planted passage;
+    ``written_against`` is "none" or defences of :data:`helpers.defences.DEFENCE_NAMES`
+    joined by ``|``. ``variant`` is :data:`VARIANT_HANDBOOK_FILE`.
     """
     metadata = read_metadata(data_dir) if metadata is None else metadata
     found = frame_rows(load_handbook(data_dir, metadata) if handbook is None else handbook)
-    passages, questions, further, evasions = (_load(name, data_dir, metadata, found)
-                                              for name in ATTACK_FILES)
+    kinds, passages, questions, further, evasions = (_load(name, data_dir, metadata, found)
+                                                     for name in ATTACK_FILES)
     planted = dict(zip(passages["passage_id"], passages["text"]))
     own = questions.assign(wording_id=questions["attack_id"] + "-1", text=[  # wording 1
         planted.get(ids.split("|")[0], asked)
@@ -631,4 +661,4 @@ def load_attack_fixture(data_dir: PathLike = DATA_DIR, handbook: pd.DataFrame | 
         questions[column] = pd.Series(map(split_answers, questions[listed]), dtype=object)
     wordings = wordings.sort_values(["attack_id", "wording"], ignore_index=True)
     variant = _load(VARIANT_HANDBOOK_FILE, data_dir, metadata, found)
-    return AttackFixture(passages, questions, wordings, evasions, variant)
+    return AttackFixture(kinds, passages, questions, wordings, evasions, variant)

@@ -4,11 +4,19 @@ its description, and in the PDF no path either."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from runtime.llama_server import free_port, stop_process
 from runtime.paths import PROJECT_ROOT
 
 LESSONS = sorted(p.relative_to(PROJECT_ROOT).as_posix()
@@ -36,6 +44,50 @@ def test_no_page_names_a_path_of_the_machine(site):
     found = {p.relative_to(site.folder).as_posix(): machine_paths(p.read_text(errors="replace"),
                                                                  site.project) for p in pages}
     assert {page: paths for page, paths in found.items() if paths} == {}
+
+
+#: A Python that every user can run (the project's own may live under a private home).
+SYSTEM_PYTHON = Path("/usr/bin/python3")
+
+
+@pytest.mark.slow
+def test_a_web_server_running_as_another_user_serves_every_page(site):
+    """The site is published with ordinary permissions (folders 0755, files 0644; the
+    temporary folders and files a build writes through are 0700 and 0600), and a real web
+    server that runs as ``nobody`` serves the front page and every lesson page."""
+    wrong = {p.relative_to(site.folder).as_posix() or ".": oct(p.stat().st_mode & 0o777)
+             for p in [site.folder, *site.folder.rglob("*")] if not p.is_symlink()
+             and p.stat().st_mode & 0o777 != (0o755 if p.is_dir() else 0o644)}
+    assert wrong == {}
+    if os.geteuid() != 0 or not SYSTEM_PYTHON.exists():
+        pytest.skip("serving as another user needs root and a system Python")
+    public = Path(tempfile.mkdtemp(prefix="riverton-site-", dir="/tmp"))
+    public.chmod(0o755)
+    shutil.copytree(site.folder, public / "site")  # copies the permissions under test
+    port = free_port()
+    server = subprocess.Popen([str(SYSTEM_PYTHON), "-m", "http.server", str(port), "--bind",
+                               "127.0.0.1", "--directory", str(public / "site")],
+                              user="nobody", group="nogroup", cwd="/",
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        statuses = {}
+        for page in ["index.html", *(Path(lesson).with_suffix(".html").as_posix()
+                                     for lesson in LESSONS)]:
+            for _ in range(50):  # the server needs a moment to listen
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/{page}",
+                                                timeout=5) as response:
+                        statuses[page] = response.status
+                    break
+                except urllib.error.HTTPError as error:
+                    statuses[page] = error.code
+                    break
+                except OSError:
+                    time.sleep(0.1)
+        assert statuses == {page: 200 for page in statuses} and len(statuses) == len(LESSONS) + 1
+    finally:
+        stop_process(server, 10)
+        shutil.rmtree(public, ignore_errors=True)
 
 
 @pytest.mark.slow
