@@ -47,7 +47,7 @@ MODULE_BUDGET = 250
 LARGER_BUDGETS = {"agreement": 400, "defences": 400}
 #: Code lines of whole parts of the project.
 TOTAL_BUDGETS = {"helpers without exercises": 3200, "helpers/exercises": 1300,
-                 "runtime and bookkit": 4500, "tests": 10500}
+                 "runtime and bookkit": 4550, "tests": 10500}
 
 
 def code_lines(path: Path) -> int:

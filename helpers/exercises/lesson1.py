@@ -1,7 +1,6 @@
 """Lesson 1's exercises, one checker each (see :mod:`helpers.exercises`)."""
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 
@@ -131,42 +130,17 @@ _F1_HINTS = {
 _SCORERS = ("token_f1", "best_reference_scores")
 
 
-class _ForbiddenCall(Exception):
-    """Raised in place of a scorer the student was asked not to call."""
-
-
 def _calls_token_f1(function) -> bool:
     """Whether ``function`` is one of the lesson's scorers, or its code (or the code of a
     function defined inside it) calls one: by a global name bound to it, or as an
     attribute of the ``scoring`` module."""
-    scorers = [getattr(scoring, name) for name in _SCORERS]
-    if any(function is scorer for scorer in scorers):
-        return True
     names, codes = set(), [getattr(function, "__code__", None)]
-    while codes:
-        code = codes.pop()
-        if code is not None:
-            names |= set(code.co_names)
-            codes += [c for c in code.co_consts if hasattr(c, "co_names")]
-    bound = [getattr(function, "__globals__", {}).get(name) for name in names]
-    return (any(any(value is scorer for scorer in scorers) for value in bound)
-            or (bool(names & set(_SCORERS)) and any(value is scoring for value in bound)))
-
-
-@contextlib.contextmanager
-def _forbidden_scorers():
-    """The lesson's scorers replaced by a tripwire while the student's function runs."""
-    def tripwire(*args, **kwargs):
-        raise _ForbiddenCall
-
-    saved = {name: getattr(scoring, name) for name in _SCORERS}
-    try:
-        for name in _SCORERS:
-            setattr(scoring, name, tripwire)
-        yield
-    finally:
-        for name, function in saved.items():
-            setattr(scoring, name, function)
+    for code in (c for c in codes if c is not None):  # grows with the nested functions
+        names |= set(code.co_names)
+        codes += [c for c in code.co_consts if hasattr(c, "co_names")]
+    bound = [function, *(getattr(function, "__globals__", {}).get(name) for name in names)]
+    return (any(value is getattr(scoring, name) for value in bound for name in _SCORERS)
+            or bool(names & set(_SCORERS)) and any(value is scoring for value in bound))
 
 
 def _set_f1(prediction: str, reference: str) -> float:
@@ -188,21 +162,16 @@ def own_token_f1(my_token_f1):
         return hint("my_token_f1 must be a function of (prediction, reference).")
     if _calls_token_f1(my_token_f1):
         return hint("Write token F1 yourself: the task asks for it without calling "
-                    "scoring.token_f1 (or the lesson's other scorers), which the check "
-                    "compares yours with.")
-    expected = [scoring.token_f1(p, r) for p, r, _ in F1_PROBES]
+                    "scoring.token_f1 (or best_reference_scores), which the check compares "
+                    "yours with.")
     results = []
-    with _forbidden_scorers():
-        for prediction, reference, kind in F1_PROBES:
-            try:
-                results.append((prediction, reference, kind, my_token_f1(prediction, reference)))
-            except _ForbiddenCall:
-                return hint("Write token F1 yourself: the task asks for it without calling "
-                            "scoring.token_f1, which the check compares yours with.")
-            except Exception as error:  # noqa: BLE001 - report the probe that broke it
-                extra = " " + _F1_HINTS["empty"] if kind == "empty" else ""
-                return hint(f"my_token_f1({prediction!r}, {reference!r}) raised "
-                            f"{type(error).__name__}: {error}.{extra}")
+    for prediction, reference, kind in F1_PROBES:
+        try:
+            results.append((prediction, reference, kind, my_token_f1(prediction, reference)))
+        except Exception as error:  # noqa: BLE001 - report the probe that broke it
+            extra = " " + _F1_HINTS["empty"] if kind == "empty" else ""
+            return hint(f"my_token_f1({prediction!r}, {reference!r}) raised "
+                        f"{type(error).__name__}: {error}.{extra}")
     if all(value is None for *_, value in results):
         return not_attempted("Your function returns None: write its body in place of "
                              "the ..., then run this cell again.")
@@ -210,8 +179,8 @@ def own_token_f1(my_token_f1):
         if not _is_number(value) or math.isnan(float(value)):
             return hint(f"my_token_f1({prediction!r}, {reference!r}) returns {value!r}, "
                         "which is not a number: return the F1 as a float.")
-    wrong = [(p, r, k, v) for (p, r, k, v), target in zip(results, expected)
-             if not _close(v, target, TOLERANCE)]
+    wrong = [(p, r, k, v) for p, r, k, v in results
+             if not _close(v, scoring.token_f1(p, r), TOLERANCE)]
     if not wrong:
         return correct(f"It agrees with the lesson's token_f1 on all {len(results)} probes.")
     over = [(p, r) for p, r, _, v in wrong if float(v) > 1]
