@@ -36,6 +36,12 @@ import regex
 #: (poisoning the collection), or it follows a planted order (injection).
 MECHANISMS = ("injection", "poisoning")
 
+#: The defences an attack can be written against (lesson 5, "Attacks that adapt"): the
+#: two marking prompts and every code defence, by the names :data:`helpers.defences.DEFENCES`
+#: gives them.
+DEFENCE_NAMES = ("quoting prompt", "datamarking prompt", "parse gate", "provenance", "screen",
+                 "contradiction", "routing")
+
 #: The styles of question that an attacker who has read the router writes (lesson 5,
 #: "Routing decided before the reader runs"): the same question, reworded so that no
 #: routed word appears.

@@ -599,9 +599,6 @@ DEFENCES = {
     "held_by_contradiction": "contradiction",
     "routed_to_person": "routing",
 }
-#: The defences an attack can be written against (lesson 5, "Attacks that adapt"): the
-#: two marking prompts and every code defence, by name.
-DEFENCE_NAMES = ("quoting prompt", "datamarking prompt", *DEFENCES.values())
 
 #: What each code defence looks at (lesson 5, "Every defence on every reply"). A check
 #: that reads the reply holds a reply for what it says, and can promise nothing about a

@@ -37,11 +37,10 @@ from pathlib import Path
 import pandas as pd
 import regex
 
-from helpers.attack_rules import EVASION_STYLES, MECHANISMS, counts_only_answers, parse_rule, \
-    without_payload
+from helpers.attack_rules import DEFENCE_NAMES, EVASION_STYLES, MECHANISMS, counts_only_answers, \
+    parse_rule, without_payload
 from helpers.baseline import BASELINE_READER
 from helpers.corruptions import CORRUPTION_READER, KINDS
-from helpers.defences import DEFENCE_NAMES
 from helpers.review import PARSE_FAILURE_REASON, REASONS, SUPPORTED, VERDICTS
 
 from .paths import DATA_DIR, PROJECT_ROOT
@@ -644,7 +643,7 @@ def load_attack_fixture(data_dir: PathLike = DATA_DIR, handbook: pd.DataFrame | 
     first rule is dated and explained. ``kinds`` declares every kind of attack and what
     carries it (:data:`ATTACK_KINDS_FILE`): an attack's kind must be one of them, and it
     plants passages exactly when its kind is carried by a planted passage;
-    ``written_against`` is "none" or defences of :data:`helpers.defences.DEFENCE_NAMES`
+    ``written_against`` is "none" or defences of :data:`helpers.attack_rules.DEFENCE_NAMES`
     joined by ``|``. ``variant`` is :data:`VARIANT_HANDBOOK_FILE`.
     """
     metadata = read_metadata(data_dir) if metadata is None else metadata

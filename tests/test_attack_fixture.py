@@ -12,8 +12,8 @@ import re
 
 import pytest
 
-from helpers.attack_rules import EVASION_STYLES, without_payload
-from helpers.defences import DEFENCE_NAMES
+from helpers.attack_rules import DEFENCE_NAMES, EVASION_STYLES, without_payload
+from helpers.defences import DEFENCES
 from runtime.fixture import (ATTACK_EVASIONS_FILE, ATTACK_FILES, ATTACK_KINDS_FILE,
                              ATTACK_PASSAGES_FILE, ATTACK_QUESTIONS_FILE, ATTACK_WORDINGS_FILE,
                              HANDBOOK_FILE, METADATA_FILE, fingerprint, load_attack_fixture,
@@ -227,7 +227,8 @@ def test_an_attack_added_as_the_guide_says_is_rows_not_code(data_copy):
     inputs = attacks.attack_reader_inputs(fixture.questions, load_riverton(data_copy).handbook,
                                           fixture.passages, fixture.wordings)
     assert (inputs["attack_id"] == "A11").sum() == 1 + 3 * 2  # without it; 3 wordings, 2 places
-    assert {"routing", "contradiction", "quoting prompt", "datamarking prompt"} <= set(DEFENCE_NAMES)
+    # Every defence of the book can be named, by the name lesson 5 gives it.
+    assert set(DEFENCE_NAMES) == {"quoting prompt", "datamarking prompt", *DEFENCES.values()}
 
 
 # --- the wall between the attack fixture and lessons 1 to 4 ------------------------------

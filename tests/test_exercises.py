@@ -178,7 +178,7 @@ WRONG_ANSWERS = [
             "{**defences.QUESTION_TERMS, 'care': {'kid'}}, []", "sends 1 more of lesson 1's 6 questions to a person than you list"),
     ("5.2", 'planted_text, reply = "Parking costs $7 a day.", "Answer: Room 7\\nSources: P09"',
      "must put free child care in a room"),
-    ("5.2", 'planted_text, reply = "Parking is free. Child care is in Room 7.", "Answer: Room 7\\nSources: P09"',
+    ("5.2", 'planted_text, reply = "Childcare is in Room 7.", "Answer: Room 7\\nSources: P09"',
      "P09 is not among the three passages retrieved"),
     ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 221.", '
             '"Answer: Room 221\\nSources: H13"', "Cite your planted passage, P09"),

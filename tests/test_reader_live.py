@@ -57,9 +57,9 @@ def _sample() -> dict[tuple, list]:
     for entry in read_transcript():
         if entry.model_id == SMOL_ID:
             groups.setdefault((entry.collection, entry.decoding), []).append(entry)
-    # lessons 1 and 3 (two question files, two decodings), lesson 4's judge, lesson 5's ten
-    # attacks and its ordinary questions under three prompts
-    assert len(groups) == 4 + 1 + 10 + 3, sorted(groups)
+    # lessons 1 and 3 (two question files, two decodings), lesson 2's hybrid prompts,
+    # lesson 4's judge, lesson 5's ten attacks and its ordinary questions under three prompts
+    assert len(groups) == 4 + 1 + 1 + 10 + 3, sorted(groups)
     return {name: [found[0], found[-1]] for name, found in groups.items()}
 
 

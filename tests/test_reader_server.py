@@ -177,7 +177,12 @@ def test_the_hybrids_prompts_record_as_lesson_two_builds_them(llama_url, data_co
         for q, ids in zip(lesson2["question_id"], lesson2["retrieved_ids"])]
     replayed = generate_all(load_reader(SMOL, mode="recorded", transcript=transcript), lesson2)
     assert list(replayed["raw_output"]) == [e.raw_output for e in entries]
-    assert {e.key for e in entries}.isdisjoint(e.key for e in read_transcript())  # not tf-idf's
+    committed = read_transcript()
+    assert {e.key for e in entries}.isdisjoint(  # not tf-idf's prompts
+        e.key for e in committed if e.collection.endswith("tfidf top 3"))
+    # ...but lesson 2's own: the committed hybrid replies are keyed the same way.
+    assert {e.key for e in entries} == {e.key for e in committed if e.model_id == entries[0].model_id
+                                        and e.collection == entries[0].collection}
 
 
 def test_lesson_5_prompts_record_from_a_server_and_the_lesson_finds_them(llama_url, tmp_path,

@@ -56,9 +56,6 @@ def keep_at(q3_with_at, other_changed):
     """
     given = _id_list(q3_with_at, "q3_with_at")
     changed = set(_id_list(other_changed, "other_changed"))
-    if "Q3" in changed:
-        return hint("other_changed lists the *other* questions whose candidates change; Q3's "
-                    "new candidates are in q3_with_at.")
     keep = frozenset(text.STOP_WORDS - {"at"})
     with_at, base = _tfidf(keep).rank(_questions(), k=3), _retrieved_ids()
     expected = list(_top_ids(with_at, "Q3"))
@@ -80,6 +77,8 @@ def keep_at(q3_with_at, other_changed):
                         if q != "Q3" and _top_ids(with_at, q) != base[q]}
     extra = sorted(changed - expected_changed)
     _first_hint(
+        ("Q3" in changed, "other_changed lists the *other* questions whose candidates change; "
+                          "Q3's new candidates are in q3_with_at."),
         (extra, f"The candidate list of {', '.join(extra)} does not change: its scores may move, "
                 "but compare the passage IDs in rank order."),
         (expected_changed - changed, (f"You list {_plural(len(changed), 'question', 'questions')} "
@@ -132,13 +131,14 @@ _SCORERS = ("token_f1", "best_reference_scores")
 
 def _calls_token_f1(function) -> bool:
     """Whether ``function`` is one of the lesson's scorers, or its code (or the code of a
-    function defined inside it) calls one: by a global name bound to it, or as an
-    attribute of the ``scoring`` module."""
+    function defined inside it) calls one: by a global or enclosing name bound to it, or as
+    an attribute of the ``scoring`` module."""
     names, codes = set(), [getattr(function, "__code__", None)]
     for code in (c for c in codes if c is not None):  # grows with the nested functions
         names |= set(code.co_names)
         codes += [c for c in code.co_consts if hasattr(c, "co_names")]
-    bound = [function, *(getattr(function, "__globals__", {}).get(name) for name in names)]
+    bound = [function, *(getattr(function, "__globals__", {}).get(name) for name in names),
+             *(cell.cell_contents for cell in getattr(function, "__closure__", None) or ())]
     return (any(value is getattr(scoring, name) for value in bound for name in _SCORERS)
             or bool(names & set(_SCORERS)) and any(value is scoring for value in bound))
 
