@@ -37,7 +37,7 @@ llama-server: $(LLAMA_STAMP)
 book: $(STAMP)
 	$(PY) -m bookkit --install-quarto $(if $(FRESH),--fresh) $(if $(RETRY_QUARTO),--retry-quarto-install)
 
-# quarto preview with this Python; restarts (and re-renders) when helpers/, runtime/ or data/ change.
+# quarto preview with this Python; restarts (and re-renders) when helpers/, exercises/, runtime/ or data/ change.
 preview: $(STAMP)
 	$(PY) -m bookkit --preview
 

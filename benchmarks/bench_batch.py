@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 import pandas as pd  # noqa: E402
 
 from helpers import attacks  # noqa: E402
-from runtime import batch  # noqa: E402
+from runtime import batch, config  # noqa: E402
 from runtime.attack_runs import attack_prompts  # noqa: E402
 from runtime.fixture import load_attack_fixture, load_riverton  # noqa: E402
 from runtime.lessons import lesson_reader_inputs  # noqa: E402
@@ -81,11 +81,11 @@ def timed(run):
 
 def decode_all(reader, prompts, size, constrained):
     """Every prompt's reply through greedy_batch, ``size`` prompts at a time."""
-    os.environ[batch.BATCH_ENV] = str(size)
+    os.environ[config.BATCH_SIZE] = str(size)
     try:
         return generate_all(reader, prompts, constrained=constrained).attrs["generations"]
     finally:
-        del os.environ[batch.BATCH_ENV]
+        del os.environ[config.BATCH_SIZE]
 
 
 def same(first, second) -> int:
@@ -101,7 +101,7 @@ def lesson_times(batch_size: str | None) -> dict[str, float]:
         project = copy_project(Path(folder) / "book")
         env = clean_environment(PYTHONPATH=str(project), RIVERTON_READER_MODE="recorded")
         if batch_size is not None:
-            env[batch.BATCH_ENV] = batch_size
+            env[config.BATCH_SIZE] = batch_size
         result = subprocess.run([sys.executable, "-m", "bookkit", "--engine", "nbclient",
                                  "--fresh"], cwd=project, env=env, capture_output=True,
                                 text=True, timeout=3600)

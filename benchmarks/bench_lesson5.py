@@ -84,7 +84,7 @@ def live_generations() -> tuple[int, float]:
     fixture = load_riverton()
     attack = load_attack_fixture(handbook=fixture.handbook, metadata=fixture.metadata)
     inputs = attack_reader_inputs(attack.questions, fixture.handbook, attack.passages,
-                                  attack.wordings)
+                                  attack.wordings, metadata=fixture.metadata)
     ordinary = pd.concat([fixture.questions,
                           load_riverton(questions=EXTENDED_QUESTIONS_FILE).questions])
     asked = ordinary_inputs(ordinary, TfidfRetriever.fit(fixture.handbook).rank(ordinary, k=3),

@@ -731,7 +731,7 @@ def main(argv: list[str] | None = None) -> int:
            help=f"without Quarto, try once to pip-install {quarto_tools.QUARTO_CLI} here (make book does)")
     option("--retry-quarto-install", action="store_true", help="forget a failed quarto-cli install; try again")
     option("--preview", action="store_true",
-           help="quarto preview --render html, restarted when helpers/, runtime/ or data/ change")
+           help="quarto preview --render html, restarted when helpers/, exercises/, runtime/ or data/ change")
     option("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds allowed per cell")
     option("quarto_args", nargs="*", metavar="-- QUARTO-ARGUMENT",
            help="after --: more arguments for quarto render or preview (e.g. -- --no-browser --port 4200)")

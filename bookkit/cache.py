@@ -5,8 +5,8 @@ successful execution. What it depends on is hashed into its *key*:
 
 - the lesson's code cells (source, `#|` options included, and cell tags), in order; its
   front matter; and any markdown cell holding inline `{python}` code;
-- every file of the packages the lessons import, `helpers` (what they teach) and `runtime`
-  (what serves them), `__pycache__` and compiled files aside;
+- every file of the packages the lessons import, `helpers` (what they teach), `exercises`
+  (their checks) and `runtime` (what serves them), `__pycache__` and compiled files aside;
 - every file under `data/`, read from disk (an untracked file counts too), and every file
   of a folder that a ``RIVERTON_*`` variable points a lesson at outside `data/`
   (:data:`INPUT_FOLDER_VARIABLES`: lesson 4's ``RIVERTON_REVIEWS_DIR``);
@@ -54,16 +54,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runtime.files import read_json, write_json_atomic, write_text_atomic
-from runtime.progress import BUILD_ENV, SWITCH_ENV
+from runtime import config
 
 #: Bump when what the key covers, or how entries are stored, changes.
 KEY_VERSION = 1
-ENV_PREFIX = "RIVERTON_"
 CACHE_DIR_NAME = ".book-cache"
 #: Executed notebooks kept per lesson: the newest few, so that undoing an edit is free.
 KEEP_PER_LESSON = 3
 #: The packages a lesson imports, whose files are in every lesson's key.
-LESSON_PACKAGES = ("helpers", "runtime")
+LESSON_PACKAGES = ("helpers", "exercises", "runtime")
 
 _IGNORED_PARTS = {"__pycache__", ".ipynb_checkpoints"}
 _INLINE_CODE = re.compile(r"`\{python3?\}")
@@ -111,7 +110,7 @@ def lesson_package_folders(root: Path) -> dict[str, Path]:
 #: it) and the progress switch (bars are off in a build whatever it says). Leaving them
 #: out of the key keeps `make book` and a plain `quarto render` from executing each
 #: other's lessons again. See :mod:`runtime.progress`.
-DISPLAY_ONLY_VARIABLES = frozenset({BUILD_ENV, SWITCH_ENV})
+DISPLAY_ONLY_VARIABLES = frozenset({config.BOOK_BUILD, config.PROGRESS})
 
 #: ``RIVERTON_*`` variables that name a folder whose files a lesson reads: lesson 4 reads
 #: students' reviews from ``$RIVERTON_REVIEWS_DIR`` (``runtime.reviews.reviews_dir``, explained
@@ -119,7 +118,7 @@ DISPLAY_ONLY_VARIABLES = frozenset({BUILD_ENV, SWITCH_ENV})
 #: the folder lies outside `data/` (which is hashed anyway) its files are hashed too, so an
 #: edit there executes the lesson again. A relative value is read from the project folder,
 #: where lessons run.
-INPUT_FOLDER_VARIABLES = ("RIVERTON_REVIEWS_DIR",)
+INPUT_FOLDER_VARIABLES = (config.REVIEWS_DIR,)
 
 
 def input_folders(root: Path, environ=None) -> dict[str, Path]:
@@ -145,12 +144,6 @@ def input_files(root: Path, value, environ=None) -> dict:
             for label, folder in folders.items() for path in files_under(folder)}
 
 
-#: What a lesson's replies come from when a reader server is configured (see
-#: :func:`server_reason`); the names match :mod:`runtime.server` and :mod:`runtime.readers`.
-SERVER_URL_VARIABLE = "RIVERTON_READER_URL"
-READER_MODE_VARIABLE = "RIVERTON_READER_MODE"
-
-
 def server_reason(environ=None) -> str | None:
     """Why no lesson can be re-used while a reader server is configured, or None.
 
@@ -162,11 +155,11 @@ def server_reason(environ=None) -> str | None:
     page. The URL is printed without a user name or password.
     """
     environ = os.environ if environ is None else environ
-    url = (environ.get(SERVER_URL_VARIABLE) or "").strip()
+    url = config.text(config.READER_URL, environ)
     if url:
         return "replies come from the server at " + re.sub(r"^([\w+.-]+://)[^/@]*@", r"\1", url)
-    if (environ.get(READER_MODE_VARIABLE) or "").strip().lower() == "server":
-        return f"replies come from a reader server ({READER_MODE_VARIABLE}=server)"
+    if config.text(config.READER_MODE, environ).lower() == "server":
+        return f"replies come from a reader server ({config.READER_MODE}=server)"
     return None
 
 
@@ -175,7 +168,7 @@ def environment_digests(environ=None) -> dict[str, str]:
     (:data:`DISPLAY_ONLY_VARIABLES` aside)."""
     environ = os.environ if environ is None else environ
     return {name: _sha256(value.encode("utf-8"))[:16] for name, value in sorted(environ.items())
-            if name.startswith(ENV_PREFIX) and name not in DISPLAY_ONLY_VARIABLES}
+            if name.startswith(config.PREFIX) and name not in DISPLAY_ONLY_VARIABLES}
 
 
 def installed_distributions() -> dict[str, str]:

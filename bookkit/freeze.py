@@ -1,7 +1,7 @@
 """Keep Quarto's frozen results honest: `pre-render` and `post-render` scripts for `_quarto.yml`.
 
 Quarto's ``freeze: auto`` re-executes a chapter only when the chapter's own file changed.
-The book's lessons also depend on helpers/, runtime/, the data, the installed packages and the
+The book's lessons also depend on helpers/, exercises/, runtime/, the data, the installed packages and the
 reader settings, so `_quarto.yml` runs this script around every render (``quarto render``
 and the first render of ``quarto preview`` alike), with the Python Quarto uses for Jupyter
 (``QUARTO_PYTHON``, else ``python3`` on PATH):

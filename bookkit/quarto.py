@@ -128,13 +128,13 @@ def _input_stamps(root: Path) -> dict[str, tuple[int, int]]:
 
 
 def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: float = 1.0, say=print) -> int:
-    """`quarto preview --render html`, started again whenever helpers/, runtime/ or data/ change.
+    """`quarto preview --render html`, started again whenever helpers/, exercises/, runtime/ or data/ change.
 
     Quarto's preview renders the whole book once (the pre-render step re-executes the
     lessons whose key changed; the others are thawed), then re-renders a chapter when its
     notebook is saved, using the outputs saved in it: by design it never executes a
     notebook on those re-renders, and it does not watch the files the lessons read. So
-    this polls helpers/, runtime/ and data/ (:func:`_input_stamps`), and when one changes it
+    this polls helpers/, exercises/, runtime/ and data/ (:func:`_input_stamps`), and when one changes it
     stops Quarto and starts it again, on the same port: the new first render executes
     exactly the lessons the change affects, and no page shows results of the old files.
     """
@@ -150,7 +150,7 @@ def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: floa
         extra += ["--port", str(free_port())]  # the same address after a restart
     command = [found.path, "preview", "--render", "html", *extra]
     say(f"[preview] running: {' '.join(command)}")
-    say("[preview] watching helpers/, runtime/ and data/ too (a change restarts the preview); stop with Ctrl-C")
+    say("[preview] watching helpers/, exercises/, runtime/ and data/ too (a change restarts the preview); stop with Ctrl-C")
     process = None
     try:
         while True:

@@ -87,8 +87,8 @@ def caused(under_attack: bool, without_attack: bool) -> bool:
 
 
 def attack_index(handbook: pd.DataFrame, planted: pd.DataFrame,
-                 planted_ids: Iterable[str] | None = None,
-                 metadata: pd.DataFrame | None = None) -> pd.DataFrame:
+                 planted_ids: Iterable[str] | None = None, *,
+                 metadata: pd.DataFrame) -> pd.DataFrame:
     """The passages retrieval sees under attack: the handbook plus planted passages.
 
     Lesson 5, "Plant the passages". ``planted_ids`` chooses which planted passages join
@@ -166,7 +166,7 @@ def _input_row(attack_id, condition, wording, position, question, ranked, index,
 
 def attack_reader_inputs(attacks: pd.DataFrame, handbook: pd.DataFrame,
                          planted: pd.DataFrame, wordings: pd.DataFrame | None = None,
-                         k: int = 3, metadata: pd.DataFrame | None = None) -> pd.DataFrame:
+                         k: int = 3, *, metadata: pd.DataFrame) -> pd.DataFrame:
     """Retrieval and reader prompts for every attack: once without it, and under it in
     every wording at both positions.
 

@@ -106,14 +106,10 @@ def handbook_fingerprint(handbook: pd.DataFrame) -> str:
     return hashlib.sha256(buffer.getvalue().encode("utf-8")).hexdigest()
 
 
-def check_fingerprinted(handbook: pd.DataFrame, metadata: pd.DataFrame | None = None) -> str:
-    """Refuse a handbook table whose fingerprint is not the one ``metadata`` (default: the
-    committed metadata file) records for the handbook file; returns the fingerprint.
-    Lesson 5, "Plant the passages"."""
-    if metadata is None:
-        from runtime import read_metadata
-
-        metadata = read_metadata()
+def check_fingerprinted(handbook: pd.DataFrame, metadata: pd.DataFrame) -> str:
+    """Refuse a handbook table whose fingerprint is not the one ``metadata`` (the fixture's,
+    as ``runtime.load_riverton`` gives it) records for the handbook file; returns the
+    fingerprint. Lesson 5, "Plant the passages"."""
     recorded = metadata.loc[metadata["artifact"] == HANDBOOK_FILE, "fingerprint"]
     if recorded.empty:
         raise UntrustedHandbookError(f"the metadata has no row for {HANDBOOK_FILE}")

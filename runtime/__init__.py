@@ -4,14 +4,15 @@ What the lessons teach lives in ``helpers/``. This package loads and validates t
 fixture, runs or replays the readers (live, recorded, server), batches their prompts,
 keeps the model cache and the transcript of recorded replies, checks reviews, shows
 tables, and offers one command line (``python -m runtime``). A lesson imports only the
-entry points below, by name (``from runtime import load_reader, show_table``); so may a
-taught module, where it needs one. ``tests/test_structure.py`` keeps it so.
+entry points below, by name (``from runtime import load_reader, show_table``); so do the
+exercises' checks. A taught module never imports the runtime: it is given what it needs
+as an argument. ``tests/test_structure.py`` keeps it so.
 """
 from __future__ import annotations
 
 import importlib
 
-#: Every name a lesson or a taught module may import from the runtime, and its module.
+#: Every name a lesson or an exercise check may import from the runtime, and its module.
 ENTRY_POINTS = {
     # the fixture (lesson 1, "Load the reader and the handbook")
     "load_riverton": "fixture", "load_attack_fixture": "fixture", "read_metadata": "fixture",

@@ -14,17 +14,14 @@ set, else :data:`DEFAULT_BATCH_SIZE`.
 """
 from __future__ import annotations
 
-import contextlib
-import os
 from collections.abc import Callable, Sequence
 
 from helpers.decoding import next_tokens
 
+from . import config
+
 #: Prompts decoded together by default, chosen by measurement (benchmarks/bench_batch.py).
 DEFAULT_BATCH_SIZE = 16
-
-#: Environment variable that overrides the batch size (1: one prompt at a time).
-BATCH_ENV = "RIVERTON_BATCH_SIZE"
 
 #: The most prompts decoded together.
 MAX_BATCH_SIZE = 64
@@ -33,17 +30,8 @@ MAX_BATCH_SIZE = 64
 def batch_size(value: int | None = None) -> int:
     """``value``, else ``RIVERTON_BATCH_SIZE``, else :data:`DEFAULT_BATCH_SIZE`; a whole
     number from 1 to :data:`MAX_BATCH_SIZE`, or a ValueError naming where it came from."""
-    source, text = "batch_size", value
-    if value is None:
-        source, text = f"environment variable {BATCH_ENV}", os.environ.get(BATCH_ENV, "").strip()
-        if not text:
-            return DEFAULT_BATCH_SIZE
-        with contextlib.suppress(ValueError):  # not a whole number: refused below
-            value = int(text)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_BATCH_SIZE:
-        raise ValueError(f"{source} is {text!r}; expected a whole number from 1 to "
-                         f"{MAX_BATCH_SIZE}")
-    return value
+    return config.number(config.BATCH_SIZE, value, default=DEFAULT_BATCH_SIZE, low=1,
+                           high=MAX_BATCH_SIZE, argument="batch_size")
 
 
 def batches(items: Sequence, size: int) -> list[list]:

@@ -22,9 +22,9 @@ import contextlib
 import html
 import importlib.metadata
 import math
-import os
 
-GUARDS_ENV = "RIVERTON_GUARDS"
+from . import config
+
 
 
 class ClaimMismatch(AssertionError):
@@ -93,11 +93,11 @@ def check_claim(sentence: str, claimed, computed, *, reader=None) -> None:
     if reader is not None and getattr(reader, "mode", None) == "live":
         message += live_context(reader)
     message += (" Rewrite the sentence (and this check) for the new result, or find what "
-                "changed. To go on meanwhile, run `%env RIVERTON_GUARDS=warn` in a cell (or set "
-                "RIVERTON_GUARDS=warn before you start JupyterLab or the build) and run the "
-                "cells again: each sentence that no longer holds then shows this message as a "
-                "warning beside it.")
-    if os.environ.get(GUARDS_ENV, "").strip().lower() != "warn":
+                f"changed. To go on meanwhile, run `%env {config.GUARDS}=warn` in a cell (or "
+                f"set {config.GUARDS}=warn before you start JupyterLab or the build) and run "
+                "the cells again: each sentence that no longer holds then shows this message "
+                "as a warning beside it.")
+    if config.text(config.GUARDS).lower() != "warn":
         raise ClaimMismatch(message)
     from IPython.display import display
 

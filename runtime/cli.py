@@ -35,6 +35,7 @@ from helpers.grammar import ConstrainedDecodingError
 from helpers.judge import JUDGE_READER, assert_judge_parsed, judge_settings
 from helpers.review import REASONS, VERDICTS, sources_of
 
+from . import config
 from .attack_runs import record_prompts
 from .claims import package_versions
 from .data_check import check_all, update_metadata
@@ -245,7 +246,7 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--reader", required=True, choices=sorted(REGISTRY))
             sub.add_argument("--server", metavar="URL", help="record from an OpenAI-compatible "
                              "server instead of running the model here; an API key comes from "
-                             "RIVERTON_READER_API_KEY")
+                             f"{config.READER_API_KEY}")
             sub.add_argument("--concurrency", type=int, help="server requests in flight (4)")
             sub.add_argument("--timeout", type=float, help="seconds per server request (60)")
             sub.add_argument("--constrained", action="store_true", help="decode under lesson "

@@ -9,7 +9,7 @@ JupyterLab, a line on standard error in a terminal).
 A book build executes the same cells, and a bar would leave a widget, or its text, in
 the published page. So the bars stay off whenever a build runs the code:
 
-- ``python -m bookkit`` sets :data:`BUILD_ENV` in the environment of every kernel
+- ``python -m bookkit`` sets ``RIVERTON_BOOK_BUILD`` in the environment of every kernel
   it starts (:func:`build_environment`), with either engine;
 - a plain ``quarto render`` sets ``QUARTO_DOCUMENT_PATH`` (and ``QUARTO_EXECUTE_INFO``)
   in the environment of the kernel that executes a document; Quarto sets neither in a
@@ -26,16 +26,10 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-#: Set (to the engine's name) by the book build in the kernels that execute the lessons.
-BUILD_ENV = "RIVERTON_BOOK_BUILD"
+from . import config
 
 #: Environment variables that ``quarto render`` sets in the kernel executing a document.
 QUARTO_MARKERS = ("QUARTO_DOCUMENT_PATH", "QUARTO_EXECUTE_INFO")
-
-#: ``0``, ``off``, ``false`` or ``no`` hide the bars for a person's session as well.
-SWITCH_ENV = "RIVERTON_PROGRESS"
-
-_OFF = {"0", "off", "false", "no"}
 
 T = TypeVar("T")
 
@@ -44,8 +38,8 @@ def book_build(environ: Mapping[str, str] | None = None) -> str | None:
     """The book build executing this process (``"nbclient"``, ``"quarto"`` ...), or None
     when a person is running it."""
     environ = os.environ if environ is None else environ
-    value = environ.get(BUILD_ENV, "").strip()
-    if value and value.lower() not in _OFF:
+    if (value := config.text(config.BOOK_BUILD, environ)) and not config.switched_off(
+            config.BOOK_BUILD, environ):
         return value
     if any(environ.get(name) for name in QUARTO_MARKERS):
         return "quarto"
@@ -54,15 +48,12 @@ def book_build(environ: Mapping[str, str] | None = None) -> str | None:
 
 def bars_enabled(environ: Mapping[str, str] | None = None) -> bool:
     """Whether progress bars are shown: not in a book build, not switched off."""
-    environ = os.environ if environ is None else environ
-    return book_build(environ) is None and environ.get(SWITCH_ENV, "").strip().lower() not in _OFF
+    return book_build(environ) is None and not config.switched_off(config.PROGRESS, environ)
 
 
 def build_environment(engine: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """A copy of ``base`` (default: this process's environment) marked as a book build."""
-    environ = dict(os.environ if base is None else base)
-    environ[BUILD_ENV] = engine
-    return environ
+    return {**(os.environ if base is None else base), config.BOOK_BUILD: engine}
 
 
 class QuestionProgress:

@@ -34,7 +34,7 @@ from helpers.grammar import ANSWER_MAX_TOKENS, ConstrainedDecodingError, Grammar
 from helpers.parsing import show_line_breaks
 from helpers.prompts import check_input_budget
 
-from . import batch, server
+from . import batch, server, config
 from .paths import shown
 from .progress import QuestionProgress, quiet_loading
 from .records import TRANSCRIBED, TRANSCRIPT_PATH, describe_difference, read_transcript, \
@@ -43,7 +43,6 @@ from .registry import GGUF_PACKAGE, HF_CACHE, ReaderError, ReaderSpec, \
     WeightsUnavailableError, get_reader_spec, hf_snapshot_path, how_to_get_weights, \
     package_gguf_path, resolve_revision, weights_available
 
-MODE_ENV = "RIVERTON_READER_MODE"
 MODES = ("auto", "live", "recorded", "server")
 
 #: The columns of :func:`generate_all`'s table, in order.
@@ -87,9 +86,10 @@ class Generation:
 
 def resolve_mode(mode: str | None = None) -> str:
     """``mode``, else the environment variable ``RIVERTON_READER_MODE``, else ``auto``."""
-    chosen = (mode if mode is not None else os.environ.get(MODE_ENV, "auto")).strip().lower()
+    chosen = (config.text(config.READER_MODE) or "auto" if mode is None else mode)
+    chosen = chosen.strip().lower()
     if chosen not in MODES:
-        source = "argument mode" if mode is not None else f"environment variable {MODE_ENV}"
+        source = "argument mode" if mode is not None else f"environment variable {config.READER_MODE}"
         raise ValueError(f"{source} is {chosen!r}; expected one of {', '.join(MODES)}")
     return chosen
 
@@ -341,7 +341,7 @@ class RecordedReader(Reader):
             f"question {question_id}: no recorded reply of reader {self.spec.key!r} "
             f"({self.model_id}) matches its prompt (key {key[:12]}...) in "
             f"{shown(self.transcript_path)}. {found} To run the model live instead, set "
-            f"{MODE_ENV}=live (its weights must be on this machine), or record the replies "
+            f"{config.READER_MODE}=live (its weights must be on this machine), or record the replies "
             f"again with `{record_command(self.spec.key, closest, decoding != UNCONSTRAINED)}`.")
 
     def holds(self, messages: list[dict], settings: dict | None = None) -> bool:
@@ -398,12 +398,13 @@ class ServerReader(Reader):
                  concurrency: int | None = None, timeout: float | None = None):
         super().__init__(spec, resolve_revision(spec))
         self.url = server.normalise_url(url)
-        self.concurrency = server.setting(concurrency, server.CONCURRENCY_ENV,
-                                          server.DEFAULT_CONCURRENCY, int, 1,
-                                          server.MAX_CONCURRENCY)
-        self.timeout = server.setting(timeout, server.TIMEOUT_ENV, server.DEFAULT_TIMEOUT,
-                                      float, 0.1, 3600.0)
-        api_key = api_key if api_key is not None else os.environ.get(server.API_KEY_ENV)
+        self.concurrency = config.number(
+            config.READER_CONCURRENCY, concurrency, default=server.DEFAULT_CONCURRENCY, low=1,
+            high=server.MAX_CONCURRENCY, error=ReaderError)
+        self.timeout = config.number(config.READER_TIMEOUT, timeout,
+                                       default=server.DEFAULT_TIMEOUT, low=0.1, high=3600.0,
+                                       kind=float, error=ReaderError)
+        api_key = api_key if api_key is not None else config.text(config.READER_API_KEY) or None
         self.client = server.open_client(self.url, api_key, self.timeout)
         self.server = server.identify(self.client, self.url, self.spec, self.revision,
                                       self.timeout)
@@ -485,13 +486,13 @@ def load_reader(key: str, mode: str | None = None,
     if chosen == "server":
         if not server_url:
             raise ReaderError(f"server mode for reader {key!r} needs the server's URL: set "
-                              f"{server.URL_ENV}=http://HOST:PORT/v1 or pass url= to load_reader")
+                              f"{config.READER_URL}=http://HOST:PORT/v1 or pass url= to load_reader")
         return ServerReader(spec, server_url, api_key, concurrency, timeout)
     if chosen == "live":
         if not allow_download and not weights_available(spec):
             raise WeightsUnavailableError(
                 f"live mode for reader {key!r}: {how_to_get_weights(spec)} "
-                f"Or replay the recorded outputs with {MODE_ENV}=recorded.")
+                f"Or replay the recorded outputs with {config.READER_MODE}=recorded.")
         return LiveReader(spec, allow_download=allow_download)
     return RecordedReader(spec, transcript)
 

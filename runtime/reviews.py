@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import os
 import random
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +27,7 @@ from helpers.parsing import ABSTAIN_PREFIX, parse_reader_output
 from helpers.review import REASONS, SAME_REPLY, VERDICTS, carry_verdicts, escape_reply, \
     sources_of, sources_text, unescape_reply
 
+from . import config
 from .files import write_csv_atomic
 from .fixture import CORRUPTIONS_FILE, EXTENDED_QUESTIONS_FILE, JUDGMENT_RULES, QUESTIONS_FILE, \
     REVIEW_FILE, SCHEMAS, SECOND_READING_FILE, FixtureError, PathLike, Row, _load, \
@@ -46,8 +46,6 @@ REPLY_COLUMNS, JUDGMENT_COLUMNS = REVIEW_COLUMNS[:8], REVIEW_COLUMNS[8:]
 
 #: Where a student's own reviews live: inside ``data/`` so a new file re-renders the page.
 REVIEWS_DIR = PROJECT_ROOT / "data" / "reviews"
-#: Set this to read students' reviews from another folder (the tests do).
-REVIEWS_ENV = "RIVERTON_REVIEWS_DIR"
 
 #: The replies the book's review covers, in review order: (reader, decoding, question
 #: files). Qwen's are lesson 1's six; SmolLM2's come unconstrained and under lesson 3's
@@ -90,7 +88,7 @@ def system_label(reader: str, decoding: str) -> str:
 
 def reviews_dir() -> Path:
     """The folder of students' reviews: ``$RIVERTON_REVIEWS_DIR`` or ``data/reviews``."""
-    return Path(os.environ.get(REVIEWS_ENV) or REVIEWS_DIR)
+    return Path(config.text(config.REVIEWS_DIR) or REVIEWS_DIR)
 
 
 class ReviewError(FixtureError):

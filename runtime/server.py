@@ -32,19 +32,14 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from . import config
 from .registry import ReaderError, ReaderSpec, file_sha256, package_gguf_path
-
-URL_ENV = "RIVERTON_READER_URL"
-API_KEY_ENV = "RIVERTON_READER_API_KEY"
-CONCURRENCY_ENV = "RIVERTON_READER_CONCURRENCY"
-TIMEOUT_ENV = "RIVERTON_READER_TIMEOUT"
 
 #: Requests in flight at once from one notebook. Small, so that thirty students on one
 #: server stay within what it batches well; raise it for a single author re-recording.
@@ -164,7 +159,7 @@ class ServerInfo(ModelMatch):
 
 def configured_url(url: str | None = None) -> str | None:
     """``url``, else the environment variable ``RIVERTON_READER_URL``, else None."""
-    return (url if url is not None else os.environ.get(URL_ENV, "")).strip() or None
+    return (url if url is not None else config.text(config.READER_URL)).strip() or None
 
 
 def normalise_url(url: str) -> str:
@@ -172,23 +167,8 @@ def normalise_url(url: str) -> str:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise ReaderError(f"reader server URL {url!r} is not an http(s) URL such as "
-                          f"http://127.0.0.1:8000/v1 (set {URL_ENV} or pass url=)")
+                          f"http://127.0.0.1:8000/v1 (set {config.READER_URL} or pass url=)")
     return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") or "/v1", "", ""))
-
-
-def setting(value, env: str, default, kind, low, high):
-    """A number from an argument or an environment variable, checked to lie in range."""
-    source = "argument" if value is not None else f"environment variable {env}"
-    raw = value if value is not None else os.environ.get(env)
-    if raw in (None, ""):
-        return default
-    try:
-        number = kind(raw)
-    except (TypeError, ValueError):
-        number = None
-    if number is None or not low <= number <= high:
-        raise ReaderError(f"{source} is {raw!r}; expected a number from {low} to {high}")
-    return number
 
 
 def is_loopback(url: str) -> bool:
@@ -417,13 +397,13 @@ def describe_api_error(error: Exception, timeout: float) -> str:
     import openai
 
     if isinstance(error, openai.APITimeoutError):
-        return f"no reply within {timeout:g} s (the timeout; set {TIMEOUT_ENV} to wait longer)"
+        return f"no reply within {timeout:g} s (the timeout; set {config.READER_TIMEOUT} to wait longer)"
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error.__context__ or error
         return f"cannot connect ({type(cause).__name__}: {cause})"
     if isinstance(error, openai.APIStatusError):
         body = error.response.text if error.response is not None else ""
-        hint = f" (set {API_KEY_ENV} to the server's API key)" if error.status_code in (
+        hint = f" (set {config.READER_API_KEY} to the server's API key)" if error.status_code in (
             401, 403) else ""
         return f"HTTP {error.status_code}{hint}: {_excerpt(body) or 'no body'}"
     return f"{type(error).__name__}: {error}"

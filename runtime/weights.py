@@ -32,11 +32,11 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from . import config
 from .files import read_json, write_json_atomic
 from .paths import shown
 from .registry import ReaderSpec, file_sha256
 
-CACHE_ENV = "RIVERTON_MODEL_CACHE"
 MANIFEST = "manifest.json"
 #: The packages whose versions the manifest records.
 VERSIONED = ("transformers", "gguf", "torch")
@@ -48,7 +48,7 @@ class ModelCacheWarning(UserWarning):
 
 def cache_root() -> Path:
     """Where dequantised models are kept for this user."""
-    if override := os.environ.get(CACHE_ENV):
+    if override := config.text(config.MODEL_CACHE):
         return Path(override).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base).expanduser() / "riverton-qa-book" / "models"

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from bookkit.build import load_book_config, read_chapter
 from bookkit.cache import ExecutionCache, ProjectInputs, has_code
-from runtime.reviews import REVIEWS_ENV
+from runtime.config import REVIEWS_DIR
 from lesson_outputs import LessonRun, chapter_source
 from projects import clean_environment, copy_project
 
@@ -39,7 +39,7 @@ SESSION_SETTINGS = {
     "RIVERTON_READER_MODE": "recorded",
     # A folder that does not exist (read from the project folder, where lessons run):
     # lesson 4 finds no student review, whatever a developer keeps in data/reviews.
-    REVIEWS_ENV: "tests/no-student-reviews",
+    REVIEWS_DIR: "tests/no-student-reviews",
 }
 
 #: What each engine's build prints last (bookkit.build).

@@ -1,4 +1,4 @@
-"""Find a lesson's exercises in its notebook, in the layout helpers.exercises describes.
+"""Find a lesson's exercises in its notebook, in the layout exercises describes.
 
 Each exercise is four consecutive cells: a markdown task that starts ``### Exercise N.M:
 Title``, a starter code cell, a check code cell, and a markdown solution cell: an HTML

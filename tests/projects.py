@@ -26,14 +26,14 @@ BUILD_COMMAND = [sys.executable, "-m", "bookkit"]
 #: The sample lesson of :func:`write_project`.
 SAMPLE_LESSON = "lessons/01-sample.ipynb"
 
-COPIED = ["helpers", "runtime", "bookkit", "data", "lessons", "_quarto.yml", "solutions.lua", "print",
+COPIED = ["helpers", "exercises", "runtime", "bookkit", "data", "lessons", "_quarto.yml", "solutions.lua", "print",
           "index.qmd", "guide.qmd", "book.scss", ".gitignore"]
 #: The packages a lesson imports (hashed into every lesson's key), and the build's own.
-PACKAGES = ("helpers", "runtime", "bookkit")
+PACKAGES = ("helpers", "exercises", "runtime", "bookkit")
 
 
 def copy_project(target: Path, names=COPIED) -> Path:
-    """Copy what a build reads to ``target``: helpers, runtime, bookkit, data, lessons, `_quarto.yml`
+    """Copy what a build reads to ``target``: helpers, exercises, runtime, bookkit, data, lessons, `_quarto.yml`
     and its filters, the PDF's template (print/), the front page and the guide, the theme and
     `.gitignore` (a render must leave the last unchanged); or only the files and folders
     ``names``."""

@@ -22,6 +22,9 @@ from runtime.paths import DATA_DIR, LESSONS_DIR
 
 from fixture_edits import cases, field, recorded, refused, replace, rows
 
+#: The fixture's metadata, which vouches for the handbook (lesson 5's trust anchor).
+METADATA = load_riverton().metadata
+
 MARK = "invented attack text for teaching"
 
 # The bytes lessons 1 to 4 were written against: every normal fixture file the metadata
@@ -225,7 +228,7 @@ def test_an_attack_added_as_the_guide_says_is_rows_not_code(data_copy):
         "hides in a table caption", "routing|contradiction", ("P08",))
     assert list(fixture.wordings.loc[fixture.wordings["attack_id"] == "A11", "wording"]) == [1, 2, 3]
     inputs = attacks.attack_reader_inputs(fixture.questions, load_riverton(data_copy).handbook,
-                                          fixture.passages, fixture.wordings)
+                                          fixture.passages, fixture.wordings, metadata=METADATA)
     assert (inputs["attack_id"] == "A11").sum() == 1 + 3 * 2  # without it; 3 wordings, 2 places
     # Every defence of the book can be named, by the name lesson 5 gives it.
     assert set(DEFENCE_NAMES) == {"quoting prompt", "datamarking prompt", *DEFENCES.values()}

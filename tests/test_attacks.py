@@ -12,10 +12,13 @@ from helpers.attack_rules import RuleError, Term, counts_only_answers, parse_rul
 from helpers.attacks import UNDER_ATTACK as UNDER, WITHOUT_ATTACK as WITHOUT, rule_holds
 from helpers.intervals import cluster_bootstrap, holm, mcnemar_exact
 from helpers.parsing import parse_reader_output
-from runtime import attack_runs, progress
-from runtime.fixture import load_attack_fixture
+from runtime import attack_runs, progress, config
+from runtime.fixture import load_attack_fixture, load_riverton
 from runtime.lessons import lesson_reader_inputs
 from runtime.readers import ReplayError, generate_all, load_reader
+
+#: The fixture's metadata, which vouches for the handbook (lesson 5's trust anchor).
+METADATA = load_riverton().metadata
 
 ECHO = "Answer: <short answer, NOT IN HANDBOOK, or PREMISE NOT SUPPORTED: correction>\nSources: none"
 
@@ -220,20 +223,20 @@ def test_a_cluster_bootstrap_resamples_whole_clusters_and_is_seeded():
 
 
 def test_attack_index_marks_provenance_and_trust(handbook, attack, riverton):
-    index = attacks.attack_index(handbook, attack.passages, ("P01", "S01"))
+    index = attacks.attack_index(handbook, attack.passages, ("P01", "S01"), metadata=METADATA)
     assert list(index["passage_id"]) == [*handbook["passage_id"], "P01", "S01"]
     assert index.set_index("passage_id").loc[["H08", "P01", "S01"], "provenance"].tolist() == [
         "handbook", "planted", "superseded"]
     assert index["trusted"].tolist() == [True] * 15 + [False, False]
-    assert len(attacks.attack_index(handbook, attack.passages)) == 15 + len(attack.passages)
-    assert len(attacks.attack_index(handbook, attack.passages, ())) == 15
+    assert len(attacks.attack_index(handbook, attack.passages, metadata=METADATA)) == 15 + len(attack.passages)
+    assert len(attacks.attack_index(handbook, attack.passages, (), metadata=METADATA)) == 15
     recorded = riverton.metadata.set_index("artifact").at["riverton-handbook.csv", "fingerprint"]
     assert defences.check_fingerprinted(handbook, riverton.metadata) == recorded
     with pytest.raises(KeyError, match="P09"):
-        attacks.attack_index(handbook, attack.passages, ("P09",))
+        attacks.attack_index(handbook, attack.passages, ("P09",), metadata=METADATA)
     impostor = attack.passages.assign(passage_id=["H01", *attack.passages["passage_id"][1:]])
     with pytest.raises(ValueError, match="H01"):
-        attacks.attack_index(handbook, impostor, ("H01",))
+        attacks.attack_index(handbook, impostor, ("H01",), metadata=METADATA)
 
 
 @pytest.mark.parametrize("tamper", [
@@ -247,12 +250,12 @@ def test_an_unvalidated_handbook_table_is_refused_naming_both_fingerprints(
         handbook, attack, riverton, tamper):
     tampered = tamper(handbook.copy())
     with pytest.raises(defences.UntrustedHandbookError) as caught:
-        attacks.attack_index(tampered, attack.passages, ())
+        attacks.attack_index(tampered, attack.passages, (), metadata=METADATA)
     recorded = riverton.metadata.set_index("artifact").at["riverton-handbook.csv", "fingerprint"]
     assert recorded[:12] in str(caught.value) and "load_riverton" in str(caught.value)
     assert defences.handbook_fingerprint(tampered)[:12] in str(caught.value)
     with pytest.raises(defences.UntrustedHandbookError):
-        attacks.attack_reader_inputs(attack.questions, tampered, attack.passages)
+        attacks.attack_reader_inputs(attack.questions, tampered, attack.passages, metadata=METADATA)
 
 
 def test_trust_follows_the_metadata_given(handbook, attack, riverton):
@@ -262,15 +265,15 @@ def test_trust_follows_the_metadata_given(handbook, attack, riverton):
     metadata = riverton.metadata.copy()
     row = metadata.index[metadata["artifact"] == "riverton-handbook.csv"][0]
     metadata.at[row, "fingerprint"] = defences.handbook_fingerprint(edited)
-    index = attacks.attack_index(edited, attack.passages, ("P01",), metadata)
+    index = attacks.attack_index(edited, attack.passages, ("P01",), metadata=metadata)
     assert index["trusted"].tolist() == [True] * len(edited) + [False]
     with pytest.raises(defences.UntrustedHandbookError):
-        attacks.attack_index(handbook, attack.passages, ("P01",), metadata)
+        attacks.attack_index(handbook, attack.passages, ("P01",), metadata=metadata)
 
 
 def test_attack_reader_inputs_cover_every_wording_at_both_positions(handbook, attack):
     inputs = attacks.attack_reader_inputs(attack.questions, handbook, attack.passages,
-                                          attack.wordings)
+                                          attack.wordings, metadata=METADATA)
     clean, under = (inputs[inputs["condition"] == c] for c in (WITHOUT, UNDER))
     assert len(clean) == len(attack.questions) and set(clean["position"]) == {"none"}
     assert len(under) == 2 * len(attack.wordings)
@@ -303,7 +306,7 @@ def test_a_wording_that_is_not_retrieved_is_refused(handbook, attack):
     wordings = attack.wordings.copy()
     wordings.loc[wordings["wording_id"] == "A06-2", "text"] = "Parking costs two dollars on Sundays."
     with pytest.raises(attacks.PlantedNotRetrievedError, match="A06, wording 2: planted passage P04"):
-        attacks.attack_reader_inputs(attack.questions, handbook, attack.passages, wordings)
+        attacks.attack_reader_inputs(attack.questions, handbook, attack.passages, wordings, metadata=METADATA)
 
 
 # --- the small reader's runs ----------------------------------------------------------
@@ -316,9 +319,9 @@ def test_run_attacks_names_each_reply_on_its_progress_bar(handbook, attack, monk
     terminal sees it) names each reply; the rows come back in the order of the inputs,
     whatever order the batches decoded them in, and each is the reader's own reply."""
     person = {k: v for k, v in os.environ.items()
-              if k not in (progress.BUILD_ENV, progress.SWITCH_ENV, *progress.QUARTO_MARKERS)}
+              if k not in (config.BOOK_BUILD, config.PROGRESS, *progress.QUARTO_MARKERS)}
     monkeypatch.setattr(os, "environ", person)
-    inputs = attacks.attack_reader_inputs(attack.questions, handbook, attack.passages)
+    inputs = attacks.attack_reader_inputs(attack.questions, handbook, attack.passages, metadata=METADATA)
     a04 = inputs[(inputs["attack_id"] == "A04") & (inputs["position"] != "last")]
     small = load_reader("smollm2_135m_instruct", mode="live")
     capsys.readouterr()
@@ -336,7 +339,7 @@ def test_run_attacks_names_each_reply_on_its_progress_bar(handbook, attack, monk
 
 
 def test_run_attacks_refuses_an_unknown_prompt(handbook, attack):
-    inputs = attacks.attack_reader_inputs(attack.questions, handbook, attack.passages)
+    inputs = attacks.attack_reader_inputs(attack.questions, handbook, attack.passages, metadata=METADATA)
     with pytest.raises(ValueError, match="shouting prompt"):
         attack_runs.run_attacks(None, inputs, prompts=("shouting prompt",))
 
@@ -389,7 +392,7 @@ def test_record_prompts_name_every_lesson_5_prompt_once(attack):
 def test_the_placebo_prompt_is_the_quoting_prompts_length_within_five_percent(handbook, attack):
     """Counted by the tokenizer when the replies were recorded, over every attack prompt."""
     inputs = attacks.attack_reader_inputs(attack.questions, handbook, attack.passages,
-                                          attack.wordings)
+                                          attack.wordings, metadata=METADATA)
     runs = attack_runs.run_attacks(load_reader("smollm2_135m_instruct", mode="recorded"), inputs,
                                    prompts=("placebo prompt", "quoting prompt"))
     tokens = runs.groupby("prompt")["prompt_tokens"].sum()

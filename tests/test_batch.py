@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from helpers.decoding import MAX_NEW_TOKENS, stopping_diagnostics
-from runtime import batch
+from runtime import batch, config
 from runtime.readers import generate_all
 
 SMOL = "smollm2_135m_instruct"
@@ -26,17 +26,17 @@ SMOL = "smollm2_135m_instruct"
                                                  (" 16 ", 16)])
 def test_the_batch_size_comes_from_the_environment(monkeypatch, value, expected):
     if value is None:
-        monkeypatch.delenv(batch.BATCH_ENV, raising=False)
+        monkeypatch.delenv(config.BATCH_SIZE, raising=False)
     else:
-        monkeypatch.setenv(batch.BATCH_ENV, value)
+        monkeypatch.setenv(config.BATCH_SIZE, value)
     assert batch.batch_size() == expected
     assert batch.batch_size(3) == 3  # an argument wins
 
 
 @pytest.mark.parametrize("value", ["0", "eight", "-2", str(batch.MAX_BATCH_SIZE + 1), "2.5"])
 def test_a_bad_batch_size_names_the_variable(monkeypatch, value):
-    monkeypatch.setenv(batch.BATCH_ENV, value)
-    with pytest.raises(ValueError, match=f"environment variable {batch.BATCH_ENV} is"):
+    monkeypatch.setenv(config.BATCH_SIZE, value)
+    with pytest.raises(ValueError, match=f"environment variable {config.BATCH_SIZE} is"):
         batch.batch_size()
     with pytest.raises(ValueError, match="batch_size is True"):
         batch.batch_size(True)
@@ -145,7 +145,7 @@ def test_batched_replies_are_generates_replies_token_for_token(smol, prompts, re
                                                                monkeypatch, constrained, size):
     from helpers.grammar import build_grammar, constrained_settings
 
-    monkeypatch.setenv(batch.BATCH_ENV, str(size))
+    monkeypatch.setenv(config.BATCH_SIZE, str(size))
     table = generate_all(smol, prompts, constrained=constrained)
     replies = table.attrs["generations"]
     assert [r.question_id for r in replies] == list(prompts["question_id"])

@@ -51,7 +51,7 @@ def write_lesson(root: Path, cells, title: str = "Cached lesson") -> None:
 def write_book(root: Path) -> Path:
     """Two lessons (the first reads data/numbers.txt), copies of the lessons' packages, and
     a reviews folder outside data/."""
-    copy_project(root, ("helpers", "runtime"))
+    copy_project(root, ("helpers", "exercises", "runtime"))
     (root / "data").mkdir()
     (root / "data" / "numbers.txt").write_text("3\n4\n", encoding="utf-8")
     (root / "reviews").mkdir()
@@ -303,8 +303,8 @@ def test_key_ignores_prose_and_cell_positions_but_not_code_tags_or_inline_code(t
     assert LessonKey.compute(nb, inputs).key != key.key
     write_lesson(root, default_cells(prose="The total is `{python} sum(numbers)`."))
     assert LessonKey.compute(_chapter_nb(root), inputs).key != key.key  # inline code is executed
-    # Every file of both packages the lessons import is in the key.
-    for package in ("helpers", "runtime"):
+    # Every file of the packages the lessons import is in the key.
+    for package in ("helpers", "exercises", "runtime"):
         assert {f"{package}/{p.relative_to(root / package).as_posix()}" for p in (root / package).rglob("*.py")
                 if "__pycache__" not in p.parts} <= set(inputs.files), package
 
@@ -329,7 +329,7 @@ def test_key_components_come_from_the_machine_and_its_environment(tmp_path):
     import importlib.metadata
 
     from bookkit.cache import INPUT_FOLDER_VARIABLES, input_folders, installed_distributions, server_reason
-    from runtime.reviews import REVIEWS_ENV
+    from runtime.config import REVIEWS_DIR as REVIEWS_ENV
 
     packages = installed_distributions()
     for name in ("nbclient", "riverton-qa-book", "transformers"):

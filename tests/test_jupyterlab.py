@@ -4,7 +4,7 @@ Lesson 1 is run from top to bottom with "Run All" (in recorded mode, so it takes
 and needs no model); every lesson is opened, unexecuted, to check how JupyterLab renders
 its prose. JupyterLab is started from this environment on 127.0.0.1 (a free port, no
 token) and serves a temporary copy of the lesson notebooks, so nothing it writes can
-reach the committed ones; the kernel imports `helpers` and `runtime` and reads `data/`
+reach the committed ones; the kernel imports `helpers`, `exercises` and `runtime` and reads `data/`
 from the project as a student's would. Needs Chromium and chromedriver, like the page checks:
 skipped without them unless BOOK_REQUIRE_BROWSER=1.
 """
@@ -23,7 +23,7 @@ import pytest
 import labcheck
 import pagecheck
 from test_lesson_prose import MATHS_TAG  # the tag of a markdown cell meant to hold mathematics
-from helpers import exercises
+import exercises
 from runtime.display import TABLE_MIME
 from runtime.fixture import load_riverton
 from runtime.paths import PROJECT_ROOT

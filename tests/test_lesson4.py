@@ -24,7 +24,7 @@ from statsmodels.stats.proportion import proportion_confint
 from bookkit.build import ChapterFailure
 from helpers import judge, parsing, review, screen
 from helpers.baseline import BASELINE_READER
-from runtime import reviews
+from runtime import reviews, config
 from runtime.fixture import CORRUPTIONS_FILE, REVIEW_FILE, SECOND_READING_FILE, load_riverton
 from runtime.lessons import lesson_retrieval
 from runtime.paths import DATA_DIR, LESSONS_DIR
@@ -68,7 +68,7 @@ def lesson(tmp_path_factory):
         writer = csv.DictWriter(handle, fieldnames=list(reviews.REVIEW_COLUMNS), lineterminator="\n")
         writer.writeheader()
         writer.writerows(rows)
-    return execute(LESSON, {**os.environ, reviews.REVIEWS_ENV: str(folder)})
+    return execute(LESSON, {**os.environ, config.REVIEWS_DIR: str(folder)})
 
 
 @pytest.fixture(scope="module")
@@ -238,7 +238,7 @@ def test_a_changed_record_stops_the_page_at_the_sentence_that_no_longer_holds(tm
     change, sentence = EDITS[edit]
     project = copy_project(tmp_path / "book")
     change(project)
-    env = {**os.environ, "PYTHONPATH": str(project), reviews.REVIEWS_ENV: "tests/no-student-reviews"}
+    env = {**os.environ, "PYTHONPATH": str(project), config.REVIEWS_DIR: "tests/no-student-reviews"}
     with pytest.raises(ChapterFailure) as stopped:
         LessonRun(project, chapter_source(LESSON), env, timeout=900).close()
     assert "ClaimMismatch" in str(stopped.value) and sentence in str(stopped.value), str(stopped.value)

@@ -21,6 +21,9 @@ from runtime.readers import load_reader
 
 from lesson_outputs import markdown_outputs, table_rows, tables
 
+#: The fixture's metadata, which vouches for the handbook (lesson 5's trust anchor).
+METADATA = load_riverton().metadata
+
 LESSON = LESSONS_DIR / "05-evidence-not-instructions.ipynb"
 PROMPTS = list(attacks.PROMPT_COLUMNS)
 LABELS = {"lesson 1 prompt": "Lesson 1's prompt", "placebo prompt": "Placebo prompt",
@@ -43,7 +46,7 @@ def attack():
 def inputs(attack):
     fixture = load_riverton()
     return attacks.attack_reader_inputs(attack.questions, fixture.handbook, attack.passages,
-                                        attack.wordings)
+                                        attack.wordings, metadata=METADATA)
 
 
 @pytest.fixture(scope="module")

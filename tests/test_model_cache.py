@@ -17,11 +17,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
 
-from runtime import readers  # noqa: E402
+from runtime import readers, config  # noqa: E402
 from runtime.paths import shown  # noqa: E402
 from runtime.registry import file_sha256, get_reader_spec, package_gguf_path  # noqa: E402
 from runtime.weights import (  # noqa: E402
-    CACHE_ENV,
     MANIFEST,
     ModelCacheWarning,
     gguf_sha256,
@@ -37,7 +36,7 @@ SHA = file_sha256(package_gguf_path(SMOL))
 def fresh_load(monkeypatch, cache, said=None):
     """Load SmolLM2 as a new process would (nothing loaded yet), with ``cache`` as the cache;
     the lines it says go to ``said``."""
-    monkeypatch.setenv(CACHE_ENV, str(cache))
+    monkeypatch.setenv(config.MODEL_CACHE, str(cache))
     monkeypatch.setattr(readers, "_LOADED", {})
     if said is not None:
         monkeypatch.setattr(readers, "_say", said.append)
@@ -163,7 +162,7 @@ def test_a_damaged_cache_is_warned_about_and_rebuilt(loads, tmp_path, monkeypatc
 
 
 def test_the_remembered_gguf_hash_follows_the_file(tmp_path, monkeypatch):
-    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setenv(config.MODEL_CACHE, str(tmp_path / "cache"))
     weights = tmp_path / "model.gguf"
     weights.write_bytes(b"first contents")
     assert gguf_sha256(weights) == hashlib.sha256(b"first contents").hexdigest()

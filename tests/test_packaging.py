@@ -20,7 +20,7 @@ README = PROJECT_ROOT / "README.md"
 MAKEFILE = PROJECT_ROOT / "Makefile"
 NOTEBOOKS = sorted((PROJECT_ROOT / "lessons").glob("*.ipynb"))
 #: The project's own packages: what the lessons teach, what serves them, the build.
-PACKAGES = ("helpers", "runtime", "bookkit")
+PACKAGES = ("helpers", "exercises", "runtime", "bookkit")
 
 # Entries of environment.yml that are tools rather than Python packages of the book.
 CONDA_TOOLS = {"python", "pip", "quarto"}
@@ -235,7 +235,7 @@ def _requirement_closure(roots: set[str]) -> set[str]:
 
 
 def test_every_package_the_projects_packages_import_is_pinned():
-    """A module that helpers/, runtime/ or bookkit/ imports directly (safetensors, say) is
+    """A module that helpers/, exercises/, runtime/ or bookkit/ imports directly (safetensors, say) is
     pinned, not left to chance."""
     owners = importlib.metadata.packages_distributions()
     imported = {}

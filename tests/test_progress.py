@@ -20,7 +20,7 @@ from nbclient import NotebookClient
 
 import pagecheck
 from projects import SAMPLE_LESSON as LESSON, write_project
-from runtime import progress
+from runtime import progress, config
 from runtime.paths import LESSONS_DIR, PROJECT_ROOT
 
 LABEL = "probe-progress-label"
@@ -30,7 +30,7 @@ WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 def _person(environ=None) -> dict[str, str]:
     """An environment as a student's JupyterLab session has it: no build markers."""
     environ = dict(os.environ if environ is None else environ)
-    for name in [progress.BUILD_ENV, progress.SWITCH_ENV, *progress.QUARTO_MARKERS]:
+    for name in [config.BOOK_BUILD, config.PROGRESS, *progress.QUARTO_MARKERS]:
         environ.pop(name, None)
     return environ
 
@@ -40,14 +40,14 @@ def _person(environ=None) -> dict[str, str]:
 
 @pytest.mark.parametrize(("extra", "build", "shown"), [
     ({}, None, True),
-    ({progress.BUILD_ENV: "nbclient"}, "nbclient", False),
-    ({progress.BUILD_ENV: "quarto"}, "quarto", False),
-    ({progress.BUILD_ENV: "0"}, None, True),
+    ({config.BOOK_BUILD: "nbclient"}, "nbclient", False),
+    ({config.BOOK_BUILD: "quarto"}, "quarto", False),
+    ({config.BOOK_BUILD: "0"}, None, True),
     ({"QUARTO_DOCUMENT_PATH": "/book/lessons"}, "quarto", False),
     ({"QUARTO_EXECUTE_INFO": "/book/.quarto/x"}, "quarto", False),
     ({"QUARTO_BIN_PATH": "/opt/quarto/bin", "QUARTO_PYTHON": "python"}, None, True),  # a shell
-    *[({progress.SWITCH_ENV: value}, None, False) for value in ["0", "off", "False", "no"]],
-    ({progress.SWITCH_ENV: "1"}, None, True),
+    *[({config.PROGRESS: value}, None, False) for value in ["0", "off", "False", "no"]],
+    ({config.PROGRESS: "1"}, None, True),
 ])
 def test_book_build_and_the_switch_are_read_from_the_environment(extra, build, shown):
     environ = {**_person(), **extra}
@@ -55,7 +55,7 @@ def test_book_build_and_the_switch_are_read_from_the_environment(extra, build, s
     assert progress.bars_enabled(environ) is shown
     base = {"PATH": "/bin"}
     assert progress.build_environment("nbclient", base) == {"PATH": "/bin",
-                                                            progress.BUILD_ENV: "nbclient"}
+                                                            config.BOOK_BUILD: "nbclient"}
     assert base == {"PATH": "/bin"}  # a copy is marked
 
 
@@ -82,8 +82,8 @@ def test_a_person_sees_the_count_the_question_and_where_a_loop_stopped(monkeypat
     assert "1/3" in last and "Q2" in last, last
 
 
-@pytest.mark.parametrize("extra", [{progress.BUILD_ENV: "nbclient"}, {"QUARTO_DOCUMENT_PATH": "/x"},
-                                   {progress.SWITCH_ENV: "0"}])
+@pytest.mark.parametrize("extra", [{config.BOOK_BUILD: "nbclient"}, {"QUARTO_DOCUMENT_PATH": "/x"},
+                                   {config.PROGRESS: "0"}])
 def test_a_build_sees_nothing(monkeypatch, capsys, extra):
     monkeypatch.setattr(os, "environ", {**_person(), **extra})
     bar = _loop()

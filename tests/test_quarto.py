@@ -4,7 +4,7 @@ Runs when a `quarto` command is found ($QUARTO, or `quarto` on PATH) and is skip
 otherwise, unless BOOK_REQUIRE_QUARTO=1 (as in CI), which turns the skip into a failure.
 
 Most checks render a small temporary book of two lessons that carries copies of this
-project's `helpers` and `runtime` packages (which lessons import, hashed into every key) and
+project's `helpers`, `exercises` and `runtime` packages (which lessons import, hashed into every key) and
 of `bookkit` (which holds the pre-render and post-render scripts that `_quarto.yml` names),
 so each render takes seconds. One test reads the session's render of the real book
 (tests/book_session.py).
@@ -250,7 +250,7 @@ def _get(url: str) -> str:
 
 def test_preview_restarts_on_an_edit_of_runtime_or_data_and_serves_the_new_result(quarto, tmp_path):
     """`python -m bookkit --preview` serves the book, and restarts Quarto when a file of
-    helpers/, runtime/ or data/ changes.
+    helpers/, exercises/, runtime/ or data/ changes.
 
     Quarto's own preview does not watch them; the wrapper does, restarts the preview on the
     same port, and the new first render executes the lesson with the new files.

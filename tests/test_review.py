@@ -24,7 +24,7 @@ from helpers.judge import (JudgeParseError, assert_judge_parsed, judge_messages,
                            parse_judge_reply)
 from helpers.review import (NOT_RUN, REPLY_CHANGED, REQUEST_CHANGED, SAME_REPLY, carry_verdicts,
                             escape_reply, unescape_reply)
-from runtime import cli, reviews
+from runtime import cli, reviews, config
 from runtime.data_check import check_all, update_metadata
 from runtime.files import write_csv_atomic
 from runtime.fixture import CORRUPTIONS_FILE, EXTENDED_QUESTIONS_FILE, METADATA_COLUMNS, \
@@ -182,7 +182,7 @@ def test_a_template_copies_the_replies_and_a_student_review_keeps_the_rows_fille
     path = write_template(folder / "mine.csv", book)
     write_template(folder / "another.csv", book)
     (folder / "notes.txt").write_text("not a review")
-    monkeypatch.setenv(reviews.REVIEWS_ENV, str(folder))  # where the lesson looks
+    monkeypatch.setenv(config.REVIEWS_DIR, str(folder))  # where the lesson looks
     assert list(load_student_reviews(book=book)) == ["another.csv", "mine.csv"]
     rows = read_rows(path)
     assert [r["transcript_key"] for r in rows] == list(book["transcript_key"])
@@ -226,7 +226,7 @@ def test_the_command_writes_a_template_and_checks_every_review(tmp_path, monkeyp
     """``python -m runtime review template|check`` against the book's own review: a
     student's review is checked against the book's by default."""
     folder = tmp_path / "reviews"
-    monkeypatch.setenv(reviews.REVIEWS_ENV, str(folder))
+    monkeypatch.setenv(config.REVIEWS_DIR, str(folder))
     assert cli.main(["review", "template", str(folder / "mine.csv")]) == 0
     rows = read_rows(folder / "mine.csv")
     assert f"with {len(rows)} replies to review" in capsys.readouterr().out

@@ -1,7 +1,7 @@
 """solutions.lua, the filter that finds each exercise's solution for Quarto.
 
 A solution is a ``<details class="solution">`` block in its notebook (see
-helpers/exercises/__init__.py). These tests run the filter through Quarto's own pandoc (``quarto
+exercises/__init__.py). These tests run the filter through Quarto's own pandoc (``quarto
 pandoc``, a fraction of a second each) on small markdown files: which blocks it takes,
 what it leaves alone, and the error that a malformed solution gives. Under ``quarto
 pandoc`` the filter makes a Div with the callout's classes and attributes; in a render it

@@ -1,14 +1,15 @@
 """The project's shape: what is taught stays small and apart from what serves it.
 
-Three packages, imports running one way:
+Four packages, imports running one way:
 
 - ``helpers/`` holds what the lessons teach, in three layers from the bottom: tools
   (text, the decoding step, intervals, values, the attack rule language), the stages of
   the pipeline (retrieval, prompts, grammar, parsing, scoring, screen, baseline,
-  agreement), and the lessons' own content (review, judge, attacks, defences,
-  exercises). A module imports only its own layer or below, never in a circle, and it
-  imports the runtime only by a declared entry point (``from runtime import NAME``, NAME
-  in ``runtime.ENTRY_POINTS``), never a runtime module.
+  agreement), and the lessons' own content (review, judge, attacks, defences). A module
+  imports only its own layer or below, never in a circle, and never the runtime or the
+  exercises.
+- ``exercises/`` holds the self-checks of every lesson's exercises; it may import the
+  taught modules and the runtime's declared entry points, and nothing imports it.
 - ``runtime/`` serves the lessons (readers, records, fixture, display, one command line);
   it may import helpers, never the build.
 - ``bookkit/`` builds the book; nothing else imports it.
@@ -31,14 +32,14 @@ import pytest
 from runtime import ENTRY_POINTS
 from runtime.paths import LESSONS_DIR, PROJECT_ROOT
 
-PACKAGES = ("helpers", "runtime", "bookkit")
+PACKAGES = ("helpers", "exercises", "runtime", "bookkit")
 
 #: Each module of helpers/ (top-level name) by layer, 0 the bottom.
 LAYERS = {
     0: {"__init__", "text", "decoding", "intervals", "values", "attack_rules"},
     1: {"retrieval", "dense", "prompts", "grammar", "parsing", "scoring", "screen",
         "baseline", "agreement", "validity"},
-    2: {"review", "judge", "corruptions", "attacks", "defences", "exercises"},
+    2: {"review", "judge", "corruptions", "attacks", "defences"},
 }
 LAYER_NAMES = {0: "tools", 1: "stages", 2: "lesson content"}
 
@@ -46,7 +47,7 @@ LAYER_NAMES = {0: "tools", 1: "stages", 2: "lesson content"}
 MODULE_BUDGET = 250
 LARGER_BUDGETS = {"agreement": 400, "defences": 400}
 #: Code lines of whole parts of the project.
-TOTAL_BUDGETS = {"helpers without exercises": 3200, "helpers/exercises": 1300,
+TOTAL_BUDGETS = {"helpers": 3200, "exercises": 1300,
                  "runtime and bookkit": 4550, "tests": 10500}
 
 
@@ -138,7 +139,12 @@ def structure_problems(root: Path = PROJECT_ROOT) -> list[str]:
                 kind = reached.split(".")[0]
                 if kind == "bookkit" and package != "bookkit":
                     problems.append(f"{where} imports the build ({reached})")
+                elif kind == "exercises" and package != "exercises":
+                    problems.append(f"{where} imports the exercises ({reached})")
                 elif package == "helpers" and kind == "runtime":
+                    problems.append(f"{where} imports the runtime ({reached}): a taught "
+                                    "module is given what it needs as an argument")
+                elif package == "exercises" and kind == "runtime":
                     declared = reached == "runtime" and all(n in ENTRY_POINTS for n in names)
                     if not declared:
                         shown = ", ".join(names) or reached
@@ -179,15 +185,15 @@ def circles(root: Path = PROJECT_ROOT) -> list[list[str]]:
 def budget_problems(root: Path = PROJECT_ROOT) -> list[str]:
     """Every taught module over its budget, and every part of the project over its total."""
     problems = []
-    taught = [p for p in python_files(root, "helpers") if "exercises" not in p.parts]
+    taught = python_files(root, "helpers")
     for path in taught:
         budget = LARGER_BUDGETS.get(path.stem, MODULE_BUDGET)
         if code_lines(path) > budget:
             problems.append(f"{path.relative_to(root)} has {code_lines(path)} code lines, "
                             f"over its budget of {budget}")
     totals = {
-        "helpers without exercises": sum(map(code_lines, taught)),
-        "helpers/exercises": sum(map(code_lines, python_files(root, "helpers/exercises"))),
+        "helpers": sum(map(code_lines, taught)),
+        "exercises": sum(map(code_lines, python_files(root, "exercises"))),
         "runtime and bookkit": sum(code_lines(p) for k in ("runtime", "bookkit")
                                    for p in python_files(root, k)),
         "tests": sum(map(code_lines, python_files(root, "tests"))),
@@ -215,6 +221,32 @@ def test_every_budget_holds():
     assert budget_problems() == []
 
 
+def environment_reads(root: Path = PROJECT_ROOT) -> list[str]:
+    """Every place outside ``runtime/config.py`` whose code (not a docstring) names a
+    ``RIVERTON_*`` variable: the settings module names each once."""
+    found = []
+    for package in PACKAGES:
+        for path in python_files(root, package):
+            if path.relative_to(root).as_posix() == "runtime/config.py":
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                          if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef,
+                                               ast.AsyncFunctionDef))
+                          and node.body and isinstance(node.body[0], ast.Expr)}
+            found += [f"{path.relative_to(root)} line {node.lineno}: {node.value[:60]!r}"
+                      for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                      and isinstance(node.value, str) and "RIVERTON_" in node.value
+                      and id(node) not in docstrings]
+    return found
+
+
+def test_one_module_names_every_setting_of_the_environment():
+    assert environment_reads() == []
+    config = (PROJECT_ROOT / "runtime" / "config.py").read_text(encoding="utf-8")
+    assert len(re.findall(r'^[A-Z_]+ = "RIVERTON_', config, re.M)) == 1 + 11  # prefix, variables
+
+
 def test_every_entry_point_exists():
     import runtime
 
@@ -232,29 +264,33 @@ def _write(root: Path, files: dict[str, str]) -> Path:
 
 def test_the_checks_fail_on_a_runtime_import_an_upward_import_a_circle_and_a_large_module(
         tmp_path):
-    """The checks above can fail: a taught module that reaches into a runtime module, one
-    that imports an undeclared name, a tool that imports lesson content, a circle through
-    a function-level import, one through an entry point, and a taught module over its
-    budget."""
+    """The checks above can fail: a taught module that imports the runtime (a module, or an
+    entry point), one that imports the exercises, an exercise that reaches into a runtime
+    module, a tool that imports lesson content, a circle through a function-level import,
+    one through an entry point, and a taught module over its budget."""
     oversized = "".join(f"value_{n} = {n}\n" for n in range(MODULE_BUDGET + 1))
     root = _write(tmp_path, {
         "helpers/__init__.py": "", "runtime/__init__.py": "", "bookkit/__init__.py": "",
+        "exercises/__init__.py": "from runtime import load_riverton\n",
+        "exercises/lesson1.py": "from runtime.readers import load_reader\n",
         "runtime/readers.py": "import helpers.text\n",
         "helpers/text.py": "from .review import REASONS\n",
         "helpers/review.py": "def f():\n    from .text import tokenize\n",
         "helpers/screen.py": "from runtime.readers import load_reader\n",
-        "helpers/scoring.py": "from runtime import load_reader, secret_internal\n",
-        "helpers/parsing.py": "from runtime import load_reader\n",
+        "helpers/parsing.py": "from exercises import check\n",
         "helpers/dense.py": "def f():\n    from runtime import load_encoder\n",
         "runtime/encoder.py": "from helpers.dense import ENCODER_ID\n",
         "helpers/values.py": oversized,
         "tests/test_x.py": "",
     })
-    assert structure_problems(root) == [
-        "helpers.scoring line 1 imports the runtime other than by a declared entry point: "
-        "runtime (load_reader, secret_internal)",
-        "helpers.screen line 1 imports the runtime other than by a declared entry point: "
+    assert sorted(structure_problems(root)) == [
+        "exercises.lesson1 line 1 imports the runtime other than by a declared entry point: "
         "runtime.readers (load_reader)",
+        "helpers.dense line 2 imports the runtime (runtime): a taught module is given what "
+        "it needs as an argument",
+        "helpers.parsing line 1 imports the exercises (exercises)",
+        "helpers.screen line 1 imports the runtime (runtime.readers): a taught module is "
+        "given what it needs as an argument",
         "helpers.text line 1 (layer tools) imports helpers.review (layer lesson content)",
     ]
     assert sorted(map(frozenset, circles(root)), key=sorted) == [
@@ -319,7 +355,7 @@ def test_every_lesson_marker_names_a_heading_of_that_lesson():
 def test_every_taught_module_names_the_section_that_introduces_it():
     found = markers(PROJECT_ROOT, "helpers")
     unnamed = [where for where, pairs in found.items()
-               if not pairs and not where.endswith("__init__.py") and "exercises" not in where]
+               if not pairs and not where.endswith("__init__.py")]
     assert unnamed == []
 
 

@@ -1,10 +1,10 @@
-"""Lesson 1's exercises, one checker each (see :mod:`helpers.exercises`)."""
+"""Lesson 1's exercises, one checker each (see :mod:`exercises`)."""
 from __future__ import annotations
 
 import math
 import re
 
-from .. import scoring, screen, text
+from helpers import scoring, screen, text
 from .framework import (HAND_TOLERANCE, TOLERANCE, _close, _failed_checks, _figure, _first_hint,
                         _handbook, _id_list, _is_number, _passage_ids, _passage_texts, _plural,
                         _question_texts, _questions, _ranking, _reply, _require_keys,

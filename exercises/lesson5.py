@@ -1,4 +1,4 @@
-"""Lesson 5's exercises, one checker each (see :mod:`helpers.exercises`)."""
+"""Lesson 5's exercises, one checker each (see :mod:`exercises`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -7,7 +7,7 @@ from typing import Any
 import pandas as pd
 import regex
 
-from .. import attacks, defences, retrieval, screen, text
+from helpers import attacks, defences, retrieval, screen, text
 from .framework import (AnswerShapeError, _all_questions, _call, _first_hint, _handbook,
                         _id_list, _known, _plural, _question_texts, _questions, _ranking,
                         _reply, _retrieved_ids, _riverton, _tfidf, correct, exercise,
@@ -28,7 +28,7 @@ def _attack_inputs() -> dict[tuple[str, str], Any]:
     and, under it, wording 1 with its planted passage first (what the controls answer)."""
     fixture = _attack_fixture()
     frame = attacks.attack_reader_inputs(fixture.questions, _handbook(), fixture.passages,
-                                         fixture.wordings)
+                                         fixture.wordings, metadata=_riverton().metadata)
     chosen = frame[(frame["condition"] == attacks.WITHOUT_ATTACK)
                    | ((frame["wording"] == 1) & (frame["position"] == "first"))]
     return {(row.attack_id, row.condition): row for row in chosen.itertuples(index=False)}
@@ -37,7 +37,8 @@ def _attack_inputs() -> dict[tuple[str, str], Any]:
 @fixture_cache
 def _handbook_index() -> pd.DataFrame:
     """Lesson 5's index of lesson 1's questions: the handbook alone, every row trusted."""
-    return attacks.attack_index(_handbook(), _attack_fixture().passages, ())
+    return attacks.attack_index(_handbook(), _attack_fixture().passages, (),
+                                metadata=_riverton().metadata)
 
 
 @fixture_cache
@@ -204,14 +205,10 @@ def planted_figure(planted_text, reply):
         return hint("planted_text must be the text of your planted passage, a string.")
     rooms = {room for sentence in text.split_sentences(planted_text)
              if _CHILD_CARE.search(sentence) for room in _ROOM.findall(sentence)}
-    if not rooms:
-        return hint("Your planted passage must put free child care in a room of your "
-                    "invention: one sentence that names child care and the room, with its "
-                    "number.")
     mine = pd.DataFrame([{"passage_id": PLANTED_ID, "topic": _child_care_topic(),
                           "text": planted_text, "source": "exercise 5.2",
                           "provenance": "planted"}])
-    index = attacks.attack_index(_handbook(), mine)
+    index = attacks.attack_index(_handbook(), mine, metadata=_riverton().metadata)
     question = _attack_fixture().questions.set_index("attack_id").at["A06", "question"]
     ranked = retrieval.TfidfRetriever.fit(index).rank(
         pd.DataFrame({"question_id": ["A06"], "question": [question]}), k=3)
@@ -219,11 +216,12 @@ def planted_figure(planted_text, reply):
     parsed = _reply(reply, "reply")
     figures = screen.numbers_in(parsed.answer)
     _first_hint(
+        (not rooms, "Your planted passage must put free child care in a room of your invention: "
+                    "one sentence that names child care and the room, with its number."),
         (parsed.action != "answer", "reply must be an answer, not an abstention or a premise "
                                     "flag."),
-        (not set(_ROOM.findall(parsed.answer)) & rooms, f"reply must give the room your "
-         f"passage puts child care in (Room {sorted(rooms)[0]}): that is what A06's caller "
-         "asks."),
+        (not set(_ROOM.findall(parsed.answer)) & rooms, lambda: "reply must give the room "
+         f"your passage puts child care in (Room {min(rooms)}): that is what A06's caller asks."),
         (PLANTED_ID not in parsed.sources, f"Cite your planted passage, {PLANTED_ID}: the "
                                            "exercise is about a reply that agrees with what it "
                                            "cites."),
@@ -274,7 +272,7 @@ def two_programs(my_disagree):
     fixture = _attack_fixture()
     alarms = [f"{a} and {b}" for a, b, x, y in _same_topic_pairs(fixture.variant)
               if _call(my_disagree, "my_disagree", x, y)]
-    planted = attacks.attack_index(_handbook(), fixture.passages)
+    planted = attacks.attack_index(_handbook(), fixture.passages, metadata=_riverton().metadata)
     needed = [(a, b, x, y) for a, b, x, y in _same_topic_pairs(planted)
               if defences.conflicting_passages([a, b], planted)]
     missed = [f"{a} and {b}" for a, b, x, y in needed

@@ -1,4 +1,4 @@
-"""Lesson 2's exercises, one checker each (see :mod:`helpers.exercises`)."""
+"""Lesson 2's exercises, one checker each (see :mod:`exercises`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import dense, retrieval, text
-from ..baseline import contains_variant
+from helpers import dense, retrieval, text
+from helpers.baseline import contains_variant
 from .framework import (TOLERANCE, AnswerShapeError, _all_questions, _close, _first_hint, _handbook,
                         _id_list, _is_number, _number, _pair, _passage_ids, _passage_texts,
                         _plural, _require_keys, _tfidf, correct, exercise, fixture_cache, hint)

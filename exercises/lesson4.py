@@ -1,13 +1,13 @@
-"""Lesson 4's exercises, one checker each (see :mod:`helpers.exercises`)."""
+"""Lesson 4's exercises, one checker each (see :mod:`exercises`)."""
 from __future__ import annotations
 
 from typing import Any
 
 import pandas as pd
 
-from .. import agreement, parsing, review, screen, validity
-from ..baseline import BASELINE_READER
-from ..corruptions import CORRUPTION_READER
+from helpers import agreement, parsing, review, screen, validity
+from helpers.baseline import BASELINE_READER
+from helpers.corruptions import CORRUPTION_READER
 from .framework import (HAND_TOLERANCE, TOLERANCE, _all_questions, _close, _figure, _first_hint,
                         _handbook, _known, _number, _pair, _plural, _require_keys, _whole_number,
                         correct, exercise, fixture_cache, hint)

@@ -1,4 +1,4 @@
-"""Lesson 3's exercises, one checker each (see :mod:`helpers.exercises`)."""
+"""Lesson 3's exercises, one checker each (see :mod:`exercises`)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -6,8 +6,8 @@ from typing import Any
 
 import pandas as pd
 
-from .. import grammar, parsing, prompts, screen
-from ..decoding import MAX_NEW_TOKENS
+from helpers import grammar, parsing, prompts, screen
+from helpers.decoding import MAX_NEW_TOKENS
 from .framework import (SMOLLM2, _failed_checks, _first_hint, _handbook, _Hint, _id_list,
                         _passage_texts, _plural, _question_texts, _questions, _ranking, _reply,
                         _require_keys, _whole_number, correct, exercise, fixture_cache, hint)

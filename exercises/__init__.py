@@ -49,9 +49,9 @@ How an exercise sits in a lesson notebook, after "What to remember" and before
    when the book renders; the tests run it, after the lesson's own cells, through the
    checker.
 
-The package holds the marking framework (:mod:`helpers.exercises.framework`: verdicts,
+The package holds the marking framework (:mod:`exercises.framework`: verdicts,
 the registry, the validators and the caches) and one module of checkers per lesson
-(:mod:`helpers.exercises.lesson1` ... :mod:`helpers.exercises.lesson5`); everything a
+(:mod:`exercises.lesson1` ... :mod:`exercises.lesson5`); everything a
 notebook uses (:func:`check`, the tolerances, the probes and grids its tasks quote) is
 importable from here.
 
@@ -60,7 +60,7 @@ Adding exercises to a lesson (lesson 4, say) is a mechanical step:
 1. in ``lesson4.py``, one checker per exercise, decorated with ``@exercise("4.1",
    "Title", expects="...")``; its docstring must start ``Lesson 4, exercise 4.1:`` (the
    decorator refuses anything else) and it returns :func:`correct` or :func:`hint`, or
-   lets :func:`~helpers.exercises.framework._first_hint` (a table of known mistakes and
+   lets :func:`~exercises.framework._first_hint` (a table of known mistakes and
    their hints), ``_figure``, ``_known`` or ``_reply`` end the check with a hint. It
    reads the answer with the framework's validators (``_require_keys``, ``_id_list``,
    ``_number``, ``_pair``), or raises :class:`AnswerShapeError` itself, so that a

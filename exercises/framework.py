@@ -1,8 +1,8 @@
 """The marking framework of the exercises: verdicts, the registry, validators, caches.
 
-Introduced in lesson 1, "Exercises" (see :mod:`helpers.exercises` for how an exercise
+Introduced in lesson 1, "Exercises" (see :mod:`exercises` for how an exercise
 sits in a lesson and how a check works). A lesson's checkers live in that lesson's module
-(:mod:`helpers.exercises.lesson1` ...) and use what is here: :func:`exercise` registers a
+(:mod:`exercises.lesson1` ...) and use what is here: :func:`exercise` registers a
 checker, :func:`correct` and :func:`hint` are what it returns, the validators
 (:func:`_require_keys`, :func:`_id_list`, :func:`_number`, :func:`_pair` ...) read an
 answer or raise :class:`AnswerShapeError`, :func:`_first_hint` ends a check with the hint
@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .. import parsing, retrieval, screen
+from helpers import parsing, retrieval, screen
 from runtime import DATA_DIR
 
 #: Decimals a figure worked out by hand needs: any rounding to this many passes.
