@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from helpers import parsing, retrieval, screen
+from helpers import parsing, prompts, retrieval, screen
 from runtime import DATA_DIR
 
 #: Decimals a figure worked out by hand needs: any rounding to this many passes.
@@ -330,7 +330,7 @@ def _tfidf(stop_words: frozenset[str] | None = None) -> retrieval.TfidfRetriever
 @fixture_cache
 def _ranking() -> pd.DataFrame:
     """Lesson 1's tf-idf top three for each of its six questions."""
-    return _tfidf().rank(_questions(), k=3)
+    return prompts.retrieve_and_prompt(_questions(), _handbook(), _tfidf())[0]
 
 
 def _top_ids(ranked: pd.DataFrame, question_id: str) -> tuple[str, ...]:
@@ -345,8 +345,7 @@ def _retrieved_ids() -> dict[str, tuple[str, ...]]:
 
 def _failed_checks(parsed: parsing.ParsedReply, retrieved: Sequence[str]) -> list[str]:
     """The screen checks a parsed reply fails, given the passages it was retrieved."""
-    values = screen.screen_reply(parsed.answer, parsed.sources, parsed.parse_ok, parsed.action,
-                                 retrieved, _passage_texts())
+    values = screen.screen_reply(parsed, retrieved, _passage_texts())
     return [c for c in screen.CHECKS if not values[c]]
 
 

@@ -9,8 +9,9 @@ import pandas as pd
 from helpers import grammar, parsing, prompts, screen
 from helpers.decoding import MAX_NEW_TOKENS
 from .framework import (SMOLLM2, _failed_checks, _first_hint, _handbook, _Hint, _id_list,
-                        _passage_texts, _plural, _question_texts, _questions, _ranking, _reply,
-                        _require_keys, _whole_number, correct, exercise, fixture_cache, hint)
+                        _passage_texts, _plural, _question_texts, _questions, _reply,
+                        _require_keys, _tfidf, _whole_number, correct, exercise, fixture_cache,
+                        hint)
 
 
 def _small_reader():
@@ -22,7 +23,8 @@ def _small_reader():
 @fixture_cache
 def _inputs() -> pd.DataFrame:
     """Lesson 3's reader inputs (lesson 1's prompts for its tf-idf top three), by question."""
-    return prompts.reader_inputs(_questions(), _ranking(), _handbook()).set_index("question_id")
+    return prompts.retrieve_and_prompt(_questions(), _handbook(), _tfidf())[1].set_index(
+        "question_id")
 
 
 def _ids(question_id: str) -> tuple[str, ...]:

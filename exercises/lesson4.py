@@ -15,22 +15,14 @@ from .framework import (HAND_TOLERANCE, TOLERANCE, _all_questions, _close, _figu
 
 @fixture_cache
 def _review_rows() -> pd.DataFrame:
-    """Lesson 4's review record with the screen's label, one row per distinct reply, as the
-    lesson builds it ("The screen against the review"): the verdict, the question, its
-    retrieved IDs, the group ("the two models", "sentence baseline", "rule-made
-    corruptions") and whether the screen holds the reply, screened with the passages its
-    reader was given."""
+    """Lesson 4's review beside the screen (:func:`helpers.review.review_rows`), one row per
+    distinct reply, with its group, as the lesson builds it ("The screen against the
+    review")."""
     from runtime import load_review, recorded_replies
 
     replies = recorded_replies()
-    rows = load_review(replies=replies).merge(replies[["key", "retrieved_ids"]],
-                                              left_on="transcript_key", right_on="key")
-    texts = _handbook().set_index("passage_id")["text"].to_dict()
-    rows["held"] = [not all(screen.screen_reply(
-        r.reviewed_answer or None, review.sources_of(r.reviewed_sources) if r.parse_ok else (),
-        r.parse_ok, parsing.action_of(r.reviewed_answer) if r.parse_ok else "parse failure",
-        r.retrieved_ids, texts).values()) for r in rows.itertuples()]
-    rows["unsupported"] = rows["verdict"] == review.NOT_SUPPORTED
+    rows = review.review_rows(load_review(replies=replies), replies,
+                              _handbook().set_index("passage_id")["text"].to_dict())
     rows["group"] = rows["reader"].map({BASELINE_READER: "sentence baseline",
                                         CORRUPTION_READER: "rule-made corruptions"}
                                        ).fillna("the two models")

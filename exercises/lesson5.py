@@ -9,9 +9,8 @@ import regex
 
 from helpers import attacks, defences, retrieval, screen, text
 from .framework import (AnswerShapeError, _all_questions, _call, _first_hint, _handbook,
-                        _id_list, _known, _plural, _question_texts, _questions, _ranking,
-                        _reply, _retrieved_ids, _riverton, _tfidf, correct, exercise,
-                        fixture_cache, hint)
+                        _id_list, _known, _plural, _question_texts, _reply, _retrieved_ids,
+                        _riverton, _tfidf, correct, exercise, fixture_cache, hint)
 
 
 @fixture_cache

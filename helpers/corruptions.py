@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pandas as pd
 import regex
 
-from .review import NOT_SUPPORTED, SUPPORTED, sources_of, sources_text
+from .review import NOT_SUPPORTED, SUPPORTED, sources_text
 
 #: What the review calls the rule-made replies, where it names a reader, and their stand-in
 #: for a model in the transcript (the revision is the code that makes them).
@@ -266,7 +266,7 @@ def corrupt_review(review: pd.DataFrame, questions: pd.DataFrame, passages: Mapp
             if (kind, row.question_id) in done:
                 continue
             question = asked.loc[row.question_id]
-            corrupted = rule(Reply(row.reviewed_answer, sources_of(row.reviewed_sources),
+            corrupted = rule(Reply(row.answer, row.sources,
                                    tuple(retrieved[row.transcript_key]), passages,
                                    tuple(question.acceptable_list), question.gold_passage_id))
             reply = corrupted and (f"Answer: {corrupted.answer}\n"

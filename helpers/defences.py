@@ -552,8 +552,7 @@ def defence_verdicts(raw_output: str, retrieved_ids: Sequence[str], route: Route
     provenance = provenance_check(reply.sources, trusted_ids(index))
     conflicts = conflicting_passages(retrieved_ids, index)
     if reply.parse_ok:
-        checks = screen_reply(reply.answer, reply.sources, True, reply.action,
-                              retrieved_ids, texts)
+        checks = screen_reply(reply, retrieved_ids, texts)
         screen_held = not all(checks.values())
         failed = failed_checks(checks)
     else:

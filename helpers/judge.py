@@ -16,7 +16,7 @@ import pandas as pd
 
 from .grammar import constrained_settings
 from .prompts import format_passage_block
-from .review import NOT_SUPPORTED, SUPPORTED, sources_of
+from .review import NOT_SUPPORTED, SUPPORTED
 
 JUDGE_READER = "smollm2_135m_instruct"
 
@@ -109,7 +109,7 @@ def judge_requests(review: pd.DataFrame, questions: Mapping[str, str],
     binary = review[review["verdict"].isin((SUPPORTED, NOT_SUPPORTED))]
     rows = []
     for row in binary.itertuples(index=False):
-        sources = sources_of(row.reviewed_sources)
+        sources = row.sources
         missing = [s for s in sources if s not in passages]
         cited = [(s, passages[s]) for s in sources if s in passages]
         if missing:
@@ -117,7 +117,7 @@ def judge_requests(review: pd.DataFrame, questions: Mapping[str, str],
             cited += [(s, "(no such passage in the handbook)") for s in missing]
         rows.append({"review_id": row.review_id, "question_id": row.question_id,
                      "messages": judge_messages(questions[row.question_id],
-                                                row.reviewed_answer, cited)})
+                                                row.answer, cited)})
     frame = pd.DataFrame(rows, columns=["review_id", "question_id", "messages"])
     first: dict[str, str] = {}
     names = []

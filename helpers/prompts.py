@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from .decoding import MAX_INPUT_TOKENS
+from .retrieval import TfidfRetriever
 
 SYSTEM_PROMPT_PARTS = (
     "You are a strict formatter for handbook question answering.",
@@ -26,6 +27,8 @@ SYSTEM_PROMPT_PARTS = (
 SYSTEM_PROMPT = " ".join(SYSTEM_PROMPT_PARTS)
 
 NO_PASSAGES = "No passages were retrieved."
+#: How many passages the reader is given: the retriever's top three.
+RETRIEVAL_K = 3
 
 OUTPUT_FORMAT = (
     "OUTPUT FORMAT:\n"
@@ -119,3 +122,15 @@ def check_input_budget(
     over = {qid: int(n) for qid, n in prompt_tokens.items() if int(n) > max_input_tokens}
     if over:
         raise InputBudgetError(over, max_input_tokens)
+
+
+def retrieve_and_prompt(questions: pd.DataFrame, handbook: pd.DataFrame, retriever=None,
+                        k: int = RETRIEVAL_K) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The pipeline up to the reader, as one step: each question's top ``k`` passages under
+    ``retriever`` (tf-idf fitted on ``handbook`` when none is given), and the reader's
+    inputs built from them (:func:`reader_inputs`). Returns ``(retrieved, inputs)``.
+    Lesson 1, "Ask the reader for two lines"; every later lesson, the exercises' checks and
+    the recorders call it."""
+    retriever = TfidfRetriever.fit(handbook) if retriever is None else retriever
+    retrieved = retriever.rank(questions, k=k)
+    return retrieved, reader_inputs(questions, retrieved, handbook)

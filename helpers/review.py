@@ -5,17 +5,20 @@ Introduced in lesson 4, "The review record". Each row of a review says, for one 
 reply (a reader's, or the sentence baseline's), whether the passage it cites, read on its
 own, backs the answer it gives to its question (the human support test of lesson 1). A
 row is tied to the exact reply it judged: the key of its transcript entry, the raw reply
-(written on one line by :func:`escape_reply`), and the answer and sources the strict
-parser read from it. Reading and checking a review file is the runtime's business
-(``runtime.reviews``); what a verdict may say, and when it still applies, is here.
+and the answer and sources the strict parser read from it. Reading, writing and checking
+a review file is the runtime's business (``runtime.reviews``); what a verdict may say,
+when it still applies, and how the review meets the screen (:func:`review_rows`) are
+here.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import pandas as pd
-import regex
+
+from .parsing import parse_reader_output
+from .screen import failed_checks, screen_reply
 
 SUPPORTED = "supported"
 NOT_SUPPORTED = "not supported"
@@ -91,59 +94,10 @@ REASONS: dict[str, Reason] = {
     )
 }
 
-_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
-_UNESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t", "s": " "}
-_ESCAPE = regex.compile(r"\\(.)", regex.DOTALL)
-
-
-def escape_reply(text: str) -> str:
-    r"""A raw reply on one CSV line: backslash, line feed, carriage return and tab become
-    ``\\``, ``\n``, ``\r`` and ``\t``, and a space at either end becomes ``\s`` (the
-    fixture reader refuses fields with white space at their ends)."""
-    escaped = "".join(_ESCAPES.get(character, character) for character in text)
-    start = len(escaped) - len(escaped.lstrip(" "))
-    end = len(escaped) - len(escaped.rstrip(" "))
-    if start == len(escaped):
-        return "\\s" * start
-    return "\\s" * start + escaped[start:len(escaped) - end] + "\\s" * end
-
-
-def unescape_reply(text: str) -> str:
-    """Undo :func:`escape_reply`; an unknown escape or a lone final backslash is an error."""
-    out, position = [], 0
-    for match in _ESCAPE.finditer(text):
-        if match.group(1) not in _UNESCAPES:
-            raise ValueError(f"unknown escape \\{match.group(1)} in {text!r}")
-        out += [text[position:match.start()], _UNESCAPES[match.group(1)]]
-        position = match.end()
-    rest = text[position:]
-    if "\\" in rest:
-        raise ValueError(f"a lone backslash ends {text!r}")
-    return "".join(out) + rest
-
-
 def sources_text(sources: Iterable[str]) -> str:
     """Parsed sources as the review writes them: ``H08, H11`` or ``none``."""
     sources = tuple(sources)
     return ", ".join(sources) if sources else "none"
-
-
-def sources_of(text: str) -> tuple[str, ...]:
-    """The source IDs of a ``reviewed_sources`` value, the inverse of :func:`sources_text`:
-    ``"none"`` gives ``()``, ``"H08, H11"`` gives ``("H08", "H11")``.
-
-    An empty value (a reply that did not parse has no sources to split) or an empty ID
-    between the separators is a ``ValueError``. Lesson 4, "The review record".
-    """
-    if text == "none":
-        return ()
-    if not text:
-        raise ValueError("an empty reviewed_sources value has no sources: the reply did "
-                         "not parse")
-    sources = tuple(text.split(", "))
-    if any(not source or source != source.strip() or "," in source for source in sources):
-        raise ValueError(f"{text!r} is not a list of source IDs separated by ', '")
-    return sources
 
 
 # ------------------------------------------------------------ replies since the review
@@ -183,14 +137,14 @@ def carry_verdicts(review: pd.DataFrame, replies: pd.DataFrame) -> pd.DataFrame:
             status, now = NOT_RUN, None
         elif reply["key"] != record["transcript_key"]:
             status, now = REQUEST_CHANGED, reply["raw_output"]
-        elif reply["raw_output"] != unescape_reply(record["reviewed_reply"]):
+        elif reply["raw_output"] != record["reviewed_reply"]:
             status, now = REPLY_CHANGED, reply["raw_output"]
         else:
             status, now = SAME_REPLY, reply["raw_output"]
         same = status == SAME_REPLY
         rows.append({
             **{c: record[c] for c in ("review_id", *columns)},
-            "reviewed_reply": unescape_reply(record["reviewed_reply"]),
+            "reviewed_reply": record["reviewed_reply"],
             "reply_now": now,
             "status": status,
             "verdict_now": record["verdict"] if same else None,
@@ -201,3 +155,24 @@ def carry_verdicts(review: pd.DataFrame, replies: pd.DataFrame) -> pd.DataFrame:
                                        "status", "verdict_now", "reason_now"], dtype=object)
 
 
+# ------------------------------------------------------------ the review beside the screen
+
+def review_rows(book: pd.DataFrame, replies: pd.DataFrame,
+                passage_texts: Mapping[str, str]) -> pd.DataFrame:
+    """The review beside what it judged: each row of ``book`` (``runtime.load_review``)
+    with the reply of ``replies`` (``runtime.recorded_replies``) it names by transcript
+    key, its ``question``, the passages its reader was given (``retrieved_ids``), what
+    the strict parser reads in it (``answer``, ``sources``, ``action``), the screen's
+    failed checks and whether it is ``held``, and whether the review finds it
+    ``unsupported``. Lesson 4, "The screen against the review"."""
+    rows = book.drop(columns=["answer", "sources", "action"], errors="ignore").merge(
+        replies[["key", "question", "retrieved_ids", "raw_output"]],
+        left_on="transcript_key", right_on="key", validate="one_to_one")
+    parsed = [parse_reader_output(text) for text in rows["raw_output"]]
+    checks = [screen_reply(reply, ids, passage_texts)
+              for reply, ids in zip(parsed, rows["retrieved_ids"])]
+    return rows.assign(answer=[p.answer for p in parsed], sources=[p.sources for p in parsed],
+                       action=[p.action for p in parsed],
+                       failed_checks=[failed_checks(c) for c in checks],
+                       held=[not all(c.values()) for c in checks],
+                       unsupported=rows["verdict"] == NOT_SUPPORTED)

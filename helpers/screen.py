@@ -6,10 +6,12 @@ supports an answer is a human judgment that stays pending.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 
 import pandas as pd
 import regex
+
+from .parsing import ParsedReply
 
 CHECKS = (
     "parsed",
@@ -23,7 +25,6 @@ NOT_FLAGGED = "not flagged by screen"
 HELD = "held for human review"
 
 
-
 def strip_citation_tokens(text: str) -> str:
     """Remove passage IDs such as ``H08`` so their digits are not read as figures."""
     return regex.sub(r"\bH\d{2}\b", "", text)
@@ -34,26 +35,20 @@ def numbers_in(text: str | None) -> list[str]:
     return regex.findall(r"(?<![\p{L}\p{N}])\d+", strip_citation_tokens(text or ""))
 
 
-def screen_reply(
-    answer: str | None,
-    sources: Sequence[str],
-    parse_ok: bool,
-    action: str,
-    retrieved_ids: Iterable[str],
-    passage_texts: Mapping[str, str],
-) -> dict[str, bool]:
-    """The six checks for one reply, in :data:`CHECKS` order."""
-    retrieved = set(retrieved_ids)
+def screen_reply(reply: ParsedReply, retrieved_ids: Iterable[str],
+                 passage_texts: Mapping[str, str]) -> dict[str, bool]:
+    """The six checks for one parsed reply (:func:`helpers.parsing.parse_reader_output`),
+    in :data:`CHECKS` order, given the passages its reader retrieved and those that exist."""
+    retrieved, sources = set(retrieved_ids), reply.sources
     cited_text = " ".join(passage_texts[s] for s in sources if s in passage_texts)
-    answer_numbers = numbers_in(answer)
     cited_numbers = set(numbers_in(cited_text))
     return {
-        "parsed": bool(parse_ok),
+        "parsed": bool(reply.parse_ok),
         "cited_exist": all(s in passage_texts for s in sources),
         "cited_retrieved": all(s in retrieved for s in sources),
-        "answer_has_citation": len(sources) > 0 if action == "answer" else True,
-        "abstain_sources_ok": len(sources) == 0 if action == "abstain" else True,
-        "numbers_supported": all(n in cited_numbers for n in answer_numbers),
+        "answer_has_citation": len(sources) > 0 if reply.action == "answer" else True,
+        "abstain_sources_ok": len(sources) == 0 if reply.action == "abstain" else True,
+        "numbers_supported": all(n in cited_numbers for n in numbers_in(reply.answer)),
     }
 
 
@@ -82,10 +77,9 @@ def screen_table(
     by_question = _retrieved_by_question(retrieved)
     rows = []
     for row in parsed.itertuples(index=False):
-        values = screen_reply(
-            row.parsed_answer, row.parsed_sources, row.parse_ok, row.observed_action,
-            by_question.get(row.question_id, ()), texts,
-        )
+        reply = ParsedReply(row.parse_ok, row.parsed_answer, tuple(row.parsed_sources),
+                            row.observed_action)
+        values = screen_reply(reply, by_question.get(row.question_id, ()), texts)
         passed = all(values.values())
         sources = tuple(row.parsed_sources)
         cited = [f"{s}: {texts[s]}" for s in sources if s in texts]

@@ -21,7 +21,7 @@ ENTRY_POINTS = {
     # readers (lesson 1, "Ask the reader for two lines"; lessons 2-5)
     "load_reader": "readers", "generate_all": "readers", "mode_sentence": "readers",
     "live_check": "readers",
-    "pinned_source": "readers", "pinned_replies": "readers", "ReplayError": "readers",
+    "ReplayError": "readers",
     "load_encoder": "encoder", "ENGINES": "server", "UNKNOWN_ENGINE": "server",
     # the page
     "show_table": "display", "show_source": "display", "Markdown": "display",

@@ -14,7 +14,7 @@ import pandas as pd
 
 from helpers.attacks import PROMPT_COLUMNS, WITHOUT_ATTACK, attack_reader_inputs
 from helpers.defences import PROMPTS
-from helpers.retrieval import TfidfRetriever
+from helpers.prompts import retrieve_and_prompt
 
 from .fixture import EXTENDED_QUESTIONS_FILE, load_attack_fixture, load_riverton
 from .paths import DATA_DIR
@@ -113,7 +113,7 @@ def record_prompts(which: str, data_dir=DATA_DIR,
     if which == "ordinary":
         extended = load_riverton(data_dir, EXTENDED_QUESTIONS_FILE).questions
         questions = pd.concat([riverton.questions, extended], ignore_index=True)
-        retrieved = TfidfRetriever.fit(riverton.handbook).rank(questions, k=3)
+        retrieved, _ = retrieve_and_prompt(questions, riverton.handbook)
         inputs = ordinary_inputs(questions, retrieved, riverton.handbook,
                                  prompts=tuple(PROMPT_COLUMNS)[1:])
         return inputs.assign(collection="ordinary questions, " + inputs["prompt"])

@@ -33,7 +33,7 @@ import pandas as pd
 
 from helpers.grammar import ConstrainedDecodingError
 from helpers.judge import JUDGE_READER, assert_judge_parsed, judge_settings
-from helpers.review import REASONS, VERDICTS, sources_of
+from helpers.review import REASONS, VERDICTS
 
 from . import config
 from .attack_runs import record_prompts
@@ -137,11 +137,11 @@ def record_judge(args) -> list[TranscriptEntry]:
     held = {entry.key: entry for entry in read_transcript(args.transcript)}
     judge = load_reader(JUDGE_READER, mode="live")
     book = load_review()
-    cited = dict(zip(book["review_id"], book["reviewed_sources"]))
+    cited = dict(zip(book["review_id"], book["sources"]))
     requests = review_requests(book).drop_duplicates("request_id")
     # each reply is recorded with the passages its prompt shows: those the reply cites
     requests = requests.assign(question_id=requests["request_id"], retrieved_ids=[
-        sources_of(cited[r]) for r in requests["request_id"]])
+        cited[r] for r in requests["request_id"]])
     kept = []
     if args.only_missing:
         keys = [judge.key(m, judge_settings()) for m in requests["messages"]]

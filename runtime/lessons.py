@@ -17,14 +17,12 @@ import pandas as pd
 
 from helpers.baseline import BASELINE_DECODINGS, BASELINE_MODEL, baseline_reply, sentence_baseline
 from helpers.decoding import DECODING_FIELD
-from helpers.prompts import reader_inputs
+from helpers.prompts import RETRIEVAL_K, reader_inputs, retrieve_and_prompt
 from helpers.retrieval import TfidfRetriever
 
 from .fixture import EXTENDED_QUESTIONS_FILE, QUESTIONS_FILE, PathLike, load_riverton
 from .paths import DATA_DIR
 from .records import COMPUTED, TranscriptEntry, transcript_key
-
-RETRIEVAL_K = 3
 
 #: The retrievers whose top passages can make the reader's prompts: lesson 1's tf-idf,
 #: and lesson 2's dense encoder and hybrid (equal weights, no score floor).
@@ -55,9 +53,11 @@ def lesson_retrieval(questions: str = QUESTIONS_FILE, data_dir: PathLike = DATA_
 
 def lesson_reader_inputs(questions: str = QUESTIONS_FILE, data_dir: PathLike = DATA_DIR,
                          k: int = RETRIEVAL_K, retriever: str = "tfidf") -> pd.DataFrame:
-    """:func:`helpers.prompts.reader_inputs` for a question file and one retriever."""
-    fixture, retrieved = lesson_retrieval(questions, data_dir, k, retriever)
-    return reader_inputs(fixture.questions, retrieved, fixture.handbook)
+    """:func:`helpers.prompts.retrieve_and_prompt`'s inputs for a question file and one
+    retriever."""
+    fixture = load_riverton(Path(data_dir), questions)
+    return retrieve_and_prompt(fixture.questions, fixture.handbook,
+                               fit_retriever(retriever, fixture.handbook), k)[1]
 
 
 def collection_name(questions: str, retriever: str = "tfidf", k: int = RETRIEVAL_K) -> str:

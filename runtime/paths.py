@@ -3,7 +3,6 @@
 A page never publishes a path of the machine that built it: every message that names a
 file goes through :func:`shown`.
 """
-import os
 import site
 import sysconfig
 from pathlib import Path

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
+import regex
 
 from helpers.baseline import BASELINE_DECODINGS, BASELINE_MODEL, BASELINE_READER
 from helpers.corruptions import CORRUPTION_COLLECTION, CORRUPTION_MODEL, CORRUPTION_READER, \
@@ -24,15 +25,14 @@ from helpers.corruptions import CORRUPTION_COLLECTION, CORRUPTION_MODEL, CORRUPT
 from helpers.decoding import CONSTRAINED, DECODING_FIELD, UNCONSTRAINED
 from helpers.judge import JUDGE_GRAMMAR, JUDGE_SETTINGS, judge_requests, parse_judge_reply
 from helpers.parsing import ABSTAIN_PREFIX, parse_reader_output
-from helpers.review import REASONS, SAME_REPLY, VERDICTS, carry_verdicts, escape_reply, \
-    sources_of, sources_text, unescape_reply
+from helpers.review import REASONS, SAME_REPLY, VERDICTS, carry_verdicts, sources_text
 
 from . import config
 from .files import write_csv_atomic
 from .fixture import CORRUPTIONS_FILE, EXTENDED_QUESTIONS_FILE, JUDGMENT_RULES, QUESTIONS_FILE, \
     REVIEW_FILE, SCHEMAS, SECOND_READING_FILE, FixtureError, PathLike, Row, _load, \
     check_against_metadata, check_rows, frame_rows, load_riverton, read_metadata, read_rows
-from .lessons import baseline_replies, collection_name, fit_retriever, RETRIEVAL_K
+from .lessons import RETRIEVAL_K, baseline_replies, collection_name, fit_retriever
 from .paths import DATA_DIR, PROJECT_ROOT
 from .readers import generate_all
 from .records import COMPUTED, TRANSCRIPT_PATH, TranscriptEntry, read_transcript, transcript_key
@@ -97,6 +97,39 @@ class ReviewError(FixtureError):
 
 def _fail(path: Path, row: Row, column: str, problem: str) -> ReviewError:
     return ReviewError(path, problem, row.number, row.line, column)
+
+
+# ------------------------------------------------------------ how a reply is written
+
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_UNESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t", "s": " "}
+_ESCAPE = regex.compile(r"\\(.)", regex.DOTALL)
+
+
+def escape_reply(text: str) -> str:
+    r"""A raw reply on one CSV line: backslash, line feed, carriage return and tab become
+    ``\\``, ``\n``, ``\r`` and ``\t``, and a space at either end becomes ``\s`` (the
+    fixture reader refuses fields with white space at their ends)."""
+    escaped = "".join(_ESCAPES.get(character, character) for character in text)
+    start = len(escaped) - len(escaped.lstrip(" "))
+    end = len(escaped) - len(escaped.rstrip(" "))
+    if start == len(escaped):
+        return "\\s" * start
+    return "\\s" * start + escaped[start:len(escaped) - end] + "\\s" * end
+
+
+def unescape_reply(text: str) -> str:
+    """Undo :func:`escape_reply`; an unknown escape or a lone final backslash is an error."""
+    out, position = [], 0
+    for match in _ESCAPE.finditer(text):
+        if match.group(1) not in _UNESCAPES:
+            raise ValueError(f"unknown escape \\{match.group(1)} in {text!r}")
+        out += [text[position:match.start()], _UNESCAPES[match.group(1)]]
+        position = match.end()
+    rest = text[position:]
+    if "\\" in rest:
+        raise ValueError(f"a lone backslash ends {text!r}")
+    return "".join(out) + rest
 
 
 # ------------------------------------------------------------------ the reviewed replies
@@ -221,9 +254,20 @@ def review_rows(path: Path, transcript: PathLike = TRANSCRIPT_PATH, allow_blank:
 
 
 def _frame(rows: list[Row], path: Path) -> pd.DataFrame:
+    """The rows of a review file as a frame, each reviewed reply as it was written."""
     frame = pd.DataFrame([row.values for row in rows], columns=list(REVIEW_COLUMNS))
     return frame.assign(reviewed_on=pd.to_datetime(frame["reviewed_on"], format="%Y-%m-%d").dt.date,
-                        parse_ok=frame["reviewed_answer"] != "")
+                        parse_ok=frame["reviewed_answer"] != "",
+                        reviewed_reply=frame["reviewed_reply"].map(unescape_reply))
+
+
+def with_parsed(frame: pd.DataFrame, transcript: PathLike = TRANSCRIPT_PATH) -> pd.DataFrame:
+    """A review with what the strict parser reads in each reply, from the transcript entry
+    it names by key (not from the file's escaped copy): ``answer``, ``sources``, ``action``."""
+    entries = reviewable_entries(transcript)
+    parsed = [parse_reader_output(entries[key][1].raw_output) for key in frame["transcript_key"]]
+    return frame.assign(answer=[p.answer for p in parsed], sources=[p.sources for p in parsed],
+                        action=[p.action for p in parsed])
 
 
 def load_review(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRANSCRIPT_PATH,
@@ -239,7 +283,7 @@ def load_review(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRANSCRIPT
     path = Path(data_dir) / REVIEW_FILE
     rows, _ = review_rows(path, transcript)
     check_against_metadata(path, len(rows), metadata)
-    frame = _frame(rows, path)
+    frame = with_parsed(_frame(rows, path), transcript)
     if replies is not None:
         status = carry_verdicts(frame, replies[["reader", "decoding", "question_id", "key",
                                                 "raw_output"]])
@@ -273,7 +317,8 @@ def write_template(path: PathLike, review: pd.DataFrame) -> Path:
     path = Path(path)
     try:
         return write_csv_atomic(path, REVIEW_COLUMNS, [
-            [values[c] for c in REPLY_COLUMNS] + [""] * len(JUDGMENT_COLUMNS)
+            [escape_reply(values[c]) if c == "reviewed_reply" else values[c]
+             for c in REPLY_COLUMNS] + [""] * len(JUDGMENT_COLUMNS)
             for values in review.to_dict("records")], overwrite=False)
     except FileExistsError:
         raise FileExistsError(f"{path} exists; choose another name or delete it first") from None
@@ -337,8 +382,10 @@ def review_requests(review: pd.DataFrame | None = None,
 
 def load_corruptions(data_dir: PathLike = DATA_DIR) -> pd.DataFrame:
     """The rule-made corruptions (``corrupted-replies.csv``), validated row by row and
-    against the metadata. Lesson 4, "Replies whose fault does not show"."""
-    return _load(CORRUPTIONS_FILE, data_dir, read_metadata(data_dir))
+    against the metadata, each ``reply`` as it was made (unescaped). Lesson 4, "Replies
+    whose fault does not show"."""
+    frame = _load(CORRUPTIONS_FILE, data_dir, read_metadata(data_dir))
+    return frame.assign(reply=frame["reply"].map(unescape_reply))
 
 
 def corruption_replies(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRANSCRIPT_PATH,
@@ -349,7 +396,8 @@ def corruption_replies(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRA
     not show"). The sources are read from the review file by its schema alone, so that
     corruptions recorded under an older rule do not stop a new recording."""
     path = Path(data_dir) / REVIEW_FILE
-    review = _frame(check_rows(path, read_rows(path, REVIEW_COLUMNS), SCHEMAS[REVIEW_FILE]), path)
+    review = with_parsed(_frame(check_rows(path, read_rows(path, REVIEW_COLUMNS),
+                                           SCHEMAS[REVIEW_FILE]), path), transcript)
     sources = {key: entry for key, (_, entry) in reviewable_entries(transcript).items()}
     made = corrupt_review(review, *_questions_and_texts(data_dir),
                           {key: tuple(e.passage_ids) for key, e in sources.items()})
@@ -439,14 +487,14 @@ def blind_text(review_id: str, book: pd.DataFrame, data_dir: PathLike = DATA_DIR
     questions = questions.set_index("question_id")["question"]
     shown = lambda ids: [f"  {i}: {texts.get(i, '(no such passage in the handbook)')}"
                          for i in ids] or ["  (none)"]
-    parsed = row["reviewed_answer"] != ""
+    parsed = row["action"] != "parse failure"
     lines = [f"REPLY {review_id}", f"QUESTION: {questions[row['question_id']]}",
              "THE REPLY AS WRITTEN:",
-             *[f"  | {line}" for line in unescape_reply(row["reviewed_reply"]).split("\n")],
+             *[f"  | {line}" for line in row["reviewed_reply"].split("\n")],
              f"PARSED: answer {row['reviewed_answer']!r}; sources {row['reviewed_sources']}"
              if parsed else "PARSED: the strict parser found no answer and no sources",
-             "CITED PASSAGES:", *shown(sources_of(row["reviewed_sources"]) if parsed else ())]
-    if parsed and row["reviewed_answer"].startswith(ABSTAIN_PREFIX):
+             "CITED PASSAGES:", *shown(row["sources"])]
+    if row["action"] == "abstain":
         entry = reviewable_entries(transcript)[row["transcript_key"]][1]
         lines += ["PASSAGES THE READER WAS GIVEN:", *shown(entry.passage_ids)]
     return "\n".join(lines)

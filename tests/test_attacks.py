@@ -12,7 +12,7 @@ from helpers.attack_rules import RuleError, Term, counts_only_answers, parse_rul
 from helpers.attacks import UNDER_ATTACK as UNDER, WITHOUT_ATTACK as WITHOUT, rule_holds
 from helpers.intervals import cluster_bootstrap, holm, mcnemar_exact
 from helpers.parsing import parse_reader_output
-from runtime import attack_runs, progress, config
+from runtime import attack_runs, config, progress
 from runtime.fixture import load_attack_fixture, load_riverton
 from runtime.lessons import lesson_reader_inputs
 from runtime.readers import ReplayError, generate_all, load_reader

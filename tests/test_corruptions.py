@@ -81,8 +81,8 @@ def test_the_rules_make_one_reply_per_kind_and_question_and_never_the_same_twice
             ("S4", "base", "X03", STIPEND, "supported"),
             ("S5", "base", "X04", STIPEND, "not supported"),
             ("S6", CORRUPTION_READER, "X04", STIPEND, "supported")]
-    review = pd.DataFrame([{"review_id": i, "reader": r, "question_id": q, "reviewed_answer": a,
-                            "reviewed_sources": "H08", "verdict": v, "transcript_key": i}
+    review = pd.DataFrame([{"review_id": i, "reader": r, "question_id": q, "answer": a,
+                            "sources": ("H08",), "verdict": v, "transcript_key": i}
                            for i, r, q, a, v in rows])
     questions = pd.DataFrame({"question_id": ["Q1", "X03", "X04"], "gold_passage_id": "H08",
                               "acceptable_list": [("$150",)] * 3})

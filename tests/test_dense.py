@@ -217,7 +217,7 @@ def test_lesson_executes_with_every_table_the_q3_figure_and_dense_recall(book, h
     tables = lesson_tables(executed)
     for name in ("question_kinds", "extended_questions", "q6_terms", "dense_top3", "fusions",
                  "weight_sweep", "gold_ranks", "metrics", "unanswerable", "thresholds",
-                 "qwen_lookup", "small_reader"):
+                 "small_reader"):
         assert name in tables, name
     figure_cells = [c for c in executed.cells if c.cell_type == "code"
                     and c.source.startswith("#| label: fig-q3-scores")]

@@ -19,7 +19,7 @@ import nbformat
 import pandas as pd
 import pytest
 
-from runtime import claims, display, config
+from runtime import claims, config, display
 from runtime.paths import PROJECT_ROOT
 
 # Several dollar pairs per cell, the way answers, control strings and raw replies hold them.

@@ -24,7 +24,7 @@ from statsmodels.stats.proportion import proportion_confint
 from bookkit.build import ChapterFailure
 from helpers import judge, parsing, review, screen
 from helpers.baseline import BASELINE_READER
-from runtime import reviews, config
+from runtime import config, reviews
 from runtime.fixture import CORRUPTIONS_FILE, REVIEW_FILE, SECOND_READING_FILE, load_riverton
 from runtime.lessons import lesson_retrieval
 from runtime.paths import DATA_DIR, LESSONS_DIR
@@ -88,11 +88,8 @@ def expected():
         source = by_id[source_of[row["transcript_key"]]] if corrupted else row
         retrieved = given.get((reviews.retriever_of(source["reader"], source["decoding"]),
                                row["question_id"]), ())
-        parsed = row["reviewed_answer"] != ""
-        checks = screen.screen_reply(row["reviewed_answer"] or None,
-                                     review.sources_of(row["reviewed_sources"]) if parsed else (),
-                                     parsed, parsing.action_of(row["reviewed_answer"]) if parsed
-                                     else "parse failure", retrieved, texts)
+        reply = parsing.parse_reader_output(reviews.unescape_reply(row["reviewed_reply"]))
+        checks = screen.screen_reply(reply, retrieved, texts)
         group = (CORRUPTED if corrupted else "sentence baseline"
                  if row["reader"] == BASELINE_READER else "the two models")
         by_id[row["review_id"]] = {**row, "group": group, "held": not all(checks.values()),

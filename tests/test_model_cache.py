@@ -17,7 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
 
-from runtime import readers, config  # noqa: E402
+from runtime import config, readers  # noqa: E402
 from runtime.paths import shown  # noqa: E402
 from runtime.registry import file_sha256, get_reader_spec, package_gguf_path  # noqa: E402
 from runtime.weights import (  # noqa: E402

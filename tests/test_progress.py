@@ -20,7 +20,7 @@ from nbclient import NotebookClient
 
 import pagecheck
 from projects import SAMPLE_LESSON as LESSON, write_project
-from runtime import progress, config
+from runtime import config, progress
 from runtime.paths import LESSONS_DIR, PROJECT_ROOT
 
 LABEL = "probe-progress-label"

@@ -22,9 +22,9 @@ from helpers import baseline, judge, review
 from helpers.corruptions import CORRUPTION_READER
 from helpers.judge import (JudgeParseError, assert_judge_parsed, judge_messages, judge_requests,
                            parse_judge_reply)
-from helpers.review import (NOT_RUN, REPLY_CHANGED, REQUEST_CHANGED, SAME_REPLY, carry_verdicts,
-                            escape_reply, unescape_reply)
-from runtime import cli, reviews, config
+from helpers.review import NOT_RUN, REPLY_CHANGED, REQUEST_CHANGED, SAME_REPLY, carry_verdicts
+from runtime import cli, config, reviews
+from runtime.reviews import escape_reply, unescape_reply
 from runtime.data_check import check_all, update_metadata
 from runtime.files import write_csv_atomic
 from runtime.fixture import CORRUPTIONS_FILE, EXTENDED_QUESTIONS_FILE, METADATA_COLUMNS, \
@@ -253,14 +253,6 @@ def test_the_command_writes_a_template_and_checks_every_review(tmp_path, monkeyp
 # --------------------------------------------------------------- replies on one line
 
 
-def test_sources_of_undoes_sources_text_and_refuses_what_it_never_writes():
-    for sources in [(), ("H08",), ("H02", "H09", "H07"), ("H99", "X")]:
-        assert review.sources_of(review.sources_text(sources)) == sources
-    for text in ["", "H08,H11", "H08, ", ", H08", "H08,  H11"]:
-        with pytest.raises(ValueError):
-            review.sources_of(text)
-
-
 @pytest.mark.parametrize("text", [
     "Answer: x\nSources: none", "a\\b", "tab\there", "crlf\r\nend", "\\n is not a newline",
     "ends with a backslash \\", " leading space", "trailing spaces  ", "   ", "",
@@ -281,7 +273,7 @@ def test_escaped_replies_round_trip_and_an_unknown_escape_is_refused(text):
 def test_a_verdict_carries_only_to_the_same_text_for_the_same_request():
     reviewed = pd.DataFrame([{
         "review_id": f"R{i}", "reader": "r", "decoding": "unconstrained", "question_id": q,
-        "transcript_key": key, "reviewed_reply": escape_reply(text), "verdict": "supported",
+        "transcript_key": key, "reviewed_reply": text, "verdict": "supported",
         "reason": "answer stated in cited passage"} for i, (q, key, text) in enumerate([
             ("Q1", "k1", "Answer: $150 per week\nSources: H08"),
             ("Q2", "k2", "Answer: October 15\nSources: H14"),
@@ -477,11 +469,11 @@ def test_the_prompt_shows_what_the_human_test_shows_under_its_own_settings():
 
 def test_requests_cover_yes_no_verdicts_and_share_identical_prompts():
     review = pd.DataFrame([
-        ("R1", "Q1", "$150 per week", "H08", "supported"),
-        ("R2", "Q1", "NOT IN HANDBOOK", "none", "not applicable"),
-        ("R3", "Q1", "$150 per week", "H08", "supported"),       # same prompt as R1
-        ("R4", "Q1", "$200", "H08, H99", "not supported"),       # H99 does not exist
-    ], columns=["review_id", "question_id", "reviewed_answer", "reviewed_sources", "verdict"])
+        ("R1", "Q1", "$150 per week", ("H08",), "supported"),
+        ("R2", "Q1", "NOT IN HANDBOOK", (), "not applicable"),
+        ("R3", "Q1", "$150 per week", ("H08",), "supported"),       # same prompt as R1
+        ("R4", "Q1", "$200", ("H08", "H99"), "not supported"),      # H99 does not exist
+    ], columns=["review_id", "question_id", "answer", "sources", "verdict"])
     requests = judge_requests(review, {"Q1": "How much?"}, {"H08": "Stipend $150 per week."})
     assert list(requests["review_id"]) == ["R1", "R3", "R4"]
     assert list(requests["request_id"]) == ["R1", "R1", "R4"]

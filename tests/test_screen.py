@@ -128,7 +128,6 @@ def test_strip_citation_tokens():
 )
 def test_screen_reply(handbook, reply, retrieved_ids, failed):
     result = parse_reader_output(reply)
-    values = screen_reply(result.answer, result.sources, result.parse_ok, result.action,
-                          retrieved_ids, dict(zip(handbook["passage_id"], handbook["text"])))
+    values = screen_reply(result, retrieved_ids, dict(zip(handbook["passage_id"], handbook["text"])))
     assert list(values) == list(CHECKS)
     assert failed_checks(values) == failed
