@@ -17,7 +17,7 @@ import pandas as pd
 
 from helpers.baseline import BASELINE_DECODINGS, BASELINE_MODEL, baseline_reply, sentence_baseline
 from helpers.decoding import DECODING_FIELD
-from helpers.prompts import RETRIEVAL_K, reader_inputs, retrieve_and_prompt
+from helpers.prompts import RETRIEVAL_K, retrieve_and_prompt
 from helpers.retrieval import TfidfRetriever
 
 from .fixture import EXTENDED_QUESTIONS_FILE, QUESTIONS_FILE, PathLike, load_riverton
@@ -71,11 +71,12 @@ def collection_name(questions: str, retriever: str = "tfidf", k: int = RETRIEVAL
 BASELINE_REVISION = "helpers/baseline.py"
 
 
-def baseline_replies(questions: pd.DataFrame, retrieved: pd.DataFrame, handbook: pd.DataFrame,
-                     retriever: str) -> pd.DataFrame:
+def baseline_replies(questions: pd.DataFrame, handbook: pd.DataFrame, retriever: str,
+                     fitted=None) -> pd.DataFrame:
     """The baseline's reply to every question, computed now, with its transcript key.
 
-    One row per question: lesson 1's reader inputs (``question_id``, ``question``,
+    One row per question: lesson 1's reader inputs over ``retriever``'s top three
+    (``fitted``, or that retriever fitted now) (``question_id``, ``question``,
     ``retrieved_ids``, ``messages``), ``settings``, ``key`` and ``raw_output``, the first
     sentence of the top passage as a two-line reply (:func:`helpers.baseline.baseline_reply`).
     """
@@ -83,7 +84,8 @@ def baseline_replies(questions: pd.DataFrame, retrieved: pd.DataFrame, handbook:
         raise ValueError(f"unknown retriever {retriever!r}; expected one of "
                          f"{sorted(BASELINE_DECODINGS)}")
     settings = {DECODING_FIELD: BASELINE_DECODINGS[retriever]}  # how the reply was made
-    inputs = reader_inputs(questions, retrieved, handbook)
+    retrieved, inputs = retrieve_and_prompt(questions, handbook,
+                                            fitted or fit_retriever(retriever, handbook))
     sentences = sentence_baseline(questions, retrieved, handbook).set_index("question_id")
     tops = [None if pd.isna(top) else top
             for top in sentences.loc[inputs["question_id"], "top_passage_id"]]
@@ -108,8 +110,8 @@ def baseline_entries(plan=BASELINE_PLAN, data_dir: PathLike = DATA_DIR,
     entries = []
     for retriever, files in plan:
         for name in files:
-            fixture, retrieved = lesson_retrieval(name, data_dir, retriever=retriever)
-            computed = baseline_replies(fixture.questions, retrieved, fixture.handbook, retriever)
+            fixture = load_riverton(Path(data_dir), name)
+            computed = baseline_replies(fixture.questions, fixture.handbook, retriever)
             entries += [TranscriptEntry(
                 key=row.key, collection=collection_name(name, retriever),
                 question_id=row.question_id, passage_ids=list(row.retrieved_ids),

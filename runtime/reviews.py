@@ -32,7 +32,7 @@ from .files import write_csv_atomic
 from .fixture import CORRUPTIONS_FILE, EXTENDED_QUESTIONS_FILE, JUDGMENT_RULES, QUESTIONS_FILE, \
     REVIEW_FILE, SCHEMAS, SECOND_READING_FILE, FixtureError, PathLike, Row, _load, \
     check_against_metadata, check_rows, frame_rows, load_riverton, read_metadata, read_rows
-from .lessons import RETRIEVAL_K, baseline_replies, collection_name, fit_retriever
+from .lessons import baseline_replies, collection_name, fit_retriever
 from .paths import DATA_DIR, PROJECT_ROOT
 from .readers import generate_all
 from .records import COMPUTED, TRANSCRIPT_PATH, TranscriptEntry, read_transcript, transcript_key
@@ -187,8 +187,8 @@ def recorded_replies(transcript: PathLike = TRANSCRIPT_PATH, data_dir: PathLike 
             QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE))).query("question_id in @entries")
         if reader == BASELINE_READER:
             retriever = retriever_of(reader, slot[2])
-            entries = {r.question_id: r for r in baseline_replies(questions, fitted(retriever).rank(
-                questions, k=RETRIEVAL_K), handbook, retriever).itertuples(index=False)}
+            entries = {r.question_id: r for r in baseline_replies(
+                questions, handbook, retriever, fitted(retriever)).itertuples(index=False)}
         for question in questions.itertuples(index=False):
             if question.question_id not in entries:
                 raise LookupError(f"{question.question_id} ({system_label(reader, slot[2])}): the "

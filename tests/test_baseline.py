@@ -8,6 +8,7 @@ import pytest
 from helpers.baseline import (BASELINE_DECODINGS, BASELINE_MODEL, NO_SENTENCE, baseline_reply,
                               contains_variant, sentence_baseline)
 from helpers.parsing import parse_reader_output
+from helpers.retrieval import TfidfRetriever
 from runtime import cli
 from runtime.lessons import BASELINE_PLAN, baseline_entries, baseline_replies
 from runtime.records import COMPUTED, read_transcript
@@ -78,7 +79,7 @@ def test_a_baseline_reply_is_the_sentence_and_its_passage_in_two_lines():
 
 def test_baseline_replies_keep_the_sentences_and_are_keyed_by_what_was_read(
         baseline, retrieved, handbook, questions):
-    replies = baseline_replies(questions, retrieved, handbook, "tfidf")
+    replies = baseline_replies(questions, handbook, "tfidf")
     by_question = dict(zip(baseline["question_id"], baseline["baseline_sentence"]))
     for row in replies.itertuples():
         parsed = parse_reader_output(row.raw_output)
@@ -88,12 +89,12 @@ def test_baseline_replies_keep_the_sentences_and_are_keyed_by_what_was_read(
         else:
             assert parsed.action == "abstain" and by_question[row.question_id] == NO_SENTENCE
     assert replies["key"].is_unique and list(baseline_replies(
-        questions, retrieved, handbook, "tfidf")["key"]) == list(replies["key"])
+        questions, handbook, "tfidf")["key"]) == list(replies["key"])
     # The key is of what the baseline read and how: another retriever's name, another key.
-    hybrid_named = baseline_replies(questions, retrieved, handbook, "hybrid")
+    hybrid_named = baseline_replies(questions, handbook, "hybrid", TfidfRetriever.fit(handbook))
     assert not set(hybrid_named["key"]) & set(replies["key"])
     with pytest.raises(ValueError, match="unknown retriever 'bm25'"):
-        baseline_replies(questions, retrieved, handbook, "bm25")
+        baseline_replies(questions, handbook, "bm25")
 
 
 def test_the_transcript_holds_what_the_baseline_computes_and_record_baseline_writes_it(

@@ -247,6 +247,42 @@ def test_one_module_names_every_setting_of_the_environment():
     assert len(re.findall(r'^[A-Z_]+ = "RIVERTON_', config, re.M)) == 1 + 11  # prefix, variables
 
 
+#: Each pipeline a lesson explains once and everything else calls, with the steps it is
+#: made of: a code cell of a later lesson, an exercise's check or the runtime that calls a
+#: step itself builds the same table a second way, and could drift from the lesson's. The
+#: review file's own columns are read only by the runtime, which reads and writes it.
+PIPELINES = {
+    "retrieve_and_prompt": (1, [r"\breader_inputs\("]),
+    "review_rows": (4, [r'left_on="transcript_key"', r"\breviewed_(?:answer|sources)\b"]),
+}
+
+
+def pipeline_repeats(root: Path = PROJECT_ROOT) -> list[str]:
+    """Every place after the lesson that explains a pipeline (later lessons' code cells,
+    the exercises' checks, the runtime) that repeats one of its steps."""
+    places = {path.relative_to(root).as_posix(): path.read_text(encoding="utf-8")
+              for package in ("exercises", "runtime") for path in python_files(root, package)}
+    for path in sorted(LESSONS_DIR.glob("[0-9][0-9]-*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        places[path.name] = "\n".join("".join(c["source"]) for c in cells
+                                      if c["cell_type"] == "code")
+    found = []
+    for name, (lesson, steps) in PIPELINES.items():
+        for where, text in places.items():
+            if where[:2].isdigit() and int(where[:2]) <= lesson:
+                continue  # the lesson that teaches the steps shows them
+            found += [f"{where} repeats a step of {name}: {step}" for step in steps
+                      if re.search(step, text) and not (where.startswith("runtime/")
+                                                        and "reviewed_" in step)]
+    return found
+
+
+def test_a_pipeline_is_computed_one_way_by_lessons_checks_and_runtime():
+    assert pipeline_repeats() == []
+    assert "retrieve_and_prompt" in (PROJECT_ROOT / "exercises" / "lesson3.py").read_text()
+    assert "review_rows" in (PROJECT_ROOT / "exercises" / "lesson4.py").read_text()
+
+
 def test_every_entry_point_exists():
     import runtime
 
