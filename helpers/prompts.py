@@ -30,9 +30,11 @@ NO_PASSAGES = "No passages were retrieved."
 #: How many passages the reader is given: the retriever's top three.
 RETRIEVAL_K = 3
 
+#: The format template's answer placeholder; a reply that copies it has not answered.
+ANSWER_PLACEHOLDER = "<short answer, NOT IN HANDBOOK, or PREMISE NOT SUPPORTED: correction>"
 OUTPUT_FORMAT = (
     "OUTPUT FORMAT:\n"
-    "Answer: <short answer, NOT IN HANDBOOK, or PREMISE NOT SUPPORTED: correction>\n"
+    f"Answer: {ANSWER_PLACEHOLDER}\n"
     "Sources: <listed passage IDs, or none>"
 )
 

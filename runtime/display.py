@@ -329,23 +329,26 @@ def source_of(*objects) -> tuple[str, str]:
 def show_source(*objects) -> None:
     """Show the code of helper functions where the lesson teaches them, from the helper
     itself (one source of truth): highlighted HTML for the website and the notebook, a
-    Python code block for the printed book, and the file and lines it comes from."""
+    Python code block for the printed book, and the file and lines it comes from; one
+    block for each module, in the order given."""
     from IPython.display import display
     from pygments import highlight
     from pygments.formatters import HtmlFormatter
     from pygments.lexers import PythonLexer
 
-    code, where = source_of(*objects)
-    html = highlight(code, PythonLexer(), HtmlFormatter(
-        noclasses=True, nobackground=True, prestyles="overflow-x: auto; white-space: pre; margin: 0;"))
-    display({
-        "text/html": f'<div class="riverton-source {NO_MATH_CLASSES}" style="border-left: 3px '
-                     f'solid #9bb0c6; padding: 0.1em 0 0.1em 0.9em; margin: 0.4em 0;">'
-                     f'<p class="riverton-source-file" style="margin: 0.3em 0; color: #555;">'
-                     f'From <code>{where}</code></p>{html}</div>',
-        "text/markdown": f"From `{where}`:\n\n```python\n{code}\n```\n",
-        "text/plain": f"# {where}\n{code}",
-    }, raw=True)
+    for _, group in itertools.groupby(objects, key=lambda o: inspect.getmodule(o).__name__):
+        code, where = source_of(*group)
+        html = highlight(code, PythonLexer(), HtmlFormatter(
+            noclasses=True, nobackground=True,
+            prestyles="overflow-x: auto; white-space: pre; margin: 0;"))
+        display({
+            "text/html": f'<div class="riverton-source {NO_MATH_CLASSES}" style="border-left: '
+                         f'3px solid #9bb0c6; padding: 0.1em 0 0.1em 0.9em; margin: 0.4em 0;">'
+                         f'<p class="riverton-source-file" style="margin: 0.3em 0; color: '
+                         f'#555;">From <code>{where}</code></p>{html}</div>',
+            "text/markdown": f"From `{where}`:\n\n```python\n{code}\n```\n",
+            "text/plain": f"# {where}\n{code}",
+        }, raw=True)
 
 
 def interactive_tables() -> None:

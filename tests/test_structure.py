@@ -43,11 +43,12 @@ LAYERS = {
 }
 LAYER_NAMES = {0: "tools", 1: "stages", 2: "lesson content"}
 
-#: Code lines a taught module may have (a few teach more and may have more).
-MODULE_BUDGET = 250
-LARGER_BUDGETS = {"agreement": 400, "defences": 400}
+#: Code lines a taught module may have: one sitting's reading. The tf-idf retriever still
+#: holds the pruning of its fast path, which only the 100,000-passage benchmark needs.
+MODULE_BUDGET = 200
+LARGER_BUDGETS = {"retrieval": 250}
 #: Code lines of whole parts of the project.
-TOTAL_BUDGETS = {"helpers": 3200, "exercises": 1300,
+TOTAL_BUDGETS = {"helpers": 2600, "exercises": 1300,
                  "runtime and bookkit": 4550, "tests": 10500}
 
 
