@@ -107,7 +107,8 @@ def lesson_times(batch_size: str | None) -> dict[str, float]:
                                 text=True, timeout=3600)
         if result.returncode != 0:
             raise SystemExit(f"the build failed:\n{result.stdout[-3000:]}{result.stderr[-3000:]}")
-        found = re.findall(r"\[build\]\s+(lessons/\S+)\.html\s+([\d.]+) s\s+executed", result.stdout)
+        found = re.findall(r"\[build\]\s+(lessons/\S+)\.html\s+([\d.]+) s\s+executed",
+                           result.stdout)
         return {Path(page).name: float(seconds) for page, seconds in found}
 
 
@@ -186,7 +187,8 @@ def main(argv=None) -> int:
         print("lessons' cold execution (build without Quarto, fresh copies, recorded Qwen):")
         before = lesson_times("1")
         after = lesson_times(None)
-        lessons = pd.DataFrame({"batch 1 (s)": before, f"batch {batch.DEFAULT_BATCH_SIZE} (s)": after})
+        lessons = pd.DataFrame({"batch 1 (s)": before,
+                                f"batch {batch.DEFAULT_BATCH_SIZE} (s)": after})
         lessons.loc["all lessons"] = lessons.sum()
         with pd.option_context("display.float_format", "{:.1f}".format):
             print(lessons.to_string())

@@ -49,7 +49,8 @@ from runtime.readers import load_model_and_tokenizer
 from runtime.registry import get_reader_spec
 imported = time.perf_counter()
 # transformers imports a model's code lazily, on its first load: time that apart.
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import (AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM,
+                          PreTrainedTokenizerFast)
 model_code = time.perf_counter()
 load_model_and_tokenizer(get_reader_spec("smollm2_135m_instruct"))
 done = time.perf_counter()
@@ -59,14 +60,16 @@ print(json.dumps({"import_s": imported - started, "model_code_s": model_code - i
 
 def run(command, cwd, env, timeout=7200):
     started = time.perf_counter()
-    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
+                            timeout=timeout)
     return result, time.perf_counter() - started
 
 
 def clone_head(target: Path) -> str:
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT, capture_output=True, text=True,
                           check=True).stdout.strip()
-    subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(PROJECT), str(target)], check=True)
+    subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(PROJECT), str(target)],
+                   check=True)
     subprocess.run(["git", "checkout", "--quiet", head], cwd=target, check=True)
     return head
 
@@ -123,11 +126,13 @@ def smollm2_load(clone: Path, env: dict) -> dict:
 
 def print_loads(cold: dict, warm: list[dict]) -> None:
     print()
-    print("SmolLM2 load, as a lesson's first load pays it: importing transformers' model code + the load")
+    print("SmolLM2 load, as a lesson's first load pays it: importing transformers' model code + "
+          "the load")
     rows = [("cold (empty cache: dequantise, save)", cold)]
     rows += [(f"warm (dequantised cache), run {n}", figures) for n, figures in enumerate(warm, 1)]
     for label, figures in rows:
-        print(f"  {label:<40} {lesson_load(figures):6.1f} s  (model code {figures['model_code_s']:.1f} s "
+        print(f"  {label:<40} {lesson_load(figures):6.1f} s  (model code "
+              f"{figures['model_code_s']:.1f} s "
               f"+ load {figures['load_s']:.1f} s; torch/transformers import before it "
               f"{figures['import_s']:.1f} s; whole process {figures['process_s']:.1f} s)")
     for line in cold["said"][:1] + warm[0]["said"][:1]:
@@ -218,7 +223,8 @@ def summary(results: dict, cold_load: dict | None, warm_load: dict | None) -> No
     for engine, rows in results.items():
         label = {"nbclient": "nbclient + nbconvert", "quarto": "Quarto"}[engine]
         for name, seconds, executed, lessons in rows:
-            ran = "every lesson" if executed and sorted(executed) == sorted(lessons) else short(executed)
+            every = executed and sorted(executed) == sorted(lessons)
+            ran = "every lesson" if every else short(executed)
             print(f"  {f'[{label}] {name}':<62} {seconds:8.1f} s   executed: {ran}")
         by_name = {name: (seconds, executed, lessons) for name, seconds, executed, lessons in rows}
         noop = by_name.get("no-op rebuild") or by_name.get("no-op render")
@@ -233,12 +239,14 @@ def summary(results: dict, cold_load: dict | None, warm_load: dict | None) -> No
             goals.append((f"[{label}] helper edit executes every lesson",
                           sorted(helper[1]) == sorted(helper[2]), f"executed: {short(helper[1])}"))
     if cold_load is not None:
-        print(f"  {'SmolLM2 load, cold (dequantise and save)':<62} {lesson_load(cold_load):8.1f} s   "
+        print(f"  {'SmolLM2 load, cold (dequantise and save)':<62} {lesson_load(cold_load):8.1f} "
+              "s   "
               f"(model code {cold_load['model_code_s']:.1f} s + load {cold_load['load_s']:.1f} s)")
         print(f"  {'SmolLM2 load, warm (median of three)':<62} {lesson_load(warm_load):8.1f} s   "
               f"(model code {warm_load['model_code_s']:.1f} s + load {warm_load['load_s']:.1f} s)")
         goals.append(("warm SmolLM2 load (model code + load) under 2 s", lesson_load(warm_load) < 2,
-                      f"{lesson_load(warm_load):.1f} s = {warm_load['model_code_s']:.1f} s model code "
+                      f"{lesson_load(warm_load):.1f} s = {warm_load['model_code_s']:.1f} s "
+                      "model code "
                       f"+ {warm_load['load_s']:.1f} s load"))
     for goal, met, figure in goals:
         print(f"goal: {goal:<60} {'met' if met else 'MISSED'} ({figure})")
@@ -248,8 +256,10 @@ def summary(results: dict, cold_load: dict | None, warm_load: dict | None) -> No
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--engines", choices=["auto", "nbclient", "quarto"], default="auto",
-                        help="auto: nbclient, then Quarto when one is found (default); or only one engine")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary clones and print their path")
+                        help="auto: nbclient, then Quarto when one is found (default); or only "
+                             "one engine")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the temporary clones and print their path")
     parser.add_argument("--load-only", action="store_true", help="time only the SmolLM2 loads")
     parser.add_argument("--no-load", action="store_true", help="time only the builds")
     args = parser.parse_args(argv)
@@ -260,7 +270,8 @@ def main(argv=None) -> int:
     if args.engines != "nbclient" and not args.load_only:
         quarto = find_quarto_for_bench()
         if quarto is None and args.engines == "quarto":
-            raise SystemExit("--engines quarto: no Quarto found ($QUARTO, quarto on PATH, or quarto-cli here)")
+            raise SystemExit("--engines quarto: no Quarto found ($QUARTO, quarto on PATH, or "
+                             "quarto-cli here)")
     engines = [] if args.load_only else (
         ["nbclient"] if args.engines == "nbclient" else
         ["quarto"] if args.engines == "quarto" else ["nbclient", *(["quarto"] if quarto else [])])
@@ -269,24 +280,28 @@ def main(argv=None) -> int:
     env = dict(os.environ)
     env.pop("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", None)
     # The default setup is timed: with a reader server set, every build executes every lesson.
-    dropped = [name for name in sorted(env) if name.startswith(("RIVERTON_READER_", "RIVERTON_REVIEWS_"))]
+    dropped = [name for name in sorted(env) if name.startswith(("RIVERTON_READER_",
+                                                                "RIVERTON_REVIEWS_"))]
     for name in dropped:
         del env[name]
     if dropped:
-        print(f"not passed to the builds: {', '.join(dropped)} (the default reader settings are timed)")
+        print(f"not passed to the builds: {', '.join(dropped)} (the default reader settings are "
+              "timed)")
     if quarto:
         env["QUARTO"] = quarto
     print(f"workspace {workspace}; engines: {', '.join(engines) or 'none (loads only)'}"
           f"{f' (Quarto: {quarto})' if quarto else ''}; {os.cpu_count()} CPUs, "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
     if args.engines == "auto" and not quarto and not args.load_only:
-        print("no Quarto found ($QUARTO, quarto on PATH, or quarto-cli here): timing nbclient only", flush=True)
+        print("no Quarto found ($QUARTO, quarto on PATH, or quarto-cli here): timing nbclient "
+              "only", flush=True)
 
     cold_load = warm_load = None
     if not args.no_load:
         loads = workspace / "book-loads"
         clone_head(loads)
-        load_env = dict(env, PYTHONPATH=str(loads), RIVERTON_MODEL_CACHE=str(workspace / "model-cache-loads"))
+        load_env = dict(env, PYTHONPATH=str(loads),
+                        RIVERTON_MODEL_CACHE=str(workspace / "model-cache-loads"))
         cold_load = smollm2_load(loads, load_env)
         warm_loads = sorted((smollm2_load(loads, load_env) for _ in range(3)), key=lesson_load)
         warm_load = warm_loads[1]  # the median of three

@@ -4,13 +4,13 @@ Nothing here is taught in the lessons, and no lesson imports it; the lessons imp
 `helpers` package (what they teach) and the `runtime` package (what serves them).
 `python -m bookkit` builds the book (:mod:`bookkit.build`, with :mod:`bookkit.cellopts`
 for the `#|` cell options); :mod:`bookkit.cache` decides when a lesson must execute again,
-from a key that hashes `helpers/`, `exercises/`, `runtime/` and `data/` (not this package: an edit here
-changes how pages are written, which the page cache tracks); :mod:`bookkit.freeze`
-applies the same decision to Quarto's `_freeze/` folder as its pre-render and post-render
-steps; :mod:`bookkit.quarto` finds (or installs) Quarto and runs its preview, restarted
-when those folders change; :mod:`bookkit.offline` keeps pages free of network assets;
-:mod:`bookkit.kernel_config` quiets kernels that Quarto starts. The fixture's data check
-is part of the runtime (`python -m runtime data check`).
+from a key that hashes `helpers/`, `exercises/`, `runtime/` and `data/` (not this
+package: an edit here changes how pages are written, which the page cache tracks);
+:mod:`bookkit.freeze` applies the same decision to Quarto's `_freeze/` folder as its
+pre-render and post-render steps; :mod:`bookkit.quarto` finds (or installs) Quarto and
+runs its preview, restarted when those folders change; :mod:`bookkit.offline` keeps
+pages free of network assets; :mod:`bookkit.kernel_config` quiets kernels that Quarto
+starts. The fixture's data check is part of the runtime (`python -m runtime data check`).
 """
 
 import sys

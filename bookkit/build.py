@@ -36,9 +36,11 @@ from pathlib import Path
 import yaml
 
 from bookkit import quarto as quarto_tools
-from bookkit.cache import (ExecutionCache, KeyInputError, LessonKey, PageCache, ProjectInputs, explain,
+from bookkit.cache import (ExecutionCache, KeyInputError, LessonKey, PageCache, ProjectInputs,
+                           explain,
                            has_code, installed_distributions, server_reason)
-from bookkit.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark, split_front_matter
+from bookkit.cellopts import (CellOptionError, parse_cell_options, quarto_markdown_to_commonmark,
+                              split_front_matter)
 from bookkit.notebooks import offer_notebooks
 from bookkit.offline import find_remote_assets
 from runtime.files import publishable
@@ -75,7 +77,8 @@ class ChapterFailure(BuildError):
         where = f"cell {cell_number} of {n_cells}" if cell_number else "before its first cell"
         where += f" (label: {label})" if label else ""
         lines = [f"{notebook}: {where} failed with {ename}"]
-        lines += ["  " + line for line in (f"{ename}: {evalue}" if evalue else ename).splitlines()[:60]]
+        message = f"{ename}: {evalue}" if evalue else ename
+        lines += ["  " + line for line in message.splitlines()[:60]]
         if traceback_tail:
             lines += ["  last traceback lines:", *("    " + line for line in traceback_tail)]
         super().__init__("\n".join(lines), EXIT_CHAPTER_FAILED)
@@ -129,7 +132,8 @@ def _flatten_chapters(items, where="book.chapters") -> list[str]:
         if isinstance(item, str):
             out.append(item)
         elif isinstance(item, dict) and "chapters" in item:
-            if isinstance(item.get("part"), str) and item["part"].endswith((".qmd", ".ipynb", ".md")):
+            if isinstance(item.get("part"), str) and item["part"].endswith((".qmd", ".ipynb",
+                                                                            ".md")):
                 out.append(item["part"])
             out += _flatten_chapters(item["chapters"], f"{where}[{i}].chapters")
         elif isinstance(item, dict) and "href" in item:
@@ -158,18 +162,24 @@ def load_book_config(root: Path) -> BookConfig:
             source = Path(source).as_posix()
             if Path(source).suffix not in {".ipynb", ".qmd", ".md"}:
                 raise BuildError(f"{path}: chapter {source} is not a .ipynb, .qmd or .md file")
-            chapters.append(Chapter(source, Path(source).with_suffix(".html").as_posix(), appendix=appendix))
+            chapters.append(Chapter(source, Path(source).with_suffix(".html").as_posix(),
+                                    appendix=appendix))
     execute = config.get("execute") or {}
     pdf = None
     if isinstance(config.get("format"), dict) and "typst" in config["format"]:
-        pdf = f"{book.get('output-file') or str(book.get('title') or 'index').replace(' ', '-')}.pdf"
+        stem = book.get('output-file') or str(book.get('title') or 'index').replace(' ', '-')
+        pdf = f"{stem}.pdf"
     jupyter = config.get("jupyter", "python3")
     return BookConfig(
         root=root, title=str(book.get("title") or config.get("title") or "Book"),
-        subtitle=str(book.get("subtitle") or ""), output_dir=str(project.get("output-dir") or "_book"),
+        subtitle=str(book.get("subtitle") or ""),
+        output_dir=str(project.get("output-dir") or "_book"),
         chapters=chapters, execute_enabled=bool(execute.get("enabled", False)),
-        execute_defaults={k: v for k, v in execute.items() if k not in {"enabled", "freeze", "cache", "daemon"}},
-        kernel=jupyter if isinstance(jupyter, str) else (jupyter or {}).get("kernelspec", {}).get("name", "python3"),
+        execute_defaults={k: v for k, v in execute.items() if k not in {"enabled", "freeze",
+                                                                        "cache", "daemon"}},
+        kernel=jupyter if isinstance(jupyter, str) else (jupyter or {}).get("kernelspec",
+                                                                            {}).get("name",
+                                                                                    "python3"),
         project_type=str(project.get("type") or "default"), pdf=pdf,
     )
 
@@ -177,11 +187,13 @@ def load_book_config(root: Path) -> BookConfig:
 def select_chapter(config: BookConfig, only: str) -> Chapter:
     """The chapter named by `--only`: a listed path, a file name, a stem or its number prefix."""
     wanted = only.strip().rstrip("/")
-    matches = [c for c in config.chapters if wanted in {c.source, Path(c.source).name, Path(c.source).stem}
+    matches = [c for c in config.chapters if wanted in {c.source, Path(c.source).name,
+                                                        Path(c.source).stem}
                or Path(c.source).stem.startswith(wanted + "-")]
     if len(matches) != 1:
         what = "matches no chapter" if not matches else "matches several chapters"
-        raise BuildError(f"--only {only!r} {what}; chapters are: {', '.join(c.source for c in config.chapters)}")
+        raise BuildError(f"--only {only!r} {what}; chapters are: "
+                         f"{', '.join(c.source for c in config.chapters)}")
     return matches[0]
 
 
@@ -230,9 +242,11 @@ def read_chapter(root: Path, chapter: Chapter):
     try:
         nb = nbformat.read(path, as_version=4)
     except Exception as error:  # noqa: BLE001 - report any unreadable notebook by name
-        raise BuildError(f"{chapter.source}: cannot read the notebook: {error}", EXIT_CHAPTER_FAILED) from None
+        raise BuildError(f"{chapter.source}: cannot read the notebook: {error}",
+                         EXIT_CHAPTER_FAILED) from None
     meta = {}
-    if nb.cells and nb.cells[0].cell_type == "raw" and nb.cells[0].source.lstrip().startswith("---"):
+    first = nb.cells[0] if nb.cells else None
+    if first is not None and first.cell_type == "raw" and first.source.lstrip().startswith("---"):
         try:
             meta, _ = split_front_matter(nb.cells[0].source.strip() + "\n")
         except (yaml.YAMLError, ValueError) as error:
@@ -245,7 +259,9 @@ def read_chapter(root: Path, chapter: Chapter):
 
 
 def split_title(text: str) -> tuple[str, list[str]]:
-    """A Pandoc title and its classes: ``"Preface {.unnumbered}"`` -> ("Preface", ["unnumbered"])."""
+    """A Pandoc title and its classes.
+
+    ``"Preface {.unnumbered}"`` gives ``("Preface", ["unnumbered"])``."""
     match = re.match(r"^(.*?)\s*\{([^{}]*)\}\s*$", str(text))
     if match is None:
         return str(text).strip(), []
@@ -264,7 +280,8 @@ def chapter_title(nb, chapter: Chapter) -> str:
     if title:
         return str(title)
     for cell in nb.cells:
-        match = re.search(r"^#\s+(.+?)\s*$", cell.source, re.M) if cell.cell_type == "markdown" else None
+        match = re.search(r"^#\s+(.+?)\s*$", cell.source,
+                          re.M) if cell.cell_type == "markdown" else None
         if match:
             text, classes = split_title(match.group(1))
             chapter.unnumbered = "unnumbered" in classes
@@ -283,7 +300,8 @@ def cell_options(nb, chapter: Chapter, defaults: dict) -> list[dict]:
             try:
                 own, cell.metadata["book_code"] = parse_cell_options(cell.source)
             except CellOptionError as error:
-                raise BuildError(f"{chapter.source}: cell {index + 1 + offset}: {error}", EXIT_CHAPTER_FAILED) from None
+                raise BuildError(f"{chapter.source}: cell {index + 1 + offset}: {error}",
+                                 EXIT_CHAPTER_FAILED) from None
             opts.update(own)
         merged.append(opts)
     return merged
@@ -307,7 +325,8 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
         if cell.cell_type == "code" and opts.get("eval") is False:
             skipped[index], cell.source = cell.source, ""
         tags = list(cell.metadata.get("tags", []))
-        if cell.cell_type == "code" and opts.get("error") is True and "raises-exception" not in tags:
+        may_raise = cell.cell_type == "code" and opts.get("error") is True
+        if may_raise and "raises-exception" not in tags:
             cell.metadata["tags"] = tags + ["raises-exception"]
     current = {"index": None}
     client = NotebookClient(nb, timeout=timeout, kernel_name=config.kernel,
@@ -318,7 +337,8 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
     def failed(ename, evalue, tb):
         index = current["index"]
         tail = [line for line in _ANSI.sub("", tb or "").splitlines() if line.strip()][-8:]
-        return ChapterFailure(chapter.source, None if index is None else index + 1 + offset, len(nb.cells) + offset,
+        return ChapterFailure(chapter.source, None if index is None else index + 1 + offset,
+                              len(nb.cells) + offset,
                               None if index is None else options[index].get("label"), ename,
                               _ANSI.sub("", evalue or ""), tail)
 
@@ -412,7 +432,8 @@ def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list
             if cell.cell_type == "code" and isinstance(label, str) and label.startswith(kind + "-"):
                 counters[kind] += 1
                 crossrefs[label] = f"{name} {prefix}{counters[kind]}"
-    links = {_relative(other.source, chapter.source): _relative(other.page, chapter.page) for other in chapters}
+    links = {_relative(other.source, chapter.source): _relative(other.page,
+                                                                chapter.page) for other in chapters}
     kept = []
     for cell, opts in zip(nb.cells, options):
         if opts.get("include") is False:
@@ -425,14 +446,17 @@ def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list
                 cell.metadata.setdefault("transient", {})["remove_source"] = True
             outputs = [] if opts.get("output") is False else list(cell.get("outputs", []))
             if opts.get("warning") is False:
-                outputs = [o for o in outputs if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
-            cell.outputs = _asis_outputs(outputs, crossrefs, links) if opts.get("output") == "asis" else outputs
+                outputs = [o for o in outputs
+                           if not (o.get("output_type") == "stream" and o.get("name") == "stderr")]
+            cell.outputs = _asis_outputs(outputs, crossrefs,
+                                         links) if opts.get("output") == "asis" else outputs
             label = opts.get("label") if isinstance(opts.get("label"), str) else None
             build = {"label": label} if label else {}
             for key, kind in (("tbl-cap", "tbl"), ("fig-cap", "fig")):
                 if opts.get(key):
                     number = crossrefs.get(label)
-                    shown = f'<span class="book-caption-label">{html.escape(number)}:</span> ' if number else ""
+                    shown = (f'<span class="book-caption-label">{html.escape(number)}:</span> '
+                             if number else "")
                     build[f"{kind}_caption"] = shown + _markdown_to_html(opts[key], inline=True)
             if isinstance(opts.get("fig-alt"), str):
                 build["fig_alt"] = opts["fig-alt"]
@@ -454,7 +478,8 @@ def _asis_outputs(outputs, crossrefs, links):
     for output in outputs:
         if output.get("output_type") == "stream" and output.get("name") == "stdout":
             text = output.get("text", "")
-        elif output.get("output_type") in {"display_data", "execute_result"} and "text/markdown" in output.get("data", {}):
+        elif (output.get("output_type") in {"display_data", "execute_result"}
+              and "text/markdown" in output.get("data", {})):
             text = output["data"]["text/markdown"]
         else:
             result.append(output)
@@ -477,10 +502,13 @@ def _navigation(config: BookConfig, current: Chapter) -> tuple[str, str]:
         title = chapter.title
         if chapter.appendix and chapter.number is not None:
             title = f"Appendix {chapter.number}: {title}"  # as Quarto titles an appendix
-        css, aria = (' class="book-current"', ' aria-current="page"') if chapter is current else ("", "")
+        css, aria = (' class="book-current"',
+                     ' aria-current="page"') if chapter is current else ("", "")
         items.append(f'<li{css}><a href="{href(chapter)}"{aria}>{html.escape(title)}</a></li>')
-    subtitle = f'<div class="book-subtitle">{html.escape(config.subtitle)}</div>' if config.subtitle else ""
-    nav = (f'<div class="book-brand"><a href="{href(config.chapters[0])}">{html.escape(config.title)}</a>'
+    subtitle = (f'<div class="book-subtitle">{html.escape(config.subtitle)}</div>'
+                if config.subtitle else "")
+    nav = (f'<div class="book-brand"><a '
+           f'href="{href(config.chapters[0])}">{html.escape(config.title)}</a>'
            f"{subtitle}</div>\n<ol>{''.join(items)}</ol>")
     position = config.chapters.index(current)
     before = config.chapters[position - 1] if position > 0 else None
@@ -488,7 +516,8 @@ def _navigation(config: BookConfig, current: Chapter) -> tuple[str, str]:
     links = [f'<a class="book-prev" href="{href(before)}">&larr; {html.escape(before.title)}</a>'
              if before else "<span></span>"]
     if after:
-        links.append(f'<a class="book-next" href="{href(after)}">{html.escape(after.title)} &rarr;</a>')
+        links.append(f'<a class="book-next" href="{href(after)}">{html.escape(after.title)} '
+                     '&rarr;</a>')
     return nav, f'<nav class="book-pager" aria-label="Previous and next">{"".join(links)}</nav>'
 
 
@@ -496,14 +525,16 @@ def make_exporter():
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
-    return HTMLExporter(template_name="lab", extra_loaders=[DictLoader({"book.html.j2": _TEMPLATE})],
+    return HTMLExporter(template_name="lab",
+                        extra_loaders=[DictLoader({"book.html.j2": _TEMPLATE})],
                         template_file="book.html.j2", exclude_input_prompt=True,
                         exclude_output_prompt=True, sanitize_html=False)
 
 
 def export_page(exporter, nb, chapter: Chapter, config: BookConfig) -> str:
     nav, pager = _navigation(config, chapter)
-    nb.metadata["title"] = f"{chapter.title} – {config.title}" if chapter.title != config.title else config.title
+    same = chapter.title == config.title
+    nb.metadata["title"] = config.title if same else f"{chapter.title} – {config.title}"
     resources = {
         "metadata": {"name": Path(chapter.source).stem, "path": str(config.root)},
         "book": {"generator": GENERATOR, "css": _CSS, "nav": nav, "pager": pager,
@@ -515,7 +546,8 @@ def export_page(exporter, nb, chapter: Chapter, config: BookConfig) -> str:
 # --------------------------------------------------------------------------- main
 
 
-def run_quarto(found: "quarto_tools.FoundQuarto", root: Path, output: str | None, only: Chapter | None,
+def run_quarto(found: "quarto_tools.FoundQuarto", root: Path, output: str | None,
+               only: Chapter | None,
                fresh: bool = False, preview: bool = False, extra: list[str] = ()) -> int:
     """Run `quarto render` (or `quarto preview --render html`) in ``root`` with this Python."""
     version = quarto_tools.quarto_version(found.path)
@@ -532,7 +564,8 @@ def run_quarto(found: "quarto_tools.FoundQuarto", root: Path, output: str | None
                *(["--output-dir", output] if output is not None else []), *extra]
     say(f"Quarto {version} found at {found.path} ({found.how}); running: {' '.join(command)}")
     # The kernels Quarto starts are marked as a book build (no progress bars on the pages).
-    status = subprocess.call(command, cwd=root, env=build_environment("quarto", quarto_tools.quarto_environment()))
+    env = build_environment("quarto", quarto_tools.quarto_environment())
+    status = subprocess.call(command, cwd=root, env=env)
     say(f"engine: Quarto {version} ({found.path}) "
         + ("rendered the book" if status == 0 else f"failed with exit status {status}"))
     return status
@@ -657,7 +690,8 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
                          fresh: bool = False) -> int:
     started = time.perf_counter()
     targets, notebooks = _prepare_chapters(config, only)
-    cache, pages, machinery = ExecutionCache(config.root), PageCache(config.root), _machinery_digest()
+    cache, pages = ExecutionCache(config.root), PageCache(config.root)
+    machinery = _machinery_digest()
     server = server_reason()  # replies from a server: execute every lesson, keep nothing
     inputs, report, written, exporter = None, [], {}, None
     for chapter in targets:
@@ -681,10 +715,12 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
             decision = _reused(chapter.source, entry)
         elif page is None:
             if executes:
-                decision, seconds, entry = _execute_or_reuse(nb, chapter, options, config, timeout, cache, key,
+                decision, seconds, entry = _execute_or_reuse(nb, chapter, options, config, timeout,
+                                                             cache, key,
                                                              inputs, fresh, always=server)
             exporter = exporter or make_exporter()
-            page = export_page(exporter, prepare_for_export(nb, chapter, options, config.chapters), chapter, config)
+            page = export_page(exporter, prepare_for_export(nb, chapter, options, config.chapters),
+                               chapter, config)
             if remote := find_remote_assets(page):
                 raise BuildError(f"{chapter.page}: the page would load from the network: "
                                  f"{', '.join(sorted(set(remote)))}", EXIT_CHAPTER_FAILED)
@@ -708,7 +744,8 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
         shutil.rmtree(staging, ignore_errors=True)
     say("built without Quarto: nbclient executed the notebooks, nbconvert wrote the HTML")
     for chapter, decision, seconds in report:
-        say(f"  {chapter.page:<55} {f'{seconds:7.1f} s' if decision.startswith('executed') else ' ' * 9}  {decision}")
+        say(f"  {chapter.page:<55} "
+            f"{f'{seconds:7.1f} s' if decision.startswith('executed') else ' ' * 9}  {decision}")
     say(f"{len(targets)} page(s) written to {output} in {time.perf_counter() - started:.1f} s")
     if config.pdf:
         say(f"no PDF: {NO_PDF.format(pdf=config.pdf)}")
@@ -721,20 +758,28 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="python -m bookkit", description=__doc__.split("\n\n")[0])
     option = parser.add_argument
-    option("--output", help="output folder (default: project.output-dir of _quarto.yml, i.e. _book)")
-    option("--only", metavar="LESSON", help="build one chapter: its path, file name, stem or number (01)")
+    option("--output",
+           help="output folder (default: project.output-dir of _quarto.yml, i.e. _book)")
+    option("--only", metavar="LESSON",
+           help="build one chapter: its path, file name, stem or number (01)")
     option("--project", type=Path, default=PROJECT_ROOT, help="project folder holding _quarto.yml")
     option("--engine", choices=["auto", "quarto", "nbclient"], default="auto",
-           help="auto: Quarto when one is found ($QUARTO, PATH, quarto-cli here), else nbclient + nbconvert")
-    option("--fresh", action="store_true", help="ignore earlier executions (the cache, or _freeze/)")
+           help="auto: Quarto when one is found ($QUARTO, PATH, quarto-cli here), "
+                "else nbclient + nbconvert")
+    option("--fresh", action="store_true",
+           help="ignore earlier executions (the cache, or _freeze/)")
     option("--install-quarto", action="store_true",
-           help=f"without Quarto, try once to pip-install {quarto_tools.QUARTO_CLI} here (make book does)")
-    option("--retry-quarto-install", action="store_true", help="forget a failed quarto-cli install; try again")
+           help=f"without Quarto, try once to pip-install {quarto_tools.QUARTO_CLI} here "
+                "(make book does)")
+    option("--retry-quarto-install", action="store_true",
+           help="forget a failed quarto-cli install; try again")
     option("--preview", action="store_true",
-           help="quarto preview --render html, restarted when helpers/, exercises/, runtime/ or data/ change")
+           help="quarto preview --render html, restarted when helpers/, exercises/, "
+                "runtime/ or data/ change")
     option("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds allowed per cell")
     option("quarto_args", nargs="*", metavar="-- QUARTO-ARGUMENT",
-           help="after --: more arguments for quarto render or preview (e.g. -- --no-browser --port 4200)")
+           help="after --: more arguments for quarto render or preview "
+                "(e.g. -- --no-browser --port 4200)")
     args = parser.parse_args(argv)
     root = args.project.resolve()
     try:
@@ -749,20 +794,24 @@ def main(argv: list[str] | None = None) -> int:
             if found is None and (args.install_quarto or args.retry_quarto_install):
                 found = quarto_tools.install_quarto_cli(retry=args.retry_quarto_install)
         if found is None and (args.engine == "quarto" or args.preview):
-            raise BuildError(f"{'--preview' if args.preview else '--engine quarto'}: no Quarto found "
+            raise BuildError(f"{'--preview' if args.preview else '--engine quarto'}: no Quarto "
+                             "found "
                              "($QUARTO, quarto on PATH, or quarto-cli in this environment)")
         if found is not None:
-            return run_quarto(found, root, args.output, only, fresh=args.fresh, preview=args.preview,
+            return run_quarto(found, root, args.output, only, fresh=args.fresh,
+                              preview=args.preview,
                               extra=args.quarto_args)
         if args.quarto_args:
-            raise BuildError(f"arguments for Quarto ({' '.join(args.quarto_args)}) but no Quarto is used")
+            raise BuildError(f"arguments for Quarto ({' '.join(args.quarto_args)}) but no Quarto "
+                             "is used")
         say("Quarto not found: executing with nbclient and writing HTML with nbconvert")
         output = root / (args.output or config.output_dir)  # an absolute --output stays as it is
         return build_without_quarto(config, output, only, args.timeout, fresh=args.fresh)
     except BuildError as error:
         print(f"[build] FAILED: {error}", file=sys.stderr, flush=True)
         if error.exit_code == EXIT_CHAPTER_FAILED:
-            print("[build] nothing was published; the output folder is unchanged.", file=sys.stderr, flush=True)
+            print("[build] nothing was published; the output folder is unchanged.",
+                  file=sys.stderr, flush=True)
         return error.exit_code
 
 

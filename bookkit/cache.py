@@ -73,7 +73,8 @@ def _sha256(data: bytes) -> str:
 
 
 def _canonical(value) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return json.dumps(value, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False).encode("utf-8")
 
 
 def now_text() -> str:
@@ -85,7 +86,8 @@ def now_text() -> str:
 
 
 def files_under(folder: Path) -> list[Path]:
-    """Every file under ``folder`` that the key covers (``__pycache__`` and compiled files aside)."""
+    """Every file under ``folder`` that the key covers (``__pycache__`` and compiled files
+    aside)."""
     if not folder.is_dir():
         return []
     return [path for path in sorted(folder.rglob("*"))
@@ -94,7 +96,8 @@ def files_under(folder: Path) -> list[Path]:
 
 
 def package_folder(root: Path, name: str) -> Path:
-    """The package ``name`` a lesson of ``root`` imports: the project's own, else the installed one."""
+    """The package ``name`` a lesson of ``root`` imports: the project's own, else the
+    installed one."""
     own = Path(root) / name
     return own if own.is_dir() else Path(importlib.import_module(name).__file__).resolve().parent
 
@@ -194,7 +197,8 @@ def reader_weights_present() -> dict[str, bool]:
         registry = importlib.import_module("runtime.registry")
     except ImportError:
         return {}
-    return {key: bool(registry.weights_available(spec)) for key, spec in sorted(registry.REGISTRY.items())}
+    return {key: bool(registry.weights_available(spec)) for key,
+            spec in sorted(registry.REGISTRY.items())}
 
 
 def facts_of_this_python() -> dict:
@@ -217,7 +221,8 @@ def kernel_python(kernel: str) -> str:
     try:
         from jupyter_core.paths import jupyter_path
     except ImportError:
-        raise KeyInputError(f"{sys.executable} cannot import jupyter_core, so it cannot run the lessons' "
+        raise KeyInputError(f"{sys.executable} cannot import jupyter_core, so it cannot run the "
+                            "lessons' "
                             "kernel; run the build (or Quarto, through QUARTO_PYTHON) with the "
                             "project's Python, e.g. .venv/bin/python") from None
     for folder in jupyter_path("kernels"):
@@ -227,7 +232,8 @@ def kernel_python(kernel: str) -> str:
                 argv = json.loads(spec.read_text(encoding="utf-8")).get("argv") or [sys.executable]
             except ValueError as error:
                 raise KeyInputError(f"{spec}: not valid JSON: {error}") from None
-            # jupyter_client launches a spec whose command is plain "python" with its own interpreter.
+            # jupyter_client launches a spec whose command is plain "python" with its own
+            # interpreter.
             plain = {"python", f"python{sys.version_info[0]}", "python%d.%d" % sys.version_info[:2]}
             return sys.executable if argv[0] in plain else argv[0]
     if kernel.lower() in {"python3", "python"} and importlib.util.find_spec("ipykernel"):
@@ -320,13 +326,16 @@ def lesson_cells(nb) -> tuple[dict, list[int]]:
     digests, numbers = [], []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
-            digests.append(_sha256(_canonical(["code", cell.source, sorted(cell.get("metadata", {}).get("tags", []))])))
+            digests.append(_sha256(_canonical(["code", cell.source, sorted(cell.get("metadata",
+                                                                                    {}).get("tags",
+                                                                                            []))])))
         elif cell.cell_type == "markdown" and _INLINE_CODE.search(cell.source):
             digests.append(_sha256(_canonical(["markdown", cell.source])))
         else:
             continue
         numbers.append(index + 1 + offset)
-    return {"front_matter": _sha256(_canonical(nb.metadata.get("book_front_matter", {}))), "cells": digests}, numbers
+    return {"front_matter": _sha256(_canonical(nb.metadata.get("book_front_matter", {}))),
+            "cells": digests}, numbers
 
 
 def has_code(nb) -> bool:
@@ -394,9 +403,11 @@ def explain(old: dict | None, new: LessonKey) -> list[str]:
         reasons.append(f"code cells added or removed ({len(cells_b)} -> {len(cells_a)} code cells)")
     elif cells_b != cells_a:
         changed = [str(n) for n, x, y in zip(new.cell_numbers, cells_b, cells_a) if x != y]
-        reasons.append(f"code changed in {'cells' if len(changed) > 1 else 'cell'} {listing(changed, 5)}")
+        reasons.append(f"code changed in {'cells' if len(changed) > 1 else 'cell'} "
+                       f"{listing(changed, 5)}")
     files_b, files_a = before.get("files", {}), after["files"]
-    for kind, names in (("changed", [n for n in sorted(set(files_b) & set(files_a)) if files_b[n] != files_a[n]]),
+    for kind, names in (("changed", [n for n in sorted(set(files_b) & set(files_a))
+                                     if files_b[n] != files_a[n]]),
                         ("added", sorted(set(files_a) - set(files_b))),
                         ("removed", sorted(set(files_b) - set(files_a)))):
         if names:
@@ -408,8 +419,10 @@ def explain(old: dict | None, new: LessonKey) -> list[str]:
     reasons += _differences(before.get("environment", {}), after["environment"], "{name} changed",
                             "{name} set", "{name} unset")
     weights_b, weights_a = before.get("weights", {}), after["weights"]
-    reasons += [f"weights of reader {name} {'now present' if weights_a.get(name) else 'no longer present'}"
-                for name in sorted(set(weights_b) | set(weights_a)) if weights_b.get(name) != weights_a.get(name)]
+    reasons += [f"weights of reader {name} "
+                f"{'now present' if weights_a.get(name) else 'no longer present'}"
+                for name in sorted(set(weights_b) | set(weights_a))
+                if weights_b.get(name) != weights_a.get(name)]
     return reasons or ["inputs changed"]
 
 
@@ -444,9 +457,11 @@ class ExecutionCache:
     def _entries(self, source: str) -> list[tuple[dict, Path]]:
         """Every entry of ``source`` with its folder, the one used most recently first."""
         folder = self.lesson_folder(source)
-        children = [child for child in folder.iterdir() if not child.name.startswith(".")] if folder.is_dir() else []
+        children = ([child for child in folder.iterdir() if not child.name.startswith(".")]
+                    if folder.is_dir() else [])
         found = [(read_json(child / "entry.json"), child) for child in children]
-        found = [(entry, child) for entry, child in found if isinstance(entry, dict) and "key" in entry]
+        found = [(entry, child) for entry, child in found if isinstance(entry,
+                                                                        dict) and "key" in entry]
         # Times to the second tie when builds follow each other fast; the nanoseconds decide.
         return sorted(found, key=lambda item: (item[0].get("used_ns", 0), item[0].get("used_at")
                                                or item[0].get("executed_at", "")), reverse=True)
@@ -468,7 +483,8 @@ class ExecutionCache:
         """The record of the entry whose key is ``key`` (its notebook is not read), or None."""
         folder = self.lesson_folder(source) / key[:32]
         entry = read_json(folder / "entry.json")
-        if isinstance(entry, dict) and entry.get("key") == key and (folder / "executed.ipynb").is_file():
+        if isinstance(entry,
+                      dict) and entry.get("key") == key and (folder / "executed.ipynb").is_file():
             return entry
         return None
 
@@ -478,13 +494,15 @@ class ExecutionCache:
 
         entry = self.entry(source, key)
         try:
-            notebook = nbformat.read(self.lesson_folder(source) / key[:32] / "executed.ipynb", as_version=4)
+            notebook = nbformat.read(self.lesson_folder(source) / key[:32] / "executed.ipynb",
+                                     as_version=4)
         except Exception:  # noqa: BLE001 - a damaged or missing entry is a miss
             return None
         return CachedExecution(entry, notebook) if entry else None
 
     def store(self, source: str, key: LessonKey, notebook, seconds: float) -> dict:
-        """Save a successful execution atomically; keep the newest few entries; return its record."""
+        """Save a successful execution atomically; keep the newest few entries; return its
+        record."""
         import nbformat
 
         lesson = self.lesson_folder(source)

@@ -121,7 +121,8 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
             collapse = attrs.get("collapse", "").lower() if callout else ""
             tag = "details" if collapse in {"true", "false"} else "div"
             open_attr = " open" if collapse == "false" else ""
-            out += ["", f'<{tag} class="{html.escape(css)}{" callout" if callout else ""}"{id_attr}{open_attr}>']
+            classes = html.escape(css) + (" callout" if callout else "")
+            out += ["", f'<{tag} class="{classes}"{id_attr}{open_attr}>']
             if callout:
                 kind = callout.split("-", 1)[1] if "-" in callout else "note"
                 title = attrs.get("title") or kind.title()  # Quarto's default: "Note", "Tip", ...
@@ -139,7 +140,8 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
             line = heading.group(1)
             if ident:
                 out += [f'<a id="{html.escape(ident)}" class="book-anchor"></a>', ""]
-        line = _CROSSREF.sub(lambda m: f"[{crossrefs[m[1]]}](#{m[1]})" if m[1] in crossrefs else m[0], line)
+        line = _CROSSREF.sub(lambda m: f"[{crossrefs[m[1]]}](#{m[1]})" if m[1] in crossrefs
+                             else m[0], line)
         line = re.sub(r"\]\(([^)\s#]+)(#[^)\s]*)?\)",
                       lambda m: f"]({(link_targets or {}).get(m[1], m[1])}{m[2] or ''})", line)
         out.append(line)

@@ -1,10 +1,10 @@
 """Keep Quarto's frozen results honest: `pre-render` and `post-render` scripts for `_quarto.yml`.
 
 Quarto's ``freeze: auto`` re-executes a chapter only when the chapter's own file changed.
-The book's lessons also depend on helpers/, exercises/, runtime/, the data, the installed packages and the
-reader settings, so `_quarto.yml` runs this script around every render (``quarto render``
-and the first render of ``quarto preview`` alike), with the Python Quarto uses for Jupyter
-(``QUARTO_PYTHON``, else ``python3`` on PATH):
+The book's lessons also depend on helpers/, exercises/, runtime/, the data, the installed
+packages and the reader settings, so `_quarto.yml` runs this script around every render
+(``quarto render`` and the first render of ``quarto preview`` alike), with the Python
+Quarto uses for Jupyter (``QUARTO_PYTHON``, else ``python3`` on PATH):
 
 ``pre-render``
     computes every chapter's key with :mod:`bookkit.cache` and compares it with the key
@@ -64,7 +64,8 @@ import time
 from pathlib import Path
 
 if __name__ == "__main__":  # run by Quarto as a script: import the project's packages
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+    sys.path[:] = [p for p in sys.path
+                   if Path(p or ".").resolve() != Path(__file__).resolve().parent]
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bookkit.cache import (  # noqa: E402
@@ -85,7 +86,8 @@ RENDERED_ALONE = ("rendered on its own: `quarto render FILE` executes it whether
 
 
 def freeze_folder(root: Path, source: str) -> Path:
-    """Quarto's `_freeze/` folder of a chapter: ``_freeze/lessons/01-x`` for ``lessons/01-x.ipynb``."""
+    """Quarto's `_freeze/` folder of a chapter: ``_freeze/lessons/01-x`` for
+    ``lessons/01-x.ipynb``."""
     return root / "_freeze" / Path(source).with_suffix("")
 
 
@@ -131,7 +133,8 @@ def _result_digest(frozen: object) -> str | None:
     """A digest of a frozen result's ``result`` (what Quarto thaws), whatever its hash."""
     if not isinstance(frozen, dict) or "result" not in frozen:
         return None
-    return hashlib.sha256(json.dumps(frozen["result"], sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
+    return hashlib.sha256(json.dumps(frozen["result"], sort_keys=True,
+                                     ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
 def keep_executed(root: Path, source: str, executed: str) -> bool:
@@ -157,7 +160,8 @@ def executed_notebook(root: Path, source: str) -> str | None:
     if record.get("result") != _result_digest(read_json(frozen_result(root, source))):
         return None
     text = kept.read_text(encoding="utf-8")
-    return text if _cell_sources(text) == _cell_sources((root / source).read_text(encoding="utf-8")) else None
+    committed = (root / source).read_text(encoding="utf-8")
+    return text if _cell_sources(text) == _cell_sources(committed) else None
 
 
 def put_executed_in_place(root: Path, source: str, executed: str) -> None:
@@ -191,7 +195,8 @@ def _quarto_thaws(root: Path, source: str, result: Path) -> bool:
     """Whether Quarto will use the frozen ``result`` of ``source`` rather than execute it."""
     frozen = read_json(result)
     try:
-        return isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash((root / source).read_text(encoding="utf-8"))
+        return isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(
+            (root / source).read_text(encoding="utf-8"))
     except OSError:
         return False
 
@@ -203,7 +208,8 @@ def _rehash_frozen(root: Path, source: str, was: str, now: str) -> None:
         result = folder / "execute-results" / "html.json"
         frozen = read_json(result)
         if isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(was):
-            write_json_atomic(result, {**frozen, "hash": _quarto_hash(now)}, indent=2, sort_keys=False)
+            write_json_atomic(result, {**frozen, "hash": _quarto_hash(now)}, indent=2,
+                              sort_keys=False)
 
 
 def restore_notebooks(root: Path, say=print) -> list[str]:
@@ -259,7 +265,8 @@ def pre_render(root: Path, say=print) -> int:
     pending, started, server, alone = {}, time.time(), server_reason(), _rendered_alone()
     for chapter, nb in chapters:
         source, key = chapter.source, LessonKey.compute(nb, inputs)
-        result, old, waiting = frozen_result(root, source), recorded.get(source), earlier_pending.get(source)
+        result, old = frozen_result(root, source), recorded.get(source)
+        waiting = earlier_pending.get(source)
         kept = "frozen result kept: inputs unchanged"
         if server is not None:
             reasons = [server]  # no key can vouch for a server's replies: always execute
@@ -268,13 +275,14 @@ def pre_render(root: Path, say=print) -> int:
         elif (waiting and waiting.get("key") == key.key and result.is_file()
               and result.stat().st_mtime >= waiting.get("computed", float("inf"))
               and _untouched_since(root, waiting["computed"])):
-            recorded[source], reasons = waiting, []  # executed under this key in a render that failed later
+            # executed under this key in a render that failed later
+            recorded[source], reasons = waiting, []
             kept = "frozen result kept: it was made with these inputs"
         else:
             reasons = explain(old, key)
         thaws = not reasons and result.is_file() and _quarto_thaws(root, source, result)
         executed = executed_notebook(root, source) if thaws else None
-        if thaws and executed is None:  # thawed for the website, it would have no outputs in the PDF
+        if thaws and executed is None:  # thawed for the website: no outputs in the PDF
             reasons = ["no notebook of its execution is kept for the PDF"]
         if reasons:
             state = f"will execute: {'; '.join(reasons)}"
@@ -288,12 +296,14 @@ def pre_render(root: Path, say=print) -> int:
         elif not thaws:
             # The key holds, but Quarto's freeze compares the notebook file itself: any
             # edit of it (prose included) makes Quarto execute the lesson, and only it.
-            state = "will execute: notebook text changed; Quarto's freeze re-executes a lesson on any edit of its file"
+            state = ("will execute: notebook text changed; Quarto's freeze re-executes a lesson "
+                     "on any edit of its file")
         else:
             put_executed_in_place(root, source, executed)
             state = kept
         if alone is not None and not reasons:
-            state = RENDERED_ALONE if source in alone else "not rendered this time (a render of some files only)"
+            state = (RENDERED_ALONE if source in alone
+                     else "not rendered this time (a render of some files only)")
         say(f"{PREFIX} {source}: {state}")
         pending[source] = {**key.record(), "computed": started, "computed_at": now_text()}
     write_json_atomic(keys / "recorded.json", recorded)
@@ -305,7 +315,8 @@ def _listed(name: str) -> list[str] | None:
     """The files Quarto lists for a project script in ``QUARTO_<name>``, or in the file that
     ``QUARTO_USE_FILE_FOR_<name>`` names; None when it lists none."""
     listing = os.environ.get(f"QUARTO_USE_FILE_FOR_{name}")
-    text = Path(listing).read_text(encoding="utf-8") if listing and Path(listing).is_file() else os.environ.get(f"QUARTO_{name}")
+    text = (Path(listing).read_text(encoding="utf-8") if listing and Path(listing).is_file()
+            else os.environ.get(f"QUARTO_{name}"))
     return None if text is None else [line.strip() for line in text.splitlines() if line.strip()]
 
 
@@ -327,13 +338,16 @@ def post_render(root: Path, say=print) -> int:
     """
     restored = restore_notebooks(root, say)
     if restored:
-        say(f"{PREFIX} put back {len(restored)} notebook(s) as committed (Quarto had written outputs into them)")
+        say(f"{PREFIX} put back {len(restored)} notebook(s) as committed (Quarto had written "
+            "outputs into them)")
     outputs = [root / path for path in _listed("PROJECT_OUTPUT_FILES") or []]
-    if _pdf_without_outputs(root, restored, [p for p in outputs if p.suffix == ".pdf" and p.is_file()], say):
+    if _pdf_without_outputs(root, restored,
+                            [p for p in outputs if p.suffix == ".pdf" and p.is_file()], say):
         return 1
     make_pages_offline([path for path in outputs if path.suffix == ".html" and path.is_file()])
     output_dir = root / (os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_book")
-    offer_notebooks(root, output_dir, [chapter.source for chapter, _ in _chapters_with_code(root)[1]])
+    offer_notebooks(root, output_dir, [chapter.source for chapter,
+                                       _ in _chapters_with_code(root)[1]])
     _record_keys(root, output_dir, {os.path.normpath(p) for p in outputs}, say)
     if output_dir.is_dir():
         publishable(output_dir)
@@ -361,7 +375,8 @@ def _pdf_without_outputs(root: Path, restored: list[str], pdfs: list[Path], say)
         return False
     for pdf in pdfs:
         pdf.unlink()
-    say(f"{PREFIX} removed {', '.join(p.relative_to(root).as_posix() for p in pdfs)}: it would show "
+    say(f"{PREFIX} removed {', '.join(p.relative_to(root).as_posix() for p in pdfs)}: it would "
+        "show "
         f"{', '.join(bare)} without outputs. The PDF shows the outputs of the HTML render's "
         "execution, and this render executed none; render the HTML too (quarto render)")
     return True
@@ -394,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     skip_unused_schema_grammars()
     root = Path.cwd()  # Quarto runs project scripts in the project folder
     if not (root / "_quarto.yml").is_file():
-        print(f"{PREFIX} {root} holds no _quarto.yml; run this from the project folder", file=sys.stderr)
+        print(f"{PREFIX} {root} holds no _quarto.yml; run this from the project folder",
+              file=sys.stderr)
         return 2
     say = lambda line: print(line, flush=True)  # noqa: E731
     try:

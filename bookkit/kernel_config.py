@@ -43,7 +43,8 @@ def install(prefix: str | Path | None = None) -> Path:
     An existing file that this module did not write is left as it is, with a message.
     """
     path = Path(prefix or sys.prefix) / "etc" / "ipython" / "ipython_kernel_config.py"
-    if path.exists() and not path.read_text(encoding="utf-8").startswith((MARKER, *EARLIER_MARKERS)):
+    if path.exists() and not path.read_text(encoding="utf-8").startswith((MARKER,
+                                                                          *EARLIER_MARKERS)):
         raise FileExistsError(f"{path} exists and was not written by bookkit.kernel_config; "
                               "add its filter by hand, or delete the file and run this again")
     path.parent.mkdir(parents=True, exist_ok=True)

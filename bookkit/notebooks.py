@@ -27,7 +27,8 @@ _DOWNLOAD = re.compile(r'<a href="[^"]*"(?P<rest>[^>]*>Download this lesson.s no
 
 def repository(root: Path) -> tuple[str, str] | None:
     """``("owner/name", branch)`` of a GitHub ``book.repo-url`` in `_quarto.yml`, or None."""
-    book = (yaml.safe_load((root / "_quarto.yml").read_text(encoding="utf-8")) or {}).get("book", {})
+    book = (yaml.safe_load((root / "_quarto.yml").read_text(encoding="utf-8")) or {}).get("book",
+                                                                                          {})
     found = re.fullmatch(r"https://github\.com/([\w.-]+/[\w.-]+?)(?:\.git)?/?",
                          str(book.get("repo-url") or ""))
     return (found[1], str(book.get("repo-branch") or "main")) if found else None

@@ -27,7 +27,8 @@ from runtime.files import write_text_atomic
 _REMOTE_ASSET_PATTERNS = [
     re.compile(r"<script\b[^>]*\bsrc\s*=\s*[\"']?\s*((?:https?:)?//[^\"'\s>]+)", re.I),
     re.compile(r"<link\b[^>]*\bhref\s*=\s*[\"']?\s*((?:https?:)?//[^\"'\s>]+)", re.I),
-    re.compile(r"(?<!@)\bimport\s*(?:[\w$*{}\s,]+\s*from\s*)?\(?\s*[\"']((?:https?:)?//[^\"']+)[\"']", re.I),
+    re.compile(r"(?<!@)\bimport\s*(?:[\w$*{}\s,]+\s*from\s*)?"
+               r"\(?\s*[\"']((?:https?:)?//[^\"']+)[\"']", re.I),
     # CSS: @import url(...), @import "..." and minified @import"..."
     re.compile(r"@import\s*(?:url\()?\s*[\"']?((?:https?:)?//[^\"')\s;]+)", re.I),
 ]
@@ -36,9 +37,12 @@ _REMOTE_ASSET_PATTERNS = [
 # tag for require.js, one for jQuery (moved to the top of <head>, often on one line with
 # Quarto's own scripts) and an inline script that registers jQuery with require.js.
 _WIDGET_LOADERS = [
-    re.compile(r"<script\b[^>]*\bsrc=\"https://[^\"]*/require(?:js)?[@/][^\"]*?require(?:\.min)?\.js\"[^>]*>\s*</script>\n?", re.I),
-    re.compile(r"<script\b[^>]*\bsrc=\"https://[^\"]*/jquery[@/][^\"]*?jquery(?:\.min)?\.js\"[^>]*>\s*</script>\n?", re.I),
-    re.compile(r"<script\b[^>]*>\s*define\('jquery',\s*\[\],\s*function\(\)\s*\{\s*return window\.jQuery;\s*\}\)\s*</script>\n?"),
+    re.compile(r"<script\b[^>]*\bsrc=\"https://[^\"]*/require(?:js)?[@/][^\"]*?"
+               r"require(?:\.min)?\.js\"[^>]*>\s*</script>\n?", re.I),
+    re.compile(r"<script\b[^>]*\bsrc=\"https://[^\"]*/jquery[@/][^\"]*?"
+               r"jquery(?:\.min)?\.js\"[^>]*>\s*</script>\n?", re.I),
+    re.compile(r"<script\b[^>]*>\s*define\('jquery',\s*\[\],\s*function\(\)\s*\{\s*return "
+               r"window\.jQuery;\s*\}\)\s*</script>\n?"),
 ]
 
 

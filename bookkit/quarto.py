@@ -86,10 +86,12 @@ def install_quarto_cli(retry: bool = False, say=print, python: str | os.PathLike
         stamp.unlink(missing_ok=True)
     if stamp.exists():
         why = (stamp.read_text(encoding="utf-8").splitlines() or ["an earlier attempt failed"])[0]
-        say(f"[build] not trying to install {QUARTO_CLI} again ({why}); to retry: make book RETRY_QUARTO=1")
+        say(f"[build] not trying to install {QUARTO_CLI} again ({why}); to retry: make book "
+            "RETRY_QUARTO=1")
         return None
     if not (prefix / "pyvenv.cfg").is_file():
-        say(f"[build] {python} is not in a virtual environment; not installing {QUARTO_CLI} into it")
+        say(f"[build] {python} is not in a virtual environment; not installing {QUARTO_CLI} into "
+            "it")
         return None
     say(f"[build] no Quarto found; trying once to install {QUARTO_CLI} into {prefix} ...")
     log = prefix / "quarto-cli-install.log"
@@ -104,7 +106,8 @@ def install_quarto_cli(retry: bool = False, say=print, python: str | os.PathLike
     if code == 0 and found.is_file():
         say(f"[build] installed {QUARTO_CLI}: {found}")
         return FoundQuarto(str(found), "quarto-cli in this environment")
-    stamp.write_text(f"{now_text()}: pip install {QUARTO_CLI} failed (exit status {code}); see {log}\n",
+    stamp.write_text(f"{now_text()}: pip install {QUARTO_CLI} failed (exit status {code}); see "
+                     f"{log}\n",
                      encoding="utf-8")
     tail = [line for line in output.splitlines() if line.strip()][-1:] or ["(no output)"]
     say(f"[build] could not install {QUARTO_CLI} (exit status {code}: {tail[0].strip()}); "
@@ -127,14 +130,17 @@ def _input_stamps(root: Path) -> dict[str, tuple[int, int]]:
     return input_files(root, lambda path: (path.stat().st_size, path.stat().st_mtime_ns))
 
 
-def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: float = 1.0, say=print) -> int:
-    """`quarto preview --render html`, started again whenever helpers/, exercises/, runtime/ or data/ change.
+def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: float = 1.0,
+            say=print) -> int:
+    """`quarto preview --render html`, started again whenever helpers/, exercises/, runtime/
+    or data/ change.
 
     Quarto's preview renders the whole book once (the pre-render step re-executes the
     lessons whose key changed; the others are thawed), then re-renders a chapter when its
     notebook is saved, using the outputs saved in it: by design it never executes a
     notebook on those re-renders, and it does not watch the files the lessons read. So
-    this polls helpers/, exercises/, runtime/ and data/ (:func:`_input_stamps`), and when one changes it
+    this polls helpers/, exercises/, runtime/ and data/ (:func:`_input_stamps`), and when one
+    changes it
     stops Quarto and starts it again, on the same port: the new first render executes
     exactly the lessons the change affects, and no page shows results of the old files.
     """
@@ -150,7 +156,8 @@ def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: floa
         extra += ["--port", str(free_port())]  # the same address after a restart
     command = [found.path, "preview", "--render", "html", *extra]
     say(f"[preview] running: {' '.join(command)}")
-    say("[preview] watching helpers/, exercises/, runtime/ and data/ too (a change restarts the preview); stop with Ctrl-C")
+    say("[preview] watching helpers/, exercises/, runtime/ and data/ too (a change restarts the "
+        "preview); stop with Ctrl-C")
     process = None
     try:
         while True:

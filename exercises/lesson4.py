@@ -5,7 +5,7 @@ from typing import Any
 
 import pandas as pd
 
-from helpers import agreement, parsing, review, screen, validity
+from helpers import agreement, review, validity
 from helpers.baseline import BASELINE_READER
 from helpers.corruptions import CORRUPTION_READER
 from .framework import (HAND_TOLERANCE, TOLERANCE, _all_questions, _close, _figure, _first_hint,
@@ -155,7 +155,8 @@ def only_reading_finds(misses):
                    f"{rows.at[review_id, 'verdict']}); list only unsupported replies."))
     missing = len(set(expected_ids) - set(misses))
     if missing:
-        return hint(f"The screen lets {_plural(missing, 'more unsupported reply', 'more unsupported replies')} "
+        return hint(f"The screen lets "
+                    f"{_plural(missing, 'more unsupported reply', 'more unsupported replies')} "
                     "through than you list.")
     questions = _all_questions().set_index("question_id")
     for review_id in expected_ids:

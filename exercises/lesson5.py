@@ -345,7 +345,8 @@ def evade_and_fix(my_evasion, my_fix):
              if _fixed_route(my_fix, q.question, q.question_id)[1].to_person
              and not _lesson_route(q.question, ranked, q.question_id).to_person]
     if added:
-        return hint(f"Your fix also sends {_plural(len(added), 'ordinary question', 'ordinary questions')} "
+        return hint(f"Your fix also sends "
+                    f"{_plural(len(added), 'ordinary question', 'ordinary questions')} "
                     f"to a person that the lesson's rule did not ({', '.join(added[:3])}"
                     f"{', ...' if len(added) > 3 else ''}): that is its cost. Rewrite only "
                     "what an evasion changes.")

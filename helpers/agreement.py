@@ -328,4 +328,5 @@ def coefficient_row(counts: Confusion) -> dict[str, str]:
     coefficient as text ("undefined: ..." where it is). Lesson 4, "Going further"."""
     coefficients = table_coefficients(counts)
     observed = (counts.flagged_unsupported + counts.passed_supported) / counts.rows
-    return {"observed": f"{observed:.2f}", **{name: value.text() for name, value in coefficients.items()}}
+    return {"observed": f"{observed:.2f}", **{name: value.text() for name,
+                                              value in coefficients.items()}}

@@ -103,7 +103,8 @@ def parse_outputs(outputs: pd.DataFrame) -> pd.DataFrame:
     frame = outputs.copy()
     frame["parse_ok"] = [p.parse_ok for p in parsed]
     frame["parsed_answer"] = pd.Series([p.answer for p in parsed], index=frame.index, dtype=object)
-    frame["parsed_sources"] = pd.Series([p.sources for p in parsed], index=frame.index, dtype=object)
+    frame["parsed_sources"] = pd.Series([p.sources for p in parsed], index=frame.index,
+                                        dtype=object)
     frame["observed_action"] = [p.action for p in parsed]
     frame["parse_problem"] = [p.problem for p in parsed]
     return frame

@@ -102,11 +102,13 @@ def score_table(parsed: pd.DataFrame, questions: pd.DataFrame, gold: pd.DataFram
     )
     if merged["expected_action"].isna().any():
         unknown = merged.loc[merged["expected_action"].isna(), "question_id"].tolist()
-        raise ValueError(f"parsed outputs name questions that are not in the question set: {unknown}")
+        raise ValueError(f"parsed outputs name questions that are not in the question set: "
+                         f"{unknown}")
     recall = recall_at_k(gold.set_index("question_id").loc[merged["question_id"]].reset_index(), 3)
     rows = []
     for row, recall_value in zip(merged.itertuples(index=False), recall.tolist()):
-        scored_answer = row.parsed_answer if row.parse_ok and row.observed_action == "answer" else ""
+        answered = row.parse_ok and row.observed_action == "answer"
+        scored_answer = row.parsed_answer if answered else ""
         em, f1 = best_reference_scores(scored_answer, row.acceptable_list)
         recall_value = pd.NA if recall_value is pd.NA else bool(recall_value)
         if row.expected_action != "answer" or np.isnan(em):

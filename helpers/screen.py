@@ -109,7 +109,8 @@ def control_outputs() -> pd.DataFrame:
         {
             "control_id": ["control-unsupported-number", "control-unretrieved-citation"],
             "question_id": ["Q1", "Q1"],
-            "parsed_answer": ["The weekly training stipend is $200.", "The stipend is paid weekly."],
+            "parsed_answer": ["The weekly training stipend is $200.",
+                              "The stipend is paid weekly."],
             "parsed_sources": [("H08",), ("H14",)],
             "parse_ok": [True, True],
             "observed_action": ["answer", "answer"],

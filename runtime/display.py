@@ -171,7 +171,8 @@ def bundle(frame: pd.DataFrame, labels: Mapping[str, str] | None, name: str,
     """
     shown = prepare(frame, labels)
     if not 0 <= key_columns <= len(shown.columns):
-        raise ValueError(f"table {name!r}: key_columns={key_columns}, but it has {len(shown.columns)} columns")
+        raise ValueError(f"table {name!r}: key_columns={key_columns}, but it has "
+                         f"{len(shown.columns)} columns")
     long_columns = long_text_columns(shown)
     if interactive:
         from itables import to_html_datatable
@@ -258,7 +259,8 @@ def _print_widths(header: list[str], rows: list[list[str]]) -> list[float]:
     return [width + PRINT_PAD for width in text]
 
 
-def markdown_table(shown: pd.DataFrame, max_rows: int = PRINT_MAX_ROWS, rows_kept: int = PRINT_ROWS) -> str:
+def markdown_table(shown: pd.DataFrame, max_rows: int = PRINT_MAX_ROWS,
+                   rows_kept: int = PRINT_ROWS) -> str:
     """``shown`` (see :func:`prepare`) as a Markdown pipe table, for print.
 
     Introduced in lesson 1, "Set up" (every table carries one). Cells hold the text of

@@ -107,8 +107,9 @@ def local_llama_server(model: str | os.PathLike, *, threads: int = 1, n_ctx: int
                        api_key: str | None = None):
     """Run ``python -m llama_cpp.server`` on 127.0.0.1 and a free port; yield its ``/v1`` URL.
 
-    The server runs with :func:`server_python`, not with this process's Python. Waits until ``GET /v1/models`` answers, and stops the server (terminate, then kill)
-    when the block ends, however it ends. ``threads`` is llama.cpp's thread count (one
+    The server runs with :func:`server_python`, not with this process's Python. Waits until
+    ``GET /v1/models`` answers, and stops the server (terminate, then kill) when the block
+    ends, however it ends. ``threads`` is llama.cpp's thread count (one
     by default: the book's SmolLM2 reader also generates on one thread). ``api_key``
     starts it with ``--api_key`` (every request must then carry that key). A server that
     exits or does not answer in time raises :class:`LlamaServerError` with the end of

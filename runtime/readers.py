@@ -89,7 +89,8 @@ def resolve_mode(mode: str | None = None) -> str:
     chosen = (config.text(config.READER_MODE) or "auto" if mode is None else mode)
     chosen = chosen.strip().lower()
     if chosen not in MODES:
-        source = "argument mode" if mode is not None else f"environment variable {config.READER_MODE}"
+        source = ("argument mode" if mode is not None
+                  else f"environment variable {config.READER_MODE}")
         raise ValueError(f"{source} is {chosen!r}; expected one of {', '.join(MODES)}")
     return chosen
 
@@ -333,16 +334,17 @@ class RecordedReader(Reader):
             e for e in asked if e.messages == messages]
         closest = max(near, default=None, key=lambda e: (
             e.messages == messages, e.messages[:1] == messages[:1], e.decoding == decoding))
-        found = (f"Its recorded entry was made for another request: "
-                 f"{describe_difference(closest, self.model_id, self.revision, messages, settings)}."
-                 if closest else
+        differ = closest and describe_difference(closest, self.model_id, self.revision,
+                                                 messages, settings)
+        found = (f"Its recorded entry was made for another request: {differ}." if closest else
                  f"The transcript holds no entry for {question_id} with this model.")
         raise ReplayError(
             f"question {question_id}: no recorded reply of reader {self.spec.key!r} "
             f"({self.model_id}) matches its prompt (key {key[:12]}...) in "
             f"{shown(self.transcript_path)}. {found} To run the model live instead, set "
-            f"{config.READER_MODE}=live (its weights must be on this machine), or record the replies "
-            f"again with `{record_command(self.spec.key, closest, decoding != UNCONSTRAINED)}`.")
+            f"{config.READER_MODE}=live (its weights must be on this machine), or record the "
+            f"replies again with "
+            f"`{record_command(self.spec.key, closest, decoding != UNCONSTRAINED)}`.")
 
     def holds(self, messages: list[dict], settings: dict | None = None) -> bool:
         """Whether the transcript holds a reply to ``messages`` under ``settings``."""
@@ -486,7 +488,8 @@ def load_reader(key: str, mode: str | None = None,
     if chosen == "server":
         if not server_url:
             raise ReaderError(f"server mode for reader {key!r} needs the server's URL: set "
-                              f"{config.READER_URL}=http://HOST:PORT/v1 or pass url= to load_reader")
+                              f"{config.READER_URL}=http://HOST:PORT/v1 or pass url= to "
+                              "load_reader")
         return ServerReader(spec, server_url, api_key, concurrency, timeout)
     if chosen == "live":
         if not allow_download and not weights_available(spec):
@@ -531,8 +534,9 @@ def generate_all(reader: Reader, inputs: pd.DataFrame, *, constrained: bool = Fa
     counts every prompt's tokens before it decodes any; a server's or a transcript's
     counts are checked on the replies, before any is returned. ``choices`` (the judge's
     words) has a live reader record each choice's probability at the first step (see
-    :meth:`LiveReader.generate_many`); a transcript replays it. While a person waits for a model, a progress bar names the
-    questions of the batch in progress; a book build shows none. Returns
+    :meth:`LiveReader.generate_many`); a transcript replays it. While a person waits for a
+    model, a progress bar names the questions of the batch in progress; a book build shows
+    none. Returns
     :data:`GENERATION_COLUMNS` (and ``retrieved_ids``, when ``inputs`` has them).
     """
     settings = reader.settings if settings is None else dict(settings)

@@ -164,7 +164,8 @@ def weights_available(spec: ReaderSpec) -> bool:
 def how_to_get_weights(spec: ReaderSpec) -> str:
     """A sentence telling a user how to put the weights of ``spec`` on this machine."""
     if spec.weights_source == HF_CACHE:
-        cache = os.environ.get("HF_HUB_CACHE") or os.environ.get("HF_HOME") or "~/.cache/huggingface"
+        cache = (os.environ.get("HF_HUB_CACHE") or os.environ.get("HF_HOME")
+                 or "~/.cache/huggingface")
         return (f"{spec.model_id} at revision {spec.revision} is not in the Hugging Face cache "
                 f"({cache}). On a machine with internet, download it with "
                 f"`hf download {spec.model_id} --revision {spec.revision}` or "

@@ -24,7 +24,7 @@ from helpers.corruptions import CORRUPTION_COLLECTION, CORRUPTION_MODEL, CORRUPT
     CORRUPTION_REVISION, KINDS, corrupt_review
 from helpers.decoding import CONSTRAINED, DECODING_FIELD, UNCONSTRAINED
 from helpers.judge import JUDGE_GRAMMAR, JUDGE_SETTINGS, judge_requests, parse_judge_reply
-from helpers.parsing import ABSTAIN_PREFIX, parse_reader_output
+from helpers.parsing import parse_reader_output
 from helpers.review import REASONS, SAME_REPLY, VERDICTS, carry_verdicts, sources_text
 
 from . import config
@@ -485,8 +485,9 @@ def blind_text(review_id: str, book: pd.DataFrame, data_dir: PathLike = DATA_DIR
     row = book.set_index("review_id").loc[review_id]
     questions, texts = _questions_and_texts(data_dir)
     questions = questions.set_index("question_id")["question"]
-    shown = lambda ids: [f"  {i}: {texts.get(i, '(no such passage in the handbook)')}"
-                         for i in ids] or ["  (none)"]
+    def shown(ids):
+        return [f"  {i}: {texts.get(i, '(no such passage in the handbook)')}"
+                for i in ids] or ["  (none)"]
     parsed = row["action"] != "parse failure"
     lines = [f"REPLY {review_id}", f"QUESTION: {questions[row['question_id']]}",
              "THE REPLY AS WRITTEN:",

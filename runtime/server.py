@@ -397,7 +397,8 @@ def describe_api_error(error: Exception, timeout: float) -> str:
     import openai
 
     if isinstance(error, openai.APITimeoutError):
-        return f"no reply within {timeout:g} s (the timeout; set {config.READER_TIMEOUT} to wait longer)"
+        return (f"no reply within {timeout:g} s (the timeout; set {config.READER_TIMEOUT} to "
+                "wait longer)")
     if isinstance(error, openai.APIConnectionError):
         cause = error.__cause__ or error.__context__ or error
         return f"cannot connect ({type(cause).__name__}: {cause})"

@@ -75,7 +75,8 @@ def gguf_sha256(path: Path) -> str:
     known = read_json(index)
     known = known if isinstance(known, dict) else {}
     entry = known.get(str(path))
-    if isinstance(entry, dict) and entry.get("stamp") == stamp and isinstance(entry.get("sha256"), str):
+    if isinstance(entry, dict) and entry.get("stamp") == stamp and isinstance(entry.get("sha256"),
+                                                                              str):
         return file_sha256(path, known=entry["sha256"])
     sha = file_sha256(path)
     known[str(path)] = {"stamp": stamp, "sha256": sha}
@@ -138,7 +139,8 @@ def save_dequantised(model, tokenizer, folder: Path) -> None:
     tokenizer.save_pretrained(folder)
 
 
-def _write_cache(model, tokenizer, folder: Path, spec: ReaderSpec, gguf_path: Path, sha: str) -> None:
+def _write_cache(model, tokenizer, folder: Path, spec: ReaderSpec, gguf_path: Path,
+                 sha: str) -> None:
     """Save into a temporary sibling folder, list the files in the manifest, rename into place."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
@@ -188,7 +190,8 @@ def load_gguf(spec: ReaderSpec, gguf_path: Path, say=print):
         folder.rename(doomed)
         shutil.rmtree(doomed, ignore_errors=True)
     say(f"Loading {spec.model_id} from its GGUF file {shown(gguf_path)} (sha256 {sha[:8]}...): "
-        f"dequantising, then saving the weights to {shown(folder)} so that later loads take seconds")
+        f"dequantising, then saving the weights to {shown(folder)} so that later loads take "
+        "seconds")
     kwargs = {"gguf_file": gguf_path.name, "local_files_only": True}
     tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), **kwargs)
     model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), device_map="cpu", **kwargs)

@@ -257,7 +257,7 @@ def test_a_lesson_always_executes_while_a_reader_server_is_set(book):
                         code("import os, urllib.request\nurl = os.environ['RIVERTON_READER_URL']\n"
                              "reply = urllib.request.urlopen(url.replace('student:pa55word@', ''), timeout=30).read().decode()"),
                         code("#| output: asis\nprint(f'The server said **{reply}**.')")])
-    server, kept = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Replies), [entries(book, l) for l in LESSONS]
+    server, kept = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Replies), [entries(book, name) for name in LESSONS]
     threading.Thread(target=server.serve_forever, daemon=True).start()
     shown = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:

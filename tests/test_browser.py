@@ -190,7 +190,7 @@ def test_pages_without_tables_load_without_console_errors(browser, site, page):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("lesson", "term", "predicate"), LESSON_PAGES,
-                         ids=[f"{Path(l).stem[:2]}-{t}" for l, t, _ in LESSON_PAGES])
+                         ids=[f"{Path(page).stem[:2]}-{t}" for page, t, _ in LESSON_PAGES])
 def test_lesson_page_loads_without_console_errors_and_search_filters(browser, site, tmp_path,
                                                                      lesson, term, predicate):
     """Every lesson page has a title, no console error (check_page fails on one), tables

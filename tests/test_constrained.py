@@ -8,7 +8,6 @@ server enforcing the GBNF form is tested in ``test_reader_server.py``.
 """
 from __future__ import annotations
 
-import math
 import re
 
 import pandas as pd

@@ -11,7 +11,6 @@ so each render takes seconds. One test reads the session's render of the real bo
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import socket

@@ -14,7 +14,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from helpers.decoding import CONSTRAINED, decoding_of  # noqa: E402
+from helpers.decoding import CONSTRAINED  # noqa: E402
 from helpers.judge import JUDGE_GRAMMAR, judge_settings  # noqa: E402
 from helpers.prompts import InputBudgetError  # noqa: E402
 from runtime.cli import main as runtime_cli  # noqa: E402

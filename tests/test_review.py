@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import io
 import re
 import shutil
 
