@@ -25,7 +25,6 @@ the URL, the file, row and column) in one line, with exit status 1.
 from __future__ import annotations
 
 import argparse
-import datetime
 import sys
 from pathlib import Path
 
@@ -44,7 +43,7 @@ from .fixture import CORRUPTIONS_FILE, QUESTIONS_FILE, SCHEMAS, SECOND_READING_F
 from .lessons import RETRIEVERS, baseline_entries, collection_name, lesson_reader_inputs
 from .paths import DATA_DIR
 from .readers import generate_all, load_reader
-from .records import GENERATED_LIVE, TRANSCRIPT_PATH, TranscriptEntry, read_transcript, record_into
+from .records import TRANSCRIPT_PATH, Reply, read_transcript, record_into, recorded
 from .registry import REGISTRY, ReaderError
 from .reviews import blind_text, check_reviews, corruption_replies, judge_replies, load_review, \
     next_to_read, record_second_reading, review_requests, vocabulary_text, write_template
@@ -60,35 +59,24 @@ def recorder_label(command: str, constrained: bool, grammar: str = "the reply gr
 
 def entries_of(reader, inputs: pd.DataFrame, replies: list, collection,
                recorded_by: str | None, command: str, constrained: bool = False,
-               grammar_name: str = "the reply grammar") -> list[TranscriptEntry]:
-    """Transcript entries for ``replies`` (the Generation objects of
-    :func:`runtime.readers.generate_all`) to the prompts of ``inputs``; ``collection`` is a
-    name, or a column of ``inputs``. A reply under a grammar that did not complete it is
-    refused: nothing is recorded."""
+               grammar_name: str = "the reply grammar") -> list[Reply]:
+    """``replies`` (of :func:`runtime.readers.generate_all`) to the prompts of ``inputs`` as
+    the transcript records them; ``collection`` is a name, or a column of ``inputs``. A reply
+    under a grammar that did not complete it is refused: nothing is recorded."""
     if reader.mode not in ("live", "server"):
         raise ReaderError(f"recording needs a live or server reader, not a {reader.mode} one")
     served = reader.mode == "server"
     recorded_by = recorded_by or (reader.recorder_label(constrained) if served else
                                   recorder_label(command, constrained, grammar_name))
-    provenance = reader.provenance if served else GENERATED_LIVE
-    today = datetime.date.today().isoformat()
-    entries = []
-    for row, reply in zip(inputs.to_dict("records"), replies):
+    for reply in replies:
         if reply.grammar_complete is False or (constrained and not reply.ended_by_eos):
             source = f" from {reader.url}" if served else ""
             raise ConstrainedDecodingError(
                 f"{reply.question_id}: the constrained reply {reply.raw_output!r}{source} did "
                 "not complete the grammar; nothing was recorded")
-        entries.append(TranscriptEntry(
-            key=reply.key, question_id=str(row["question_id"]),
-            collection=row[collection] if collection in row else collection,
-            passage_ids=list(row.get("retrieved_ids", ())), model_id=reply.model_id,
-            revision=reply.revision, settings=reply.settings, messages=list(row["messages"]),
-            raw_output=reply.raw_output, output_tokens=int(reply.output_tokens),
-            ended_by_eos=bool(reply.ended_by_eos), hit_token_cap=bool(reply.hit_token_cap),
-            prompt_tokens=int(reply.prompt_tokens), recorded_by=recorded_by, recorded_on=today,
-            provenance=provenance, choice_probabilities=reply.choice_probabilities))
-    return entries
+    return [recorded(reply, row[collection] if collection in row else collection,
+                     row.get("retrieved_ids", ()), recorded_by, question_id=str(row["question_id"]))
+            for row, reply in zip(inputs.to_dict("records"), replies)]
 
 
 def _reader(args):
@@ -111,7 +99,7 @@ def _reader(args):
     return reader
 
 
-def _record(args, reader, inputs, collection: str, command: str) -> list[TranscriptEntry]:
+def _record(args, reader, inputs, collection: str, command: str) -> list[Reply]:
     """Ask ``reader`` every prompt of ``inputs`` and merge the replies into the transcript."""
     replies = generate_all(reader, inputs, constrained=args.constrained).attrs["generations"]
     recorded_by = vars(args).get("recorded_by")  # only `record reader` takes --recorded-by
@@ -119,7 +107,7 @@ def _record(args, reader, inputs, collection: str, command: str) -> list[Transcr
                                   args.constrained), args.transcript)
 
 
-def record_reader(args) -> list[TranscriptEntry]:
+def record_reader(args) -> list[Reply]:
     read_transcript(args.transcript)  # a damaged transcript is refused before any reply is made
     questions = Path(args.questions)
     data_dir = questions.parent if questions.parent != Path(".") else DATA_DIR
@@ -129,7 +117,7 @@ def record_reader(args) -> list[TranscriptEntry]:
     return _record(args, reader, inputs, collection_name(questions.name, args.retriever), command)
 
 
-def record_judge(args) -> list[TranscriptEntry]:
+def record_judge(args) -> list[Reply]:
     """The judge's reply to every request of the book's review, live; with
     ``--only-missing``, only to those the transcript holds no reply to, the recorded ones
     kept as they are (a recording replaces the whole "judge" collection). Nothing is
@@ -157,14 +145,14 @@ def record_judge(args) -> list[TranscriptEntry]:
     return new
 
 
-def record_attacks(args) -> list[TranscriptEntry]:
+def record_attacks(args) -> list[Reply]:
     read_transcript(args.transcript)  # a damaged transcript is refused before any reply is made
     inputs = record_prompts(args.prompts, attack_ids=args.attack)
     return _record(args, _reader(args), inputs, "collection",
                    f"python -m runtime record attacks --prompts {args.prompts}")
 
 
-def record_corruptions(args) -> list[TranscriptEntry]:
+def record_corruptions(args) -> list[Reply]:
     """Lesson 4's rule-made corruptions, computed from the review now: their replies into
     the transcript, their rules and sources into ``corrupted-replies.csv``."""
     rows, entries = corruption_replies(args.data_dir, args.transcript)

@@ -10,7 +10,6 @@ so that lesson 4's review can name the exact text it judged.
 """
 from __future__ import annotations
 
-import datetime
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +21,7 @@ from helpers.retrieval import TfidfRetriever
 
 from .fixture import EXTENDED_QUESTIONS_FILE, QUESTIONS_FILE, PathLike, load_riverton
 from .paths import DATA_DIR
-from .records import COMPUTED, TranscriptEntry, transcript_key
+from .records import Reply, computed_reply, recorded, transcript_key
 
 #: The retrievers whose top passages can make the reader's prompts: lesson 1's tf-idf,
 #: and lesson 2's dense encoder and hybrid (equal weights, no score floor).
@@ -103,21 +102,18 @@ BASELINE_PLAN = (("tfidf", (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
 
 
 def baseline_entries(plan=BASELINE_PLAN, data_dir: PathLike = DATA_DIR,
-                     recorded_on: str | None = None) -> list[TranscriptEntry]:
+                     recorded_on: str | None = None) -> list[Reply]:
     """The baseline's replies for ``plan`` ((retriever, question files) pairs), computed
-    now, as transcript entries."""
-    recorded_on = recorded_on or datetime.date.today().isoformat()
+    now, as the transcript records them."""
     entries = []
     for retriever, files in plan:
         for name in files:
             fixture = load_riverton(Path(data_dir), name)
             computed = baseline_replies(fixture.questions, fixture.handbook, retriever)
-            entries += [TranscriptEntry(
-                key=row.key, collection=collection_name(name, retriever),
-                question_id=row.question_id, passage_ids=list(row.retrieved_ids),
-                model_id=BASELINE_MODEL, revision=BASELINE_REVISION, settings=row.settings,
-                messages=row.messages, raw_output=row.raw_output, output_tokens=None,
-                ended_by_eos=None, hit_token_cap=None, prompt_tokens=None,
-                recorded_by="python -m runtime record baseline", recorded_on=recorded_on,
-                provenance=COMPUTED) for row in computed.itertuples(index=False)]
+            entries += [recorded(
+                computed_reply(BASELINE_MODEL, BASELINE_REVISION, row.messages, row.settings,
+                               row.raw_output, row.question_id),
+                collection_name(name, retriever), row.retrieved_ids,
+                "python -m runtime record baseline", recorded_on)
+                for row in computed.itertuples(index=False)]
     return entries

@@ -23,7 +23,7 @@ import functools
 import os
 import re
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -37,51 +37,16 @@ from helpers.prompts import check_input_budget
 from . import batch, server, config
 from .paths import shown
 from .progress import QuestionProgress, quiet_loading
-from .records import TRANSCRIBED, TRANSCRIPT_PATH, describe_difference, read_transcript, \
-    transcript_key
+from .records import GENERATED_LIVE, REPLY_COLUMNS, TRANSCRIBED, TRANSCRIPT_PATH, Reply, \
+    describe_difference, read_transcript, transcript_key
 from .registry import GGUF_PACKAGE, HF_CACHE, ReaderError, ReaderSpec, \
     WeightsUnavailableError, get_reader_spec, hf_snapshot_path, how_to_get_weights, \
     package_gguf_path, resolve_revision, weights_available
 
 MODES = ("auto", "live", "recorded", "server")
 
-#: The columns of :func:`generate_all`'s table, in order.
-GENERATION_COLUMNS = [
-    "question_id", "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap",
-    "prompt_tokens", "grammar_complete", "seconds", "mode", "model_id", "revision",
-    "provenance", "key",
-]
-
-
 class ReplayError(ReaderError, LookupError):
     """Recorded mode has no transcript entry for a request."""
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One reply with its stopping diagnostics and how it was produced."""
-
-    question_id: str
-    raw_output: str
-    # Generated tokens, end of sequence included; a server's count is its own
-    # usage.completion_tokens (llama-cpp-python leaves the end of sequence out).
-    output_tokens: int | None
-    ended_by_eos: bool | None
-    hit_token_cap: bool | None
-    prompt_tokens: int | None
-    mode: str  # "live", "recorded" or "server"
-    model_id: str
-    revision: str
-    key: str
-    settings: dict
-    provenance: str | None = None  # None for a live reply
-    token_ids: tuple[int, ...] | None = None  # live only: the generated ids
-    #: Under a grammar: whether the reply completed it (None: replayed, nothing checked).
-    grammar_complete: bool | None = None
-    seconds: float = 0.0  # wall time of its batch divided by the replies in it
-    #: With ``choices`` (the judge's "yes" and "no"): each choice's probability at the first
-    #: step, renormalised over the choices (live, or replayed); otherwise None.
-    choice_probabilities: dict | None = None
 
 
 def resolve_mode(mode: str | None = None) -> str:
@@ -116,12 +81,13 @@ class Reader:
         return transcript_key(self.model_id, self.revision, messages,
                               self.settings if settings is None else settings)
 
-    def _generation(self, question_id: str, messages: list[dict], settings: dict,
-                   **reply) -> Generation:
-        """This reader's :class:`Generation` of ``reply`` to ``messages`` under ``settings``."""
-        return Generation(question_id=question_id, mode=self.mode, model_id=self.model_id,
-                          revision=self.revision, key=self.key(messages, settings),
-                          settings=settings, **reply)
+    def _made(self, question_id: str, messages: list[dict], settings: dict,
+              provenance: str = GENERATED_LIVE, **reply) -> Reply:
+        """This reader's :class:`Reply` ``reply`` to ``messages`` under ``settings``."""
+        return Reply(key=self.key(messages, settings), collection="", question_id=question_id,
+                     passage_ids=[], model_id=self.model_id, revision=self.revision,
+                     settings=settings, messages=messages, recorded_by="", recorded_on="",
+                     provenance=provenance, mode=self.mode, **reply)
 
     def prompt_tokens(self, messages: list[dict], question_id: str = "?") -> int:
         raise NotImplementedError
@@ -131,7 +97,7 @@ class Reader:
         return [self.prompt_tokens(m, q) for m, q in zip(messages_list, question_ids)]
 
     def generate_many(self, question_ids, messages_list, settings_list, grammars,
-                      bar=None) -> list[Generation]:
+                      bar=None) -> list[Reply]:
         """One reply per prompt; ``grammars`` holds each row's grammar (or None),
         ``settings_list`` the settings each reply is keyed by and ``bar`` the progress bar
         (:class:`runtime.progress.QuestionProgress`)."""
@@ -231,7 +197,7 @@ class LiveReader(Reader):
         return len(self.encode(messages))
 
     def generate_many(self, question_ids, messages_list, settings_list, grammars,
-                      bar, choices=None) -> list[Generation]:
+                      bar, choices=None) -> list[Reply]:
         """Decode the prompts in batches of :func:`runtime.batch.batch_size`, longest
         first, so that prompts of about one length share a batch. With ``choices`` (words
         such as "yes" and "no"), each reply also gets the probability of each choice's
@@ -243,7 +209,7 @@ class LiveReader(Reader):
         chances: dict[int, dict] = {}
         prompts = [self.encode(m) for m in messages_list]
         width = self.model.get_output_embeddings().weight.shape[0]
-        replies: dict[int, Generation] = {}
+        replies: dict[int, Reply] = {}
         for chunk in batch.batches_by_length([len(p) for p in prompts], batch.batch_size()):
             bar.working_on_batch([question_ids[i] for i in chunk])
             masks = {i: GrammarMask(self.tokenizer, grammars[i]) for i in chunk
@@ -286,7 +252,7 @@ class LiveReader(Reader):
         new_ids = new_ids[:count]
         complete = None if mask is None else _named(question_id, mask.complete, new_ids,
                                                      ended_by_eos)
-        return self._generation(
+        return self._made(
             question_id, messages, settings, output_tokens=count, ended_by_eos=ended_by_eos,
             raw_output=self.tokenizer.decode(new_ids, skip_special_tokens=True),
             hit_token_cap=hit_cap, prompt_tokens=n_prompt, token_ids=tuple(new_ids),
@@ -354,16 +320,11 @@ class RecordedReader(Reader):
         return self.entry(messages, question_id).prompt_tokens
 
     def generate_many(self, question_ids, messages_list, settings_list, grammars,
-                      bar=None) -> list[Generation]:
-        return [self._generation(q, m, s, **{f: getattr(entry, f) for f in _REPLAYED})
-                for q, m, s in zip(question_ids, messages_list, settings_list)
-                for entry in [self.entry(m, q, s)]]
-
-
-#: What a replayed :class:`Generation` takes from its transcript entry (the entry's key,
-#: model and revision are the request's: its key hashes them).
-_REPLAYED = ("raw_output", "output_tokens", "ended_by_eos", "hit_token_cap", "prompt_tokens",
-             "provenance", "choice_probabilities")
+                      bar=None) -> list[Reply]:
+        # The entry is the reply: its key hashes the request's model, revision, messages
+        # and settings. It answers the question asked, under the name asked.
+        return [replace(self.entry(m, q, s), question_id=q)
+                for q, m, s in zip(question_ids, messages_list, settings_list)]
 
 
 def record_command(key: str, entry=None, constrained: bool = False) -> str:
@@ -410,7 +371,7 @@ class ServerReader(Reader):
         self.client = server.open_client(self.url, api_key, self.timeout)
         self.server = server.identify(self.client, self.url, self.spec, self.revision,
                                       self.timeout)
-        self._cache: dict[tuple, Generation] = {}
+        self._cache: dict[tuple, Reply] = {}
 
     @property
     def provenance(self) -> str:
@@ -421,19 +382,19 @@ class ServerReader(Reader):
         grammar = ", greedy under the reply grammar" if constrained else ""
         return f"server {self.server.engine_label}{grammar}"
 
-    def _one(self, job) -> Generation:
+    def _one(self, job) -> Reply:
         question_id, messages, grammar_ids = job
         extra, keyed = ({}, self.settings) if grammar_ids is None else server.grammar_request(
             self.server, grammar_ids, question_id, self.settings)
         reply = server.ask(self.client, self.server, messages, self.settings, extra, question_id,
                            self.timeout)
-        return self._generation(
+        return self._made(
             question_id, messages, keyed, raw_output=reply.text,
             output_tokens=reply.completion_tokens, ended_by_eos=reply.finish_reason == "stop",
             hit_token_cap=reply.finish_reason == "length", prompt_tokens=reply.prompt_tokens,
             provenance=self.provenance)
 
-    def ask(self, question_ids, messages_list, grammar_ids=None) -> list[Generation]:
+    def ask(self, question_ids, messages_list, grammar_ids=None) -> list[Reply]:
         """One reply per prompt, at most ``concurrency`` requests in flight, in input order.
 
         ``grammar_ids`` gives, per prompt, the retrieved IDs whose reply grammar the server
@@ -456,7 +417,7 @@ class ServerReader(Reader):
         return [g.prompt_tokens for g in self.ask(list(question_ids), list(messages_list))]
 
     def generate_many(self, question_ids, messages_list, settings_list, grammars,
-                      bar=None) -> list[Generation]:
+                      bar=None) -> list[Reply]:
         if any(g is not None and not isinstance(g, tuple) for g in grammars):
             raise ReaderError("a server enforces lesson 3's reply grammar only "
                               "(constrained=True), not a grammar of its own")
@@ -537,7 +498,7 @@ def generate_all(reader: Reader, inputs: pd.DataFrame, *, constrained: bool = Fa
     :meth:`LiveReader.generate_many`); a transcript replays it. While a person waits for a
     model, a progress bar names the questions of the batch in progress; a book build shows
     none. Returns
-    :data:`GENERATION_COLUMNS` (and ``retrieved_ids``, when ``inputs`` has them).
+    :data:`runtime.records.REPLY_COLUMNS` (and ``retrieved_ids``, when ``inputs`` has them).
     """
     settings = reader.settings if settings is None else dict(settings)
     if settings.get("do_sample"):
@@ -559,8 +520,8 @@ def generate_all(reader: Reader, inputs: pd.DataFrame, *, constrained: bool = Fa
         # A server counts the prompt as it reads it, a transcript recorded its count: both
         # are checked before any reply is returned.
         check_input_budget({g.question_id: g.prompt_tokens for g in replies}, max_input_tokens)
-    table = pd.DataFrame([{c: getattr(g, c) for c in GENERATION_COLUMNS} for g in replies],
-                         columns=GENERATION_COLUMNS)
+    table = pd.DataFrame([{c: getattr(g, c) for c in REPLY_COLUMNS} for g in replies],
+                         columns=REPLY_COLUMNS)
     if "retrieved_ids" in inputs:
         table.insert(1, "retrieved_ids", list(inputs["retrieved_ids"]))
     table.attrs["generations"] = replies

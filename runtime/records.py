@@ -12,11 +12,12 @@ again replaces that set's replies of the same model and decoding, and nothing el
 """
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from helpers.decoding import decoding_of
@@ -47,9 +48,15 @@ def transcript_key(model_id: str, revision: str, messages: list[dict], settings:
     return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
 
 
+#: A field of :class:`Reply` that says how this run obtained the reply; never written.
+_RUN = {"transcript": False}
+
+
 @dataclass(frozen=True)
-class TranscriptEntry:
-    """One recorded reply (one line of the transcript)."""
+class Reply:
+    """One reply and the request that produced it: what a reader returns (live, replayed or
+    from a server) and, with what it was recorded for, one line of the transcript. A reply
+    made now is written with :func:`recorded`."""
 
     key: str
     collection: str
@@ -60,6 +67,9 @@ class TranscriptEntry:
     settings: dict
     messages: list
     raw_output: str
+    # Generated tokens, end of sequence included; a server's count is its own
+    # usage.completion_tokens (llama-cpp-python leaves the end of sequence out). None for a
+    # reply the book's code computes.
     output_tokens: int | None
     ended_by_eos: bool | None
     hit_token_cap: bool | None
@@ -71,6 +81,11 @@ class TranscriptEntry:
     #: probability of each choice's first token at the first step, renormalised over the
     #: choices; null for every other reply.
     choice_probabilities: dict | None = None
+    mode: str = field(default="recorded", metadata=_RUN)  # "live", "recorded" or "server"
+    #: Under a grammar: whether the reply completed it (None: replayed, nothing checked).
+    grammar_complete: bool | None = field(default=None, metadata=_RUN)
+    seconds: float = field(default=0.0, metadata=_RUN)  # its batch's wall time, shared
+    token_ids: tuple | None = field(default=None, metadata=_RUN)  # live only
 
     @property
     def decoding(self) -> str:
@@ -83,18 +98,42 @@ class TranscriptEntry:
         return (self.collection, self.model_id, self.decoding)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False)
+        return json.dumps({name: getattr(self, name) for name in FIELDS}, ensure_ascii=False)
 
 
-#: Every field of a line, with the JSON types it may take (None: the field may be null,
-#: as a computed reply's token counts are), as :class:`TranscriptEntry` declares them.
+#: Every field of a transcript line, with the JSON types it may take (None: the field may
+#: be null, as a computed reply's token counts are), as :class:`Reply` declares them.
 FIELDS: dict[str, tuple] = {
     field.name: tuple({"str": str, "int": int, "bool": bool, "list": list, "dict": dict,
                        "None": None}[kind] for kind in field.type.split(" | "))
-    for field in fields(TranscriptEntry)}
+    for field in fields(Reply) if field.metadata.get("transcript", True)}
 
 
-def _entry_from_line(path: Path, number: int, line: str) -> TranscriptEntry:
+#: The columns of a table of replies (:func:`runtime.readers.generate_all`), in order.
+REPLY_COLUMNS = ["question_id", "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap",
+                 "prompt_tokens", "grammar_complete", "seconds", "mode", "model_id", "revision",
+                 "provenance", "key"]
+
+
+def recorded(reply: Reply, collection: str, passage_ids, recorded_by: str,
+             recorded_on: str | None = None, **changes) -> Reply:
+    """``reply`` as the transcript records it: the set of requests it belongs to, the
+    passages its prompt shows, who recorded it and when (default: today)."""
+    return replace(reply, collection=collection, passage_ids=list(passage_ids),
+                   recorded_by=recorded_by,
+                   recorded_on=recorded_on or datetime.date.today().isoformat(), **changes)
+
+
+def computed_reply(model_id: str, revision: str, messages: list, settings: dict,
+                   raw_output: str, question_id: str) -> Reply:
+    """A reply the book's code computes (the sentence baseline's, a rule-made corruption),
+    under the prompt it answers: keyed like a model's, with no token counts."""
+    return Reply(transcript_key(model_id, revision, messages, settings), "", question_id, [],
+                 model_id, revision, settings, messages, raw_output, None, None, None, None,
+                 "", "", COMPUTED)
+
+
+def _entry_from_line(path: Path, number: int, line: str) -> Reply:
     where = f"{path}, line {number}"
     try:
         record = json.loads(line)
@@ -121,7 +160,7 @@ def _entry_from_line(path: Path, number: int, line: str) -> TranscriptEntry:
             or abs(sum(chances.values()) - 1) > 1e-6):
         raise TranscriptError(f"{where}: field 'choice_probabilities' should map each choice "
                               f"to a probability, summing to 1; found {json.dumps(chances)[:60]}")
-    entry = TranscriptEntry(**record)
+    entry = Reply(**record)
     expected = transcript_key(entry.model_id, entry.revision, entry.messages, entry.settings)
     if entry.key != expected:
         raise TranscriptError(
@@ -130,7 +169,7 @@ def _entry_from_line(path: Path, number: int, line: str) -> TranscriptEntry:
     return entry
 
 
-def read_transcript(path: str | os.PathLike = TRANSCRIPT_PATH) -> list[TranscriptEntry]:
+def read_transcript(path: str | os.PathLike = TRANSCRIPT_PATH) -> list[Reply]:
     """Every entry of a transcript, validated; a bad line is refused with its line number.
 
     A missing file reads as an empty transcript. Blank lines are skipped.
@@ -138,7 +177,7 @@ def read_transcript(path: str | os.PathLike = TRANSCRIPT_PATH) -> list[Transcrip
     path = Path(path)
     if not path.exists():
         return []
-    entries: list[TranscriptEntry] = []
+    entries: list[Reply] = []
     seen: dict[str, int] = {}
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -152,8 +191,8 @@ def read_transcript(path: str | os.PathLike = TRANSCRIPT_PATH) -> list[Transcrip
     return entries
 
 
-def merge_entries(existing: Iterable[TranscriptEntry],
-                  new: Iterable[TranscriptEntry]) -> list[TranscriptEntry]:
+def merge_entries(existing: Iterable[Reply],
+                  new: Iterable[Reply]) -> list[Reply]:
     """``existing`` with every entry in the slot of a ``new`` one (same collection, model
     and decoding) replaced by the new ones, so a re-recorded set leaves no stale reply
     behind; so is an entry of the same request (key) recorded in another set, so that no
@@ -170,20 +209,20 @@ def merge_entries(existing: Iterable[TranscriptEntry],
     return kept[:first] + new + kept[first:]  # every entry before the first replaced is kept
 
 
-def write_transcript(path: str | os.PathLike, entries: Iterable[TranscriptEntry]) -> None:
+def write_transcript(path: str | os.PathLike, entries: Iterable[Reply]) -> None:
     """Write ``entries`` as JSONL, atomically: a reader never sees a half-written file."""
     write_text_atomic(path, "".join(entry.to_json() + "\n" for entry in entries))
 
 
-def record_into(new: Iterable[TranscriptEntry],
-                transcript: str | os.PathLike = TRANSCRIPT_PATH) -> list[TranscriptEntry]:
+def record_into(new: Iterable[Reply],
+                transcript: str | os.PathLike = TRANSCRIPT_PATH) -> list[Reply]:
     """Merge ``new`` into ``transcript`` (validated first) and rewrite it atomically."""
     new = list(new)
     write_transcript(transcript, merge_entries(read_transcript(transcript), new))
     return new
 
 
-def describe_difference(recorded: TranscriptEntry, model_id: str, revision: str,
+def describe_difference(recorded: Reply, model_id: str, revision: str,
                         messages: list[dict], settings: dict) -> str:
     """Say what differs between a recorded entry and a request for the same question."""
     changes = []

@@ -35,7 +35,7 @@ from .fixture import CORRUPTIONS_FILE, EXTENDED_QUESTIONS_FILE, JUDGMENT_RULES, 
 from .lessons import baseline_replies, collection_name, fit_retriever
 from .paths import DATA_DIR, PROJECT_ROOT
 from .readers import generate_all
-from .records import COMPUTED, TRANSCRIPT_PATH, TranscriptEntry, read_transcript, transcript_key
+from .records import TRANSCRIPT_PATH, Reply, computed_reply, read_transcript, recorded
 from .registry import REGISTRY
 
 #: The columns of a review; what each must hold is its schema in ``fixture.SCHEMAS``.
@@ -147,7 +147,7 @@ def _covered(plan) -> dict[tuple[str, str, str], tuple[str, str]]:
     return slots
 
 
-def reply_columns(entry: TranscriptEntry, reader: str) -> dict[str, str]:
+def reply_columns(entry: Reply, reader: str) -> dict[str, str]:
     """The reply-identifying columns of a review row for one transcript entry."""
     parsed = parse_reader_output(entry.raw_output)
     return {"reader": reader, "decoding": entry.decoding, "question_id": entry.question_id,
@@ -157,7 +157,7 @@ def reply_columns(entry: TranscriptEntry, reader: str) -> dict[str, str]:
 
 
 def reviewable_entries(transcript: PathLike = TRANSCRIPT_PATH,
-                       plan=REVIEWED_REPLIES) -> dict[str, tuple[str, TranscriptEntry]]:
+                       plan=REVIEWED_REPLIES) -> dict[str, tuple[str, Reply]]:
     """The transcript entries a review may judge, by key, with the reader each is from:
     those of the plan's readers, decodings and question files (not the judge's)."""
     slots = _covered(plan)
@@ -206,7 +206,7 @@ def recorded_replies(transcript: PathLike = TRANSCRIPT_PATH, data_dir: PathLike 
 
 # ------------------------------------------------------------------ checking a review
 
-def _check_reply(path: Path, row: Row, by_key: Mapping[str, tuple[str, TranscriptEntry]],
+def _check_reply(path: Path, row: Row, by_key: Mapping[str, tuple[str, Reply]],
                  review_ids: Mapping[str, str | None] | None) -> None:
     """The row's reply columns must describe, exactly, a reply the review may judge."""
     values, key = row.values, row.values["transcript_key"]
@@ -404,12 +404,11 @@ def corruption_replies(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRA
     rows, entries = [], []
     for number, row in enumerate(made.itertuples(index=False), start=1):
         source, settings = sources[row.source_key], {DECODING_FIELD: row.kind}
-        entries.append(TranscriptEntry(
-            transcript_key(CORRUPTION_MODEL, CORRUPTION_REVISION, source.messages, settings),
-            CORRUPTION_COLLECTION, row.question_id, list(source.passage_ids), CORRUPTION_MODEL,
-            CORRUPTION_REVISION, settings, source.messages, row.reply, None, None, None, None,
-            "python -m runtime record corruptions",
-            recorded_on or datetime.date.today().isoformat(), COMPUTED))
+        entries.append(recorded(
+            computed_reply(CORRUPTION_MODEL, CORRUPTION_REVISION, source.messages, settings,
+                           row.reply, row.question_id),
+            CORRUPTION_COLLECTION, source.passage_ids, "python -m runtime record corruptions",
+            recorded_on))
         rows.append([f"C{number:03d}", row.kind, row.rule, row.source_review_id, row.source_key,
                      row.question_id, entries[-1].key, escape_reply(row.reply),
                      row.expected_verdict, row.expected_reason])
