@@ -1,4 +1,5 @@
-"""Keep Quarto's frozen results honest: `pre-render` and `post-render` scripts for `_quarto.yml`.
+"""Keep Quarto's frozen results honest: `pre-render` and `post-render` scripts for
+`_quarto.yml`.
 
 Quarto's ``freeze: auto`` re-executes a chapter only when the chapter's own file changed.
 The book's lessons also depend on helpers/, exercises/, runtime/, the data, the installed
@@ -35,18 +36,18 @@ One execution serves both formats. `_quarto.yml` turns execution off for the PDF
 Quarto renders each lesson to HTML first, executing it or thawing its frozen result, and
 then to Typst from the outputs in the notebook file. After an execution those are the
 outputs Quarto has just written into it. For a lesson thawed from its frozen result,
-``pre-render`` puts the notebook of that execution in place: before a notebook is put
-back as committed, the notebook Quarto executed is kept in ``.book-cache/quarto/executed/``
-(only when Quarto's frozen result was made from exactly that file). A thawed lesson with
-no such notebook is executed again, so that the PDF never shows a lesson without its
-outputs; and ``post-render`` removes a PDF rendered while a lesson had none (the PDF
-rendered alone, ``quarto render --to typst``, after the lesson's key changed) and fails
-the render. ``post-render`` also removes the
-widget loaders Quarto adds to pages from a CDN (:mod:`bookkit.offline`) and fails
-the render if any page or stylesheet still refers to the network.
+``pre-render`` puts the notebook of that execution in place: before a notebook is put back
+as committed, the notebook Quarto executed is kept in ``.book-cache/quarto/executed/`` (only
+when Quarto's frozen result was made from exactly that file). A thawed lesson with no such
+notebook is executed again, so that the PDF never shows a lesson without its outputs; and
+``post-render`` removes a PDF rendered while a lesson had none (the PDF rendered alone,
+``quarto render --to typst``, after the lesson's key changed) and fails the render.
+``post-render`` also removes the widget loaders Quarto adds to pages from a CDN
+(:mod:`bookkit.offline`) and fails the render if any page or stylesheet still refers to the
+network.
 
-A pending key also vouches for a frozen result written after it was computed (a chapter
-that executed in a render which failed later, in another chapter), provided no file of helpers/,
+A pending key also vouches for a frozen result written after it was computed (a chapter that
+executed in a render which failed later, in another chapter), provided no file of helpers/,
 runtime/, data/ or `_quarto.yml` was modified since: its inputs are then the ones the key
 describes, so it is kept rather than executed once more.
 
@@ -55,6 +56,7 @@ Keys live in ``.book-cache/quarto/`` (ignored by git), next to the build's own c
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -400,10 +402,11 @@ def _record_keys(root: Path, output_dir: Path, outputs: set[str], say) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv not in (["pre-render"], ["post-render"]):
-        print("usage: python bookkit/freeze.py pre-render|post-render", file=sys.stderr)
-        return 2
+    parser = argparse.ArgumentParser(
+        prog="python bookkit/freeze.py",
+        description="Quarto's pre-render and post-render steps (see _quarto.yml).")
+    parser.add_argument("step", choices=["pre-render", "post-render"])
+    step = parser.parse_args(argv).step
     from bookkit import skip_unused_schema_grammars
 
     skip_unused_schema_grammars()
@@ -414,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     say = lambda line: print(line, flush=True)  # noqa: E731
     try:
-        return pre_render(root, say) if argv == ["pre-render"] else post_render(root, say)
+        return pre_render(root, say) if step == "pre-render" else post_render(root, say)
     except ImportError as error:
         say(f"{PREFIX} {sys.executable} cannot import {error.name}: Quarto runs this script with "
             "QUARTO_PYTHON (else python3 on PATH), which must be the project's Python, e.g. "

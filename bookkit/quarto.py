@@ -135,14 +135,13 @@ def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: floa
     """`quarto preview --render html`, started again whenever helpers/, exercises/, runtime/
     or data/ change.
 
-    Quarto's preview renders the whole book once (the pre-render step re-executes the
-    lessons whose key changed; the others are thawed), then re-renders a chapter when its
-    notebook is saved, using the outputs saved in it: by design it never executes a
-    notebook on those re-renders, and it does not watch the files the lessons read. So
-    this polls helpers/, exercises/, runtime/ and data/ (:func:`_input_stamps`), and when one
-    changes it
-    stops Quarto and starts it again, on the same port: the new first render executes
-    exactly the lessons the change affects, and no page shows results of the old files.
+    Quarto's preview renders the whole book once (the pre-render step re-executes the lessons
+    whose key changed; the others are thawed), then re-renders a chapter when its notebook
+    is saved, using the outputs saved in it: by design it never executes a notebook on those
+    re-renders, and it does not watch the files the lessons read. So this polls helpers/,
+    exercises/, runtime/ and data/ (:func:`_input_stamps`), and when one changes it stops
+    Quarto and starts it again, on the same port: the new first render executes exactly the
+    lessons the change affects, and no page shows results of the old files.
     """
     import signal
     import time

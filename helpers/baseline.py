@@ -60,9 +60,8 @@ def sentence_baseline(
     return frame
 
 
-#: The baseline's name where the review names a reader, and its stand-in for a model ID.
+#: The baseline's name where the review names a reader.
 BASELINE_READER = "sentence_baseline"
-BASELINE_MODEL = "extractive sentence baseline (helpers.baseline)"
 #: The retrievers whose top passage the baseline copies from, and what the review calls
 #: each way of making a reply (its ``decoding``).
 BASELINE_DECODINGS = {

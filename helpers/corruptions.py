@@ -22,12 +22,8 @@ import regex
 
 from .review import NOT_SUPPORTED, SUPPORTED, sources_text
 
-#: What the review calls the rule-made replies, where it names a reader, and their stand-in
-#: for a model in the transcript (the revision is the code that makes them).
+#: What the review calls the rule-made replies, where it names a reader.
 CORRUPTION_READER = "corruption"
-CORRUPTION_MODEL = "rule-made corruption (helpers.corruptions)"
-CORRUPTION_REVISION = "helpers/corruptions.py"
-CORRUPTION_COLLECTION = "corruptions"
 
 FIGURE_NOT_IN = "figure not in cited passage"
 RIGHT_FIGURE = "right figure, wrong item"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from helpers.baseline import BASELINE_DECODINGS, BASELINE_MODEL, baseline_reply, sentence_baseline
+from helpers.baseline import BASELINE_DECODINGS, baseline_reply, sentence_baseline
 from helpers.decoding import DECODING_FIELD
 from helpers.prompts import RETRIEVAL_K, retrieve_and_prompt
 from helpers.retrieval import TfidfRetriever
@@ -66,7 +66,9 @@ def collection_name(questions: str, retriever: str = "tfidf", k: int = RETRIEVAL
 
 # ------------------------------------------------------------------ the sentence baseline
 
-#: The baseline's revision in the transcript: the code that computes it.
+#: The baseline's stand-in for a model in the transcript, and its revision: the code that
+#: computes it.
+BASELINE_MODEL = "extractive sentence baseline (helpers.baseline)"
 BASELINE_REVISION = "helpers/baseline.py"
 
 

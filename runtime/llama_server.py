@@ -17,6 +17,7 @@ server or its web stack, so installing them must not execute any lesson again.
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import socket
@@ -187,11 +188,23 @@ def smoke_test(python: str | os.PathLike | None = None) -> None:
             f"{result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}")
 
 
-if __name__ == "__main__":
-    if not (sys.argv[1:2] == ["--smoke"] and len(sys.argv) <= 3):
-        sys.exit("usage: python -m runtime.llama_server --smoke [SERVER_PYTHON]")
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m runtime.llama_server",
+        description="Check that llama.cpp's server environment runs on this CPU.")
+    parser.add_argument("--smoke", action="store_true", required=True,
+                        help="load the SmolLM2 GGUF and generate one token")
+    parser.add_argument("server_python", nargs="?", metavar="SERVER_PYTHON",
+                        help="the Python of llama.cpp's environment (default: .venv-server's)")
+    args = parser.parse_args(argv)
     try:
-        smoke_test(sys.argv[2] if len(sys.argv) == 3 else None)
+        smoke_test(args.server_python)
     except LlamaServerError as error:
-        sys.exit(str(error))
-    print(f"llama.cpp runs on this CPU ({sys.argv[2] if len(sys.argv) == 3 else server_python()})")
+        print(error, file=sys.stderr)
+        return 1
+    print(f"llama.cpp runs on this CPU ({args.server_python or server_python()})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -488,16 +488,15 @@ def generate_all(reader: Reader, inputs: pd.DataFrame, *, constrained: bool = Fa
                  choices: tuple[str, ...] | None = None) -> pd.DataFrame:
     """Check every prompt of ``inputs`` against the input budget, then ask ``reader``.
 
-    ``inputs`` has one row per prompt: ``question_id``, ``messages`` and, with
-    ``constrained``, ``retrieved_ids`` (each reply is then decoded under lesson 3's
-    reply grammar for those passages). ``grammar`` decodes every reply under one grammar
-    instead, with ``settings`` in place of the reader's (lesson 4's judge). A live reader
-    counts every prompt's tokens before it decodes any; a server's or a transcript's
-    counts are checked on the replies, before any is returned. ``choices`` (the judge's
-    words) has a live reader record each choice's probability at the first step (see
-    :meth:`LiveReader.generate_many`); a transcript replays it. While a person waits for a
-    model, a progress bar names the questions of the batch in progress; a book build shows
-    none. Returns
+    ``inputs`` has one row per prompt: ``question_id``, ``messages`` and, with ``constrained``,
+    ``retrieved_ids`` (each reply is then decoded under lesson 3's reply grammar for those
+    passages). ``grammar`` decodes every reply under one grammar instead, with ``settings``
+    in place of the reader's (lesson 4's judge). A live reader counts every prompt's tokens
+    before it decodes any; a server's or a transcript's counts are checked on the replies,
+    before any is returned. ``choices`` (the judge's words) has a live reader record each
+    choice's probability at the first step (see :meth:`LiveReader.generate_many`); a
+    transcript replays it. While a person waits for a model, a progress bar names the
+    questions of the batch in progress; a book build shows none. Returns
     :data:`runtime.records.REPLY_COLUMNS` (and ``retrieved_ids``, when ``inputs`` has them).
     """
     settings = reader.settings if settings is None else dict(settings)

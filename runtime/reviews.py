@@ -19,9 +19,8 @@ from pathlib import Path
 import pandas as pd
 import regex
 
-from helpers.baseline import BASELINE_DECODINGS, BASELINE_MODEL, BASELINE_READER
-from helpers.corruptions import CORRUPTION_COLLECTION, CORRUPTION_MODEL, CORRUPTION_READER, \
-    CORRUPTION_REVISION, KINDS, corrupt_review
+from helpers.baseline import BASELINE_DECODINGS, BASELINE_READER
+from helpers.corruptions import CORRUPTION_READER, KINDS, corrupt_review
 from helpers.decoding import CONSTRAINED, DECODING_FIELD, UNCONSTRAINED
 from helpers.judge import JUDGE_GRAMMAR, JUDGE_SETTINGS, judge_requests, parse_judge_reply
 from helpers.parsing import parse_reader_output
@@ -32,11 +31,17 @@ from .files import write_csv_atomic
 from .fixture import CORRUPTIONS_FILE, EXTENDED_QUESTIONS_FILE, JUDGMENT_RULES, QUESTIONS_FILE, \
     REVIEW_FILE, SCHEMAS, SECOND_READING_FILE, FixtureError, PathLike, Row, _load, \
     check_against_metadata, check_rows, frame_rows, load_riverton, read_metadata, read_rows
-from .lessons import baseline_replies, collection_name, fit_retriever
+from .lessons import BASELINE_MODEL, baseline_replies, collection_name, fit_retriever
 from .paths import DATA_DIR, PROJECT_ROOT
 from .readers import generate_all
 from .records import TRANSCRIPT_PATH, Reply, computed_reply, read_transcript, recorded
 from .registry import REGISTRY
+
+#: The rule-made replies' stand-in for a model in the transcript, its revision (the code
+#: that makes them) and their collection.
+CORRUPTION_MODEL = "rule-made corruption (helpers.corruptions)"
+CORRUPTION_REVISION = "helpers/corruptions.py"
+CORRUPTION_COLLECTION = "corruptions"
 
 #: The columns of a review; what each must hold is its schema in ``fixture.SCHEMAS``.
 REVIEW_COLUMNS = tuple(SCHEMAS[REVIEW_FILE].columns)

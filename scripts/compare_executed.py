@@ -1,8 +1,6 @@
 #!/usr/bin/env python3
 """Compare two executions of the lessons, cell by cell: did a change alter what a page shows?
 
-usage: compare_executed.py BEFORE AFTER [--ignore-cell-source]
-
 BEFORE and AFTER are executed notebooks, or folders of them: a folder's notebooks are
 found at any depth and matched by lesson (the nbclient build keeps each lesson's
 executions in ``.book-cache/executed/<lesson>/<key>/executed.ipynb``; give a folder that
@@ -19,6 +17,7 @@ first line and a few characters either side. Exit status 0 when the outputs are 
 """
 from __future__ import annotations
 
+import argparse
 import difflib
 import json
 import re
@@ -113,12 +112,16 @@ def notebooks(folder: Path) -> dict[str, Path]:
     return {lesson_of(p): p for p in sorted(folder.rglob("*.ipynb"))}
 
 
-def main(argv: list[str]) -> int:
-    args = [a for a in argv[1:] if not a.startswith("--")]
-    if len(args) != 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    before, after = Path(args[0]), Path(args[1])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="See the module docstring for what counts as a difference.")
+    parser.add_argument("before", type=Path, help="an executed notebook, or a folder of them")
+    parser.add_argument("after", type=Path, help="the same, after the change")
+    parser.add_argument("--ignore-cell-source", action="store_true",
+                        help="compare outputs even where a cell's code changed")
+    args = parser.parse_args(argv)
+    before, after = args.before, args.after
     if after.is_dir():
         old, new = notebooks(before), notebooks(after)
         pairs = [(old.get(name, before / f"{name}.ipynb"), path) for name, path in new.items()]
@@ -131,7 +134,7 @@ def main(argv: list[str]) -> int:
             print(f"{name}: no execution to compare with in {before}")
             failed = True
             continue
-        problems, machine = compare(old_path, new_path, "--ignore-cell-source" in argv)
+        problems, machine = compare(old_path, new_path, args.ignore_cell_source)
         print(f"{name}: {'same outputs' if not problems else f'{len(problems)} difference(s)'}"
               + (f" ({len(machine)} live check(s) differ, machine-dependent)" if machine else ""))
         for problem in problems + machine:
@@ -141,4 +144,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(main())

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from helpers.baseline import (BASELINE_DECODINGS, BASELINE_MODEL, NO_SENTENCE, baseline_reply,
+from helpers.baseline import (BASELINE_DECODINGS, NO_SENTENCE, baseline_reply,
                               contains_variant, sentence_baseline)
 from helpers.parsing import parse_reader_output
 from helpers.retrieval import TfidfRetriever
 from runtime import cli
-from runtime.lessons import BASELINE_PLAN, baseline_entries, baseline_replies
+from runtime.lessons import BASELINE_MODEL, BASELINE_PLAN, baseline_entries, baseline_replies
 from runtime.records import COMPUTED, read_transcript
 
 # The sentences, as printed (the TRUE / FALSE / NA column is read from lesson 1's page by

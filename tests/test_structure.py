@@ -284,6 +284,24 @@ def test_a_pipeline_is_computed_one_way_by_lessons_checks_and_runtime():
     assert "review_rows" in (PROJECT_ROOT / "exercises" / "lesson4.py").read_text()
 
 
+def test_every_command_line_is_parsed_by_argparse():
+    by_hand = [f"{path.relative_to(PROJECT_ROOT)}:{node.lineno}"
+               for folder in ("runtime", "bookkit", "scripts", "benchmarks", "exercises", "helpers")
+               for path in sorted((PROJECT_ROOT / folder).rglob("*.py"))
+               for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+               if isinstance(node, ast.Attribute) and node.attr == "argv"
+               and isinstance(node.value, ast.Name) and node.value.id == "sys"]
+    assert by_hand == [], "read sys.argv through argparse instead"
+
+
+def test_the_readmes_layout_names_every_taught_module():
+    layout = (PROJECT_ROOT / "README.md").read_text(encoding="utf-8").split("helpers/ ", 1)[1]
+    layout = layout.split("exercises/ ", 1)[0]
+    modules = {path.stem if path.stem != "__init__" else path.parent.name
+               for path in (PROJECT_ROOT / "helpers").rglob("*.py")} - {"helpers"}
+    assert sorted(m for m in modules if not re.search(rf"\b{m}\b", layout)) == []
+
+
 def test_every_entry_point_exists():
     import runtime
 
