@@ -2,6 +2,7 @@
 project that its configuration and documents name exists."""
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -31,6 +32,26 @@ def test_ruff_applies_the_projects_rules(tmp_path):
     result = _ruff("long.py", cwd=tmp_path)
     assert result.returncode == 1
     assert "E501" in result.stdout and "F401" in result.stdout and "E402" in result.stdout
+
+
+def test_lesson_code_keeps_the_line_length_and_cell_options_keep_to_one_line():
+    """Ruff's line length holds in lessons for every line but a cell option, which Quarto
+    reads one line at a time: a YAML block (`#| tbl-cap: >-` and lines below) loses its
+    caption or figure description in the Quarto render."""
+    long, blocks = [], []
+    for path in sorted((PROJECT_ROOT / "lessons").glob("*.ipynb")):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        for number, cell in enumerate(cells, start=1):
+            if cell["cell_type"] != "code":
+                continue
+            for line in "".join(cell["source"]).splitlines():
+                where = f"{path.name}, cell {number}: {line[:60]}"
+                if re.match(r"#\|\s*[\w-]+:\s*[|>][+-]?\s*$", line) or line.startswith("#|  "):
+                    blocks.append(where)
+                elif not line.startswith("#|") and len(line) > 100:
+                    long.append(where)
+    assert not long, "lesson lines over 100 characters:\n" + "\n".join(long)
+    assert not blocks, "cell options written as YAML blocks:\n" + "\n".join(blocks)
 
 
 def test_every_project_file_the_documents_name_exists():
