@@ -50,6 +50,8 @@ HANDBOOK_FILE = "riverton-handbook.csv"
 QUESTIONS_FILE = "riverton-handbook-questions.csv"
 #: Lesson 2's thirty-six further questions.
 EXTENDED_QUESTIONS_FILE = "riverton-extended-questions.csv"
+#: Lesson 5's held-out routing questions (data/riverton/analysis-plan.md).
+HELDOUT_QUESTIONS_FILE = "riverton-routing-heldout.csv"
 METADATA_FILE = "riverton-handbook-metadata.csv"
 #: Lesson 4's human support review (:mod:`runtime.reviews` checks it against the transcript).
 REVIEW_FILE = "support-review.csv"
@@ -468,6 +470,7 @@ SCHEMAS: dict[str, Schema] = {
     HANDBOOK_FILE: _HANDBOOK,
     QUESTIONS_FILE: _QUESTIONS,
     EXTENDED_QUESTIONS_FILE: _QUESTIONS,
+    HELDOUT_QUESTIONS_FILE: _QUESTIONS,
     METADATA_FILE: Schema({
         "artifact": Column(unique=UNIQUE), "description": TEXT, "source": TEXT, "license": TEXT,
         "created_on": DATE, "rows": Column(pattern=r"0|[1-9][0-9]*"), "fingerprint": SHA256}),
