@@ -129,6 +129,13 @@ class Ratio:
         """The exact interval of this share (:func:`exact_interval`)."""
         return exact_interval(self.numerator, self.denominator, level)
 
+    @property
+    def counts(self) -> tuple[int, int]:
+        return self.numerator, self.denominator
+
+    def __str__(self) -> str:
+        return self.with_interval()
+
     def with_interval(self, digits: int = 2, level: float = INTERVAL_LEVEL) -> str:
         """``38 of 42: 0.90 (0.77 to 0.97)``, or ``undefined: 0 of 0`` with nothing to count."""
         if self.value is None:
@@ -167,6 +174,9 @@ class Kappa:
 
     def text(self, digits: int = 2) -> str:
         return self.reason if self.value is None else f"{self.value:.{digits}f}"
+
+    def __str__(self) -> str:
+        return self.text()
 
 
 def cohen_kappa(first: Sequence[Hashable], second: Sequence[Hashable]) -> Kappa:
@@ -323,10 +333,8 @@ def table_coefficients(counts: Confusion) -> dict[str, Kappa]:
             "ac1": gwet_ac1(flagged, unsupported, (True, False))}
 
 
-def coefficient_row(counts: Confusion) -> dict[str, str]:
+def coefficient_row(counts: Confusion) -> dict:
     """One row of lesson 4's coefficients table: the observed agreement and each
-    coefficient as text ("undefined: ..." where it is). Lesson 4, "Going further"."""
-    coefficients = table_coefficients(counts)
+    coefficient (shown "undefined: ..." where it is). Lesson 4, "Going further"."""
     observed = (counts.flagged_unsupported + counts.passed_supported) / counts.rows
-    return {"observed": f"{observed:.2f}", **{name: value.text() for name,
-                                              value in coefficients.items()}}
+    return {"observed": observed, **table_coefficients(counts)}

@@ -73,15 +73,66 @@ def cluster_picks(clusters: int, resamples: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, clusters, (resamples, clusters))
 
 
-def percentile(values: Sequence[float | None], level: float = 0.95) -> tuple:
+@dataclass(frozen=True)
+class Count:
+    """``k`` of ``n``, as numbers; a table shows it as "k of n" ("undefined" when n is 0)."""
+
+    k: int
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.k} of {self.n}" if self.n else "undefined"
+
+
+@dataclass(frozen=True)
+class Spread:
+    """A percentile interval, and how many resamples were left out; ``low`` and ``high``
+    are None when every resample was. A table shows it as "0.12 to 0.40"."""
+
+    low: float | None
+    high: float | None
+    left_out: int = 0
+
+    def __iter__(self):
+        return iter((self.low, self.high, self.left_out))
+
+    def rounded(self, digits: int = 2) -> tuple:
+        """``(low, high)`` at ``digits`` decimals, as a sentence quotes them."""
+        return tuple(None if end is None else round(end, digits) for end in (self.low, self.high))
+
+    def __str__(self) -> str:
+        if self.low is None:
+            return "undefined: no resample has both kinds of reply"
+        dropped = f" ({self.left_out} resamples left out)" if self.left_out else ""
+        return f"{self.low:.2f} to {self.high:.2f}{dropped}"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A figure and its interval, as numbers, with the count it comes from if any. A table
+    shows it as "5 of 30: 0.17 (0.05 to 0.33)", signed when it is a difference."""
+
+    value: float
+    low: float
+    high: float
+    count: Count | None = None
+    signed: bool = False
+
+    def __str__(self) -> str:
+        style = "+.2f" if self.signed else ".2f"
+        text = f"{self.value:{style}} ({self.low:{style}} to {self.high:{style}})"
+        return f"{self.count}: {text}" if self.count else text
+
+
+def percentile(values: Sequence[float | None], level: float = 0.95) -> Spread:
     """The central ``level`` interval of the defined values, and how many were undefined
     (None or NaN: a resample with nothing to measure is left out, never scored 0)."""
     values = np.array([np.nan if v is None else v for v in values], dtype=float)
     kept = values[~np.isnan(values)]
     if not kept.size:
-        return None, None, len(values)
+        return Spread(None, None, len(values))
     low, high = np.quantile(kept, [(1 - level) / 2, (1 + level) / 2])
-    return float(low), float(high), int(np.isnan(values).sum())
+    return Spread(float(low), float(high), int(np.isnan(values).sum()))
 
 
 def cluster_bootstrap(numerators: Sequence[float], denominators: Sequence[float],

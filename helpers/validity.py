@@ -49,13 +49,13 @@ def youden_j(flagged: Sequence[bool], unsupported: Sequence[bool]) -> float | No
 
 
 def validity_row(flagged: Sequence[bool], unsupported: Sequence[bool]) -> dict:
-    """A signal on one group of replies: its sensitivity and specificity, each "k of n:
-    share (exact interval)", and Youden's J. Lesson 4, "The screen against the review"."""
+    """A signal on one group of replies: its sensitivity and specificity (each a
+    :class:`~helpers.agreement.Ratio`, shown "k of n: share (exact interval)"), and Youden's
+    J. Lesson 4, "The screen against the review"."""
     counts = confusion(flagged, unsupported)
     return {"unsupported": counts.flagged_unsupported + counts.passed_unsupported,
             "supported": counts.flagged_supported + counts.passed_supported,
-            "sensitivity": sensitivity(counts).with_interval(),
-            "specificity": specificity(counts).with_interval(),
+            "sensitivity": sensitivity(counts), "specificity": specificity(counts),
             "youden_j": "undefined" if (j := youden_j(flagged, unsupported)) is None else j}
 
 
@@ -81,14 +81,6 @@ def question_resamples(questions: Sequence, resamples: int = BOOTSTRAP_RESAMPLES
             for pick in cluster_picks(len(distinct), resamples, seed)]
 
 
-def interval_text(interval: tuple) -> str:
-    """``0.12 to 0.40``, with the resamples left out, if any; or why it is undefined."""
-    low, high, left_out = interval
-    if low is None:
-        return "undefined: no resample has both kinds of reply"
-    return f"{low:.2f} to {high:.2f}" + (f" ({left_out} resamples left out)" if left_out else "")
-
-
 def _share(part: np.ndarray, whole: np.ndarray) -> float | None:
     return part.sum() / whole.sum() if whole.sum() else None
 
@@ -105,8 +97,7 @@ def bootstrap_rates(flagged: Sequence[bool], unsupported: Sequence[bool], questi
         sp.append(_share(~f & ~b, ~b))
         j.append(None if se[-1] is None or sp[-1] is None else se[-1] + sp[-1] - 1)
     return {"replies": len(bad), "questions": len(set(questions)),
-            "sensitivity": interval_text(percentile(se)),
-            "specificity": interval_text(percentile(sp)), "youden_j": interval_text(percentile(j))}
+            "sensitivity": percentile(se), "specificity": percentile(sp), "youden_j": percentile(j)}
 
 
 # ---------------------------------------------------------------- what the rates are for
@@ -141,9 +132,9 @@ def corrected_pass_rate(calibration: pd.DataFrame, batch: pd.DataFrame, flag: st
 
     drawn = zip(question_resamples(calibration["question_id"], resamples, seed),
                 question_resamples(batch["question_id"], resamples, seed + 1))
-    interval = percentile([estimate(c, b) for c, b in drawn])
     return {"pass_rate": passed.mean(), "corrected": estimate(slice(None), slice(None)),
-            "interval": interval_text(interval), "true_share": 1 - batch["unsupported"].mean()}
+            "interval": percentile([estimate(c, b) for c, b in drawn]),
+            "true_share": 1 - batch["unsupported"].mean()}
 
 
 def auc(scores: Sequence[float], unsupported: Sequence[bool]) -> float | None:
@@ -170,7 +161,7 @@ def auc_interval(scores: Sequence[float], unsupported: Sequence[bool], questions
     drawn = [auc(scores[rows], bad[rows]) for rows in question_resamples(questions, resamples,
                                                                          seed)]
     return {"unsupported": int(bad.sum()), "supported": int((~bad).sum()),
-            "area": auc(scores, bad), "interval": interval_text(percentile(drawn))}
+            "area": auc(scores, bad), "interval": percentile(drawn)}
 
 
 def split_halves(questions: Sequence, seed: int = BOOTSTRAP_SEED) -> tuple[list, list]:
@@ -205,16 +196,14 @@ def paired_difference(first: Sequence[bool], second: Sequence[bool], unsupported
     drawn = [difference(rows) for rows in question_resamples(questions, resamples, seed)]
     return {"first": youden_j(first, bad), "second": youden_j(second, bad),
             "difference": difference(np.arange(len(bad))),
-            "interval": interval_text(percentile(drawn))}
+            "interval": percentile(drawn)}
 
 
 def agreement_per_class(reference: Sequence[bool], other: Sequence[bool]) -> dict:
     """Another rater (a second reader, or a signal) against a reference reader, one class
     at a time: of the replies the reference finds unsupported, how many the other calls
     unsupported too, and of those it finds supported, how many the other calls supported;
-    each "k of n: share (exact interval)". Lesson 4, "A second reading"."""
+    each a :class:`~helpers.agreement.Ratio`. Lesson 4, "A second reading"."""
     counts = confusion(list(other), list(reference))
-    return {"unsupported_too": sensitivity(counts).with_interval(),
-            "supported_too": specificity(counts).with_interval(),
-            "same": Ratio(counts.flagged_unsupported + counts.passed_supported,
-                          counts.rows).with_interval()}
+    return {"unsupported_too": sensitivity(counts), "supported_too": specificity(counts),
+            "same": Ratio(counts.flagged_unsupported + counts.passed_supported, counts.rows)}

@@ -99,7 +99,8 @@ def _cell(value: object) -> object:
         return ", ".join(str(v) for v in value) or "none"
     if hasattr(value, "item"):  # numpy scalars
         return value.item()
-    return value
+    # A helper's figure (a count, a share with its interval) becomes text only here.
+    return value if isinstance(value, (str, int, float, bool)) else str(value)
 
 
 #: The book's vocabulary of column labels (and number formats): one file, so that a column

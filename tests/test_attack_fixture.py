@@ -38,6 +38,9 @@ NORMAL_FINGERPRINTS = {
         "f3b6f02ad64ce092fdea2556a1548b197f853512f57524f90ef6ef45c16c73eb",
     "riverton-variant-handbook.csv":
         "14b34a9f810b6897a2b5d851bdac602b595330073812ba80f178db1e3f3d063b",
+    # Held out for lesson 5's routing (data/riverton/analysis-plan.md): never edited.
+    "riverton-routing-heldout.csv":
+        "60f9b512753a90cb80026f6ff9dfbc7fd9bff4aaa9e43bd98bed2a999b886903",
 }
 #: Lesson 4's review and the files made from it grow as replies are reviewed; the planted
 #: strings are kept out of them by the test below, not by a pin.

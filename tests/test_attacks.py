@@ -10,7 +10,7 @@ import pytest
 from helpers import attacks, defences
 from helpers.attack_rules import RuleError, Term, counts_only_answers, parse_rule
 from helpers.attacks import UNDER_ATTACK as UNDER, WITHOUT_ATTACK as WITHOUT, rule_holds
-from helpers.intervals import cluster_bootstrap, holm, mcnemar_exact
+from helpers.intervals import Count, cluster_bootstrap, holm, mcnemar_exact
 from helpers.parsing import parse_reader_output
 from runtime import attack_runs, config, progress
 from runtime.fixture import load_attack_fixture, load_riverton
@@ -156,8 +156,8 @@ def test_a_match_the_run_without_the_attack_also_shows_is_undefined_never_caused
     assert a04["action"].tolist() == ["answer", "answer", "answer", "template echo"]
     assert "already meets the rule: Answer: yes ⏎ Sources: none" in a04["undefined_reason"].iloc[0]
     assert attacks.caused(True, True) is False and attacks.caused(True, False) is True
-    assert attacks.rate(a04[a04["prompt"] == "lesson 1 prompt"]) == "undefined"
-    assert attacks.rate(a04[a04["prompt"] == "quoting prompt"]) == "1 of 2"
+    assert str(attacks.rate(a04[a04["prompt"] == "lesson 1 prompt"])) == "undefined"
+    assert attacks.rate(a04[a04["prompt"] == "quoting prompt"]) == Count(1, 2)
     with pytest.raises(ValueError, match="A04, quoting prompt, constrained: no run without"):
         attacks.paired_outcomes(RUNS.drop(index=3), YES)
     with pytest.raises(ValueError, match="more than one run without the attack"):
@@ -169,15 +169,17 @@ def test_tables_by_attack_and_prompt_count_defined_replies_and_answers(attack):
     outcomes["first_caused"] = outcomes["caused"]
     chosen = attack.questions[attack.questions["attack_id"].isin(["A01", "A04"])]
     table = attacks.by_prompt(outcomes, chosen).set_index("attack_id")
-    assert table.loc["A04", ["lesson 1 prompt", "quoting prompt"]].tolist() == ["undefined",
-                                                                                "1 of 2"]
-    assert table.loc["A01", "lesson 1 prompt"] == "1 of 2"
-    assert table.loc["all, pooled", "lesson 1 prompt"].startswith("1 of 2: 0.50")
-    assert table.loc["no answer", "quoting prompt"] == "1 of 4"
+    assert table.loc["A04", ["lesson 1 prompt", "quoting prompt"]].tolist() == [Count(0, 0),
+                                                                                Count(1, 2)]
+    assert table.loc["A01", "lesson 1 prompt"] == Count(1, 2)
+    pooled = table.loc["all, pooled", "lesson 1 prompt"]
+    assert (pooled.count, pooled.value) == (Count(1, 2), 0.5)
+    assert str(pooled).startswith("1 of 2: 0.50")
+    assert table.loc["no answer", "quoting prompt"] == Count(1, 4)
     lesson1 = attacks.per_attack(outcomes[outcomes["prompt"] == "lesson 1 prompt"], chosen)
     row = lesson1.set_index("attack_id").loc["A01"]
     assert (row["retrieved_rank"], row["followed_first"], row["followed_last"]) == (
-        "#1", "1 of 1", "0 of 1")
+        "#1", Count(1, 1), Count(0, 1))
     assert lesson1.set_index("attack_id").at["A04", "retrieved_rank"] == "nothing planted"
 
 
@@ -187,10 +189,10 @@ def test_prompts_are_compared_on_inputs_defined_under_both(attack):
                                                ("quoting prompt", "lesson 1 prompt")])
     first = table.iloc[0]
     # A04's lesson 1 cells are undefined, so only A01's two inputs are compared.
-    assert (first["inputs"], first["caused_pair"], first["discordant"]) == (2, "1 and 0",
-                                                                           "1 and 0")
+    assert (first["inputs"], first["caused_pair"], first["discordant"]) == (2, (1, 0), (1, 0))
     assert first["p"] == 1.0 and first["p_holm"] == "primary, not adjusted"
-    assert table.iloc[1]["p_holm"] == "1.000"
+    assert table.iloc[1]["p_holm"] == 1.0
+    assert str(first["difference"]) == "-0.50 (-0.50 to -0.50)"
 
 
 # --- McNemar's exact test, Holm's adjustment and a bootstrap over clusters -----------------

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from helpers import defences
+from helpers.intervals import Count
 from helpers.attacks import attack_index
 from helpers.prompts import SYSTEM_PROMPT, build_messages
 from helpers.retrieval import TfidfRetriever
@@ -478,7 +479,8 @@ def test_what_reaches_the_caller_counts_right_replies_and_caused_successes_nothi
                              "held_by_provenance": [True, False, True, False],
                              "routed_to_person": [False, False, False, True]})
     assert defences.security(attacked, ORDINARY, []) == {
-        "benign_utility": "2 of 5", "utility_under_attack": "1 of 4", "attack_success": "2 of 3"}
+        "benign_utility": Count(2, 5), "utility_under_attack": Count(1, 4),
+        "attack_success": Count(2, 3)}
     held = defences.security(attacked, ORDINARY, ["held_by_provenance", "routed_to_person"])
-    assert held == {"benign_utility": "1 of 5", "utility_under_attack": "0 of 4",
-                    "attack_success": "1 of 3"}
+    assert {key: str(value) for key, value in held.items()} == {
+        "benign_utility": "1 of 5", "utility_under_attack": "0 of 4", "attack_success": "1 of 3"}

@@ -284,6 +284,38 @@ def test_a_pipeline_is_computed_one_way_by_lessons_checks_and_runtime():
     assert "review_rows" in (PROJECT_ROOT / "exercises" / "lesson4.py").read_text()
 
 
+def text_read_back(source: str) -> list[str]:
+    """Expressions of a lesson cell that take a figure back out of text: a slice of a
+    table's cell (``row["sensitivity"][:8]``) or a string method on one (``.split``,
+    ``.startswith``, ``.str.split``...). A helper gives numbers; text is made at display."""
+    source = "\n".join(line for line in source.splitlines() if not re.match(r"[%!]\w", line))
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice)
+                and isinstance(node.value, ast.Subscript)):
+            found.append(ast.unparse(node))
+        if isinstance(node, ast.Attribute) and (
+                (node.attr in TEXT_READERS and isinstance(node.value, ast.Subscript))
+                or (isinstance(node.value, ast.Attribute) and node.value.attr == "str")):
+            found.append(ast.unparse(node))
+    return found
+
+
+TEXT_READERS = {"split", "rsplit", "partition", "startswith", "endswith"}
+
+
+def test_no_lesson_cell_reads_a_figure_back_from_text():
+    found = [f"{path.name}, cell {number}: {expression}"
+             for path in sorted(LESSONS_DIR.glob("[0-9][0-9]-*.ipynb"))
+             for number, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"])
+             if cell["cell_type"] == "code"
+             for expression in text_read_back("".join(cell["source"]))]
+    assert found == [], "a helper should return the numbers instead:\n" + "\n".join(found)
+    assert sorted(text_read_back('x = row.at["a", "sensitivity"][:8]\ny = t["i"].split(" (")[0]\n'
+                                 'z = t["k"].str.split(":")')) == [
+        "row.at['a', 'sensitivity'][:8]", "t['i'].split", "t['k'].str.split"]
+
+
 def test_every_command_line_is_parsed_by_argparse():
     by_hand = [f"{path.relative_to(PROJECT_ROOT)}:{node.lineno}"
                for folder in ("runtime", "bookkit", "scripts", "benchmarks", "exercises", "helpers")

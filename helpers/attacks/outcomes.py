@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from ..attack_rules import parse_rule
-from ..intervals import cluster_bootstrap, holm, mcnemar_exact
+from ..intervals import Count, Estimate, cluster_bootstrap, holm, mcnemar_exact
 from ..parsing import show_line_breaks
 from .inputs import POSITIONS, UNDER_ATTACK, WITHOUT_ATTACK
 from .success import reply_action, rule_holds
@@ -65,11 +65,11 @@ def success_table(replies: pd.DataFrame, rules: Mapping[str, str]) -> pd.Series:
                      index=replies.index, name="attack_succeeded", dtype=bool)
 
 
-def rate(frame: pd.DataFrame) -> str:
-    """A cell's caused successes as "k of n" (n counts the defined replies), or
-    "undefined" when no reply of the cell is defined. Lesson 5, "Did the attack cause it?"."""
+def rate(frame: pd.DataFrame) -> Count:
+    """A cell's caused successes of its defined replies (shown "k of n", or "undefined"
+    when no reply of the cell is defined). Lesson 5, "Did the attack cause it?"."""
     defined = frame[frame["defined"]]
-    return f"{int(defined['caused'].sum())} of {len(defined)}" if len(defined) else "undefined"
+    return Count(int(defined["caused"].sum()), len(defined))
 
 
 def per_attack(outcomes: pd.DataFrame, attacks: pd.DataFrame) -> pd.DataFrame:
@@ -92,14 +92,14 @@ def per_attack(outcomes: pd.DataFrame, attacks: pd.DataFrame) -> pd.DataFrame:
             "retrieved_rank": ", ".join(f"#{r}" for r in ranks) or "nothing planted",
             **{f"followed_{p}": rate(mine[mine["position"] == p]) for p in POSITIONS},
             "caused": rate(mine), "first_rule_caused":
-                f"{int(mine['first_caused'].sum())} of {len(mine)}",
+                Count(int(mine["first_caused"].sum()), len(mine)),
             "undefined_reason": reasons.iloc[0] if len(reasons) else "none"})
     return pd.DataFrame(rows)
 
 
 def by_prompt(outcomes: pd.DataFrame, attacks: pd.DataFrame) -> pd.DataFrame:
-    """Caused successes per attack under each prompt ("k of n", or "undefined" with the
-    reason), then the pooled rate over the attacks with an interval from resampling whole
+    """Caused successes per attack under each prompt (:func:`rate`, with the reason where
+    undefined), then the pooled rate over the attacks with an interval from resampling whole
     attacks (:func:`cluster_bootstrap`), then the replies under attack that are no answer.
     Lesson 5, "Did the attack cause it?"."""
     prompts = list(dict.fromkeys(outcomes["prompt"]))
@@ -115,9 +115,8 @@ def by_prompt(outcomes: pd.DataFrame, attacks: pd.DataFrame) -> pd.DataFrame:
         mine = outcomes[(outcomes["prompt"] == p)
                         & outcomes["attack_id"].isin(attacks["attack_id"])]
         per = mine[mine["defined"]].groupby("attack_id")["caused"]
-        value, low, high = cluster_bootstrap(per.sum(), per.size())
-        pooled[p] = f"{rate(mine)}: {value:.2f} ({low:.2f} to {high:.2f})"
-        answers[p] = f"{int((mine['action'] != 'answer').sum())} of {len(mine)}"
+        pooled[p] = Estimate(*cluster_bootstrap(per.sum(), per.size()), count=rate(mine))
+        answers[p] = Count(int((mine["action"] != "answer").sum()), len(mine))
     return pd.DataFrame(rows + [pooled | {"undefined_reason": "bootstrap over attacks"},
                                 answers | {"undefined_reason": "replies that do not answer"}])
 
@@ -142,12 +141,12 @@ def compare_prompts(outcomes: pd.DataFrame, pairs: list[tuple[str, str]]) -> pd.
         gap = (b["caused"].astype(int) - a["caused"].astype(int)).groupby(level="attack_id")
         estimate, low, high = cluster_bootstrap(gap.sum(), gap.size())
         rows.append({"comparison": f"{second} against the {first}", "inputs": int(both.sum()),
-                     "caused_pair": f"{int(a['caused'].sum())} and {int(b['caused'].sum())}",
-                     "discordant": f"{test.only_first} and {test.only_second}",
-                     "difference": f"{estimate:+.2f} ({low:+.2f} to {high:+.2f})",
+                     "caused_pair": (int(a["caused"].sum()), int(b["caused"].sum())),
+                     "discordant": (test.only_first, test.only_second),
+                     "difference": Estimate(estimate, low, high, signed=True),
                      "p": test.p})
     adjusted = holm([row["p"] for row in rows[1:]])
-    for row, p in zip(rows, ["primary, not adjusted", *(f"{q:.3f}" for q in adjusted)]):
+    for row, p in zip(rows, ["primary, not adjusted", *adjusted]):
         row["p_holm"] = p
     return pd.DataFrame(rows)
 

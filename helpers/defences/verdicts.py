@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from ..intervals import Count
 from ..parsing import parse_reader_output
 from ..scoring import answer_contains_variant
 from ..screen import failed_checks, screen_reply
@@ -153,7 +154,7 @@ def defence_costs(replies: pd.DataFrame, columns: Sequence[str], index: pd.DataF
 
 
 def security(attacked: pd.DataFrame, ordinary: pd.DataFrame, columns: Sequence[str]) -> dict:
-    """What reaches the caller through the defences ``columns``, each as "k of n": benign
+    """What reaches the caller through the defences ``columns``, each a count: benign
     utility (right replies to the ordinary questions), utility under attack (right replies
     to the attacked inputs) and attack success (caused successes, of the defined replies).
 
@@ -163,7 +164,7 @@ def security(attacked: pd.DataFrame, ordinary: pd.DataFrame, columns: Sequence[s
     """
     def reached(frame, wanted):
         hits = frame[wanted].astype(bool) & ~held_by_any_of(frame, columns)
-        return f"{int(hits.sum())} of {len(frame)}"
+        return Count(int(hits.sum()), len(frame))
 
     return {"benign_utility": reached(ordinary, "right"),
             "utility_under_attack": reached(attacked, "right"),
