@@ -35,7 +35,7 @@ ENTRY_POINTS = {
     "load_corruptions": "reviews", "load_second_reading": "reviews",
     # lesson 5's runs
     "run_attacks": "attack_runs", "ordinary_inputs": "attack_runs", "run_name": "attack_runs",
-    "attack_prompts": "attack_runs",
+    "attack_prompts": "attack_runs", "heldout_questions": "plan", "read_plan": "plan",
 }
 
 __all__ = sorted(ENTRY_POINTS)

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 
 import pandas as pd
 import pytest
 import yaml
 
+from runtime.data_check import update_metadata
+from runtime.fixture import HELDOUT_QUESTIONS_FILE, FixtureError
 from runtime.paths import DATA_DIR, PROJECT_ROOT
+from runtime.plan import heldout_questions, read_plan
 
 PLAN = DATA_DIR / "analysis-plan.md"
 
@@ -23,7 +27,8 @@ def _sha(value) -> str:
 @pytest.fixture(scope="module")
 def plan() -> dict:
     front = PLAN.read_text(encoding="utf-8").split("---\n")[1]
-    return yaml.safe_load(front)
+    assert read_plan() == yaml.safe_load(front)
+    return read_plan()
 
 
 def routing_fingerprint(routing) -> str:
@@ -71,3 +76,35 @@ def test_a_changed_rule_is_caught(plan):
         ROUTED_TOPICS, TOPIC_MIN_SCORE = routing.ROUTED_TOPICS, routing.TOPIC_MIN_SCORE
 
     assert routing_fingerprint(Widened) != plan["routing"]["rule_fingerprint"]
+
+
+def test_held_out_routing_questions_are_none_of_those_the_rules_were_tuned_on(plan):
+    questions = heldout_questions()
+    used = set(plan["routing"]["tuning_questions"]) | set(plan["routing"]["seen_questions"])
+    assert len(questions) >= 40 and not used & set(questions["question_id"])
+    assert plan["routing"]["held_out_file"].endswith(HELDOUT_QUESTIONS_FILE)
+
+
+@pytest.mark.parametrize("row, named", [
+    ('X05,What is the last day to sign up?,direct lookup,answer,H14,October 15,copied', "X05"),
+    ('R49,what is the LAST day to  sign up?,direct lookup,answer,H14,October 15,reworded', "X05"),
+    ('U2,When do applications close?,direct lookup,answer,H14,October 15,seen', "U2")])
+def test_a_tuning_question_in_the_held_out_file_stops_every_held_out_figure(tmp_path, row, named):
+    """A routing figure on the page is computed through heldout_questions: a question the plan
+    lists as used for tuning (by ID or by wording) stops it, naming the file, row and column."""
+    data = tmp_path / "riverton"
+    shutil.copytree(DATA_DIR, data, ignore=shutil.ignore_patterns("*.jsonl"))
+    with (data / HELDOUT_QUESTIONS_FILE).open("a", encoding="utf-8") as handle:
+        handle.write(row + "\n")
+    update_metadata([HELDOUT_QUESTIONS_FILE], data)
+    with pytest.raises(FixtureError, match=rf"riverton-routing-heldout.csv, row 49, column "
+                                           rf"'question_id': question \w+ is {named}, which"):
+        heldout_questions(data)
+
+
+def test_lesson_5_computes_its_held_out_routing_through_the_plans_loader():
+    lesson = json.loads((PROJECT_ROOT / "lessons" / "05-evidence-not-instructions.ipynb")
+                        .read_text(encoding="utf-8"))
+    code = "\n".join("".join(c["source"]) for c in lesson["cells"] if c["cell_type"] == "code")
+    assert "heldout = heldout_questions()" in code
+    assert HELDOUT_QUESTIONS_FILE not in code and "riverton-routing" not in code

@@ -42,7 +42,7 @@ from .marking import (DATAMARK, DATAMARKING_SYSTEM_PROMPT, DATAMARKING_SYSTEM_PR
 from .provenance import (HANDBOOK_FILE, Provenance, UntrustedHandbookError, check_fingerprinted,
                          handbook_fingerprint, provenance_check, trusted_ids)
 from .routing import (OFFERINGS, PRICE_WORDS, QUESTION_TERMS, ROUTED_TOPICS, TOPIC_MIN_SCORE, Route,
-                      route_question, route_table, routing_topics)
+                      route_question, route_table, routing_topics, topic_routes)
 from .verdicts import (BEFORE_THE_REPLY, DEFENCE_KINDS, DEFENCES, READS_THE_REPLY, VERDICT_COLUMNS,
                        defence_costs, defence_verdicts, held_by_any_of, right_reply, security,
                        verdicts_for_reply)

@@ -187,3 +187,19 @@ def route_table(questions: pd.DataFrame, retrieved: pd.DataFrame, index: pd.Data
                      "to_person": route.to_person,
                      "reasons": "; ".join(route.reasons) or "none"})
     return pd.DataFrame(rows)
+
+
+def topic_routes(questions: pd.DataFrame, ranked: pd.DataFrame, index: pd.DataFrame,
+                 routed_topics: Mapping[str, str] = ROUTED_TOPICS) -> pd.Series:
+    """The second router of the analysis plan: whether each question goes to a person,
+    because the first passage a retriever ranks for it (``ranked``: ``question_id``,
+    ``passage_id``, ``rank``; lesson 2's dense retriever) has a routed topic.
+
+    Lesson 5, "Routing decided before the reader runs". It reads no word of the question
+    and has no threshold, so it learns nothing from any question; a question with no
+    passage ranked stays with the reader.
+    """
+    first = ranked[ranked["rank"] == 1].set_index("question_id")["passage_id"]
+    topics = questions["question_id"].map(first).map(index.set_index("passage_id")["topic"])
+    return topics.isin(list(routed_topics)).rename("to_person")
+
