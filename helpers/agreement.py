@@ -134,14 +134,12 @@ class Ratio:
         return self.numerator, self.denominator
 
     def __str__(self) -> str:
-        return self.with_interval()
-
-    def with_interval(self, digits: int = 2, level: float = INTERVAL_LEVEL) -> str:
-        """``38 of 42: 0.90 (0.77 to 0.97)``, or ``undefined: 0 of 0`` with nothing to count."""
+        """How a table shows it: ``38 of 42: 0.90 (0.77 to 0.97)``, or ``undefined: 0 of 0``
+        with nothing to count."""
         if self.value is None:
             return f"undefined: {self.numerator} of 0"
-        return (f"{self.numerator} of {self.denominator}: {self.value:.{digits}f} "
-                f"({self.interval(level).text(digits)})")
+        shown = f"{self.numerator} of {self.denominator}: {self.value:.2f}"
+        return f"{shown} ({self.interval().text()})"
 
 
 def sensitivity(counts: Confusion) -> Ratio:

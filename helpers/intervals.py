@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .agreement import Ratio
+
 
 @dataclass(frozen=True)
 class McNemar:
@@ -73,15 +75,12 @@ def cluster_picks(clusters: int, resamples: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, clusters, (resamples, clusters))
 
 
-@dataclass(frozen=True)
-class Count:
-    """``k`` of ``n``, as numbers; a table shows it as "k of n" ("undefined" when n is 0)."""
-
-    k: int
-    n: int
+class Count(Ratio):
+    """A count of a whole, as numbers; a table shows it as "k of n" ("undefined" when the
+    whole is 0)."""
 
     def __str__(self) -> str:
-        return f"{self.k} of {self.n}" if self.n else "undefined"
+        return f"{self.numerator} of {self.denominator}" if self.denominator else "undefined"
 
 
 @dataclass(frozen=True)
@@ -92,9 +91,6 @@ class Spread:
     low: float | None
     high: float | None
     left_out: int = 0
-
-    def __iter__(self):
-        return iter((self.low, self.high, self.left_out))
 
     def rounded(self, digits: int = 2) -> tuple:
         """``(low, high)`` at ``digits`` decimals, as a sentence quotes them."""
@@ -152,5 +148,5 @@ def cluster_bootstrap(numerators: Sequence[float], denominators: Sequence[float]
     picks = cluster_picks(len(numerators), resamples, seed)
     bottoms = denominators[picks].sum(axis=1)
     tops = numerators[picks].sum(axis=1)
-    low, high, _ = percentile([t / b if b > 0 else None for t, b in zip(tops, bottoms)], level)
-    return float(numerators.sum() / denominators.sum()), low, high
+    spread = percentile([t / b if b > 0 else None for t, b in zip(tops, bottoms)], level)
+    return float(numerators.sum() / denominators.sum()), spread.low, spread.high

@@ -119,11 +119,6 @@ def judge_requests(review: pd.DataFrame, questions: Mapping[str, str],
                      "messages": judge_messages(questions[row.question_id],
                                                 row.answer, cited)})
     frame = pd.DataFrame(rows, columns=["review_id", "question_id", "messages"])
-    first: dict[str, str] = {}
-    names = []
-    for review_id, messages in zip(frame["review_id"], frame["messages"]):
-        text = repr(messages)
-        first.setdefault(text, review_id)
-        names.append(first[text])
-    frame["request_id"] = names
+    same = frame["messages"].map(repr)
+    frame["request_id"] = frame.groupby(same, sort=False)["review_id"].transform("first")
     return frame

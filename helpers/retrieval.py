@@ -218,12 +218,6 @@ class TfidfRetriever:
                 f"{self.term_matrix.nnz:,} postings)")
 
     @property
-    def index_nbytes(self) -> int:
-        """Bytes held by the inverted index (its weights, passage positions and offsets)."""
-        index = self.term_matrix
-        return index.data.nbytes + index.indices.nbytes + index.indptr.nbytes
-
-    @property
     def vocabulary(self) -> pd.DataFrame:
         """Terms with their document frequency and idf, sorted by term (the order in which
         CountVectorizer numbers them)."""

@@ -25,6 +25,7 @@ from statsmodels.stats.inter_rater import aggregate_raters, cohens_kappa, fleiss
 from statsmodels.stats.proportion import proportion_confint
 
 from helpers import validity
+from helpers.intervals import Spread
 from helpers.agreement import (ONE_CATEGORY, Confusion, Ratio, coefficient_row, cohen_kappa, confusion,
                                exact_interval, gwet_ac1, kappa_max, pabak, ratings_of,
                                sensitivity, specificity, table_coefficients, table_kappa)
@@ -70,12 +71,12 @@ def test_the_two_rates_read_the_table_by_class():
     counts = table(38, 0, 4, 3)  # the screen on the two models' distinct replies
     assert [(r(counts).numerator, r(counts).denominator) for r in (sensitivity, specificity)] \
         == [(38, 42), (3, 3)]
-    assert specificity(counts).with_interval() == "3 of 3: 1.00 (0.29 to 1.00)"
-    assert sensitivity(counts).with_interval() == "38 of 42: 0.90 (0.77 to 0.97)"
+    assert str(specificity(counts)) == "3 of 3: 1.00 (0.29 to 1.00)"
+    assert str(sensitivity(counts)) == "38 of 42: 0.90 (0.77 to 0.97)"
     # A class with no members has no rate and no interval.
     nothing = specificity(table(5, 0, 2, 0))
     assert nothing.value is None and nothing.interval().low is None
-    assert nothing.with_interval() == "undefined: 0 of 0"
+    assert str(nothing) == "undefined: 0 of 0"
     assert "nothing to count" in nothing.interval().text()
     with pytest.raises(ValueError, match="not a share"):
         exact_interval(4, 3)
@@ -307,10 +308,10 @@ def test_the_bootstrap_resamples_whole_questions_and_leaves_out_what_it_cannot_s
         values = np.array(values)
         low, high = np.quantile(values[~np.isnan(values)], [0.025, 0.975])
         left = int(np.isnan(values).sum())
-        assert tuple(got[key]) == (pytest.approx(low), pytest.approx(high), left)
+        assert (got[key].low, got[key].high, got[key].left_out) == (pytest.approx(low), pytest.approx(high), left)
         assert str(got[key]) == f"{low:.2f} to {high:.2f}" + (f" ({left} resamples left out)" if left else "")
     assert got["sensitivity"].left_out > 0 and (got["replies"], got["questions"]) == (10, 6)
-    assert tuple(validity.percentile([None, np.nan])) == (None, None, 2)
+    assert validity.percentile([None, np.nan]) == Spread(None, None, 2)
     assert str(validity.percentile([None, np.nan])).startswith("undefined")
 
 
