@@ -142,6 +142,14 @@ class Ratio:
         return f"{shown} ({self.interval().text()})"
 
 
+class Count(Ratio):
+    """A count of a whole, as numbers; a table shows it as "k of n" ("undefined" when the
+    whole is 0)."""
+
+    def __str__(self) -> str:
+        return f"{self.numerator} of {self.denominator}" if self.denominator else "undefined"
+
+
 def sensitivity(counts: Confusion) -> Ratio:
     """The unsupported replies the signal holds, of all unsupported replies (its recall).
     Lesson 4, "The screen against the review"."""

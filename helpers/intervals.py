@@ -28,8 +28,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .agreement import Ratio
-
 
 @dataclass(frozen=True)
 class McNemar:
@@ -75,14 +73,6 @@ def cluster_picks(clusters: int, resamples: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, clusters, (resamples, clusters))
 
 
-class Count(Ratio):
-    """A count of a whole, as numbers; a table shows it as "k of n" ("undefined" when the
-    whole is 0)."""
-
-    def __str__(self) -> str:
-        return f"{self.numerator} of {self.denominator}" if self.denominator else "undefined"
-
-
 @dataclass(frozen=True)
 class Spread:
     """A percentile interval, and how many resamples were left out; ``low`` and ``high``
@@ -111,7 +101,7 @@ class Estimate:
     value: float
     low: float
     high: float
-    count: Count | None = None
+    count: object = None  # a helpers.agreement.Count, shown before the figure
     signed: bool = False
 
     def __str__(self) -> str:

@@ -647,7 +647,7 @@ def load_attack_fixture(data_dir: PathLike = DATA_DIR, handbook: pd.DataFrame | 
     carries it (:data:`ATTACK_KINDS_FILE`): an attack's kind must be one of them, and it
     plants passages exactly when its kind is carried by a planted passage;
     ``written_against`` is "none" or defences of :data:`helpers.attack_rules.DEFENCE_NAMES`
-    joined by ``|``. ``variant`` is :data:`VARIANT_HANDBOOK_FILE`.
+    joined by ``|`` (``against_list``: their tuple). ``variant`` is :data:`VARIANT_HANDBOOK_FILE`.
     """
     metadata = read_metadata(data_dir) if metadata is None else metadata
     found = frame_rows(load_handbook(data_dir, metadata) if handbook is None else handbook)
@@ -659,7 +659,8 @@ def load_attack_fixture(data_dir: PathLike = DATA_DIR, handbook: pd.DataFrame | 
         for ids, asked in zip(questions["planted_ids"], questions["question"])])
     wordings = pd.concat([own[further.columns], further], ignore_index=True)
     wordings.insert(2, "wording", wordings["wording_id"].str.partition("-")[2].astype(int))
-    for column, listed in (("planted_ids",) * 2, ("acceptable_list", "acceptable_answers")):
+    for column, listed in (("planted_ids",) * 2, ("acceptable_list", "acceptable_answers"),
+                           ("against_list", "written_against")):
         questions[column] = pd.Series(map(split_answers, questions[listed]), dtype=object)
     wordings = wordings.sort_values(["attack_id", "wording"], ignore_index=True)
     variant = _load(VARIANT_HANDBOOK_FILE, data_dir, metadata, found)

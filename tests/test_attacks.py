@@ -10,7 +10,8 @@ import pytest
 from helpers import attacks, defences
 from helpers.attack_rules import RuleError, Term, counts_only_answers, parse_rule
 from helpers.attacks import UNDER_ATTACK as UNDER, WITHOUT_ATTACK as WITHOUT, rule_holds
-from helpers.intervals import Count, cluster_bootstrap, holm, mcnemar_exact
+from helpers.agreement import Count
+from helpers.intervals import cluster_bootstrap, holm, mcnemar_exact
 from helpers.parsing import parse_reader_output
 from runtime import attack_runs, config, progress
 from runtime.fixture import load_attack_fixture, load_riverton

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from helpers import defences
-from helpers.intervals import Count
+from helpers.agreement import Count
 from helpers.attacks import attack_index
 from helpers.prompts import SYSTEM_PROMPT, build_messages
 from helpers.retrieval import TfidfRetriever

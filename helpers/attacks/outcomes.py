@@ -12,7 +12,8 @@ from collections.abc import Mapping
 import pandas as pd
 
 from ..attack_rules import parse_rule
-from ..intervals import Count, Estimate, cluster_bootstrap, holm, mcnemar_exact
+from ..agreement import Count
+from ..intervals import Estimate, cluster_bootstrap, holm, mcnemar_exact
 from ..parsing import show_line_breaks
 from .inputs import POSITIONS, UNDER_ATTACK, WITHOUT_ATTACK
 from .success import reply_action, rule_holds

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from ..intervals import Count
+from ..agreement import Count
 from ..parsing import parse_reader_output
 from ..scoring import answer_contains_variant
 from ..screen import failed_checks, screen_reply
