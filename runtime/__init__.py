@@ -12,31 +12,29 @@ from __future__ import annotations
 
 import importlib
 
-#: Every name a lesson or an exercise check may import from the runtime, and its module.
-ENTRY_POINTS = {
+#: The names a lesson or an exercise check may import from the runtime, by module.
+_NAMES = {
     # the fixture (lesson 1, "Load the reader and the handbook")
-    "load_riverton": "fixture", "load_attack_fixture": "fixture", "read_metadata": "fixture",
-    "QUESTIONS_FILE": "fixture", "EXTENDED_QUESTIONS_FILE": "fixture", "DATA_DIR": "paths",
-    "PROJECT_ROOT": "paths",
+    "fixture": "load_riverton load_attack_fixture read_metadata QUESTIONS_FILE "
+               "EXTENDED_QUESTIONS_FILE",
+    "paths": "DATA_DIR PROJECT_ROOT",
     # readers (lesson 1, "Ask the reader for two lines"; lessons 2-5)
-    "load_reader": "readers", "generate_all": "readers", "mode_sentence": "readers",
-    "live_check": "readers",
-    "ReplayError": "readers",
-    "load_encoder": "encoder", "ENGINES": "server", "UNKNOWN_ENGINE": "server",
+    "readers": "load_reader generate_all mode_sentence live_check ReplayError",
+    "encoder": "load_encoder", "server": "ENGINES UNKNOWN_ENGINE",
     # the page
-    "show_table": "display", "show_source": "display", "Markdown": "display",
-    "interactive_tables": "display", "check_claim": "claims", "pipeline_figure": "figures",
-    "QuestionProgress": "progress",
+    "display": "show_table show_source Markdown interactive_tables", "claims": "check_claim",
+    "figures": "pipeline_figure", "progress": "QuestionProgress",
     # lesson 4's review
-    "recorded_replies": "reviews", "load_review": "reviews", "load_student_reviews": "reviews",
-    "write_template": "reviews", "reviews_dir": "reviews", "system_label": "reviews",
-    "retriever_of": "reviews", "judge_replies": "reviews", "review_requests": "reviews",
-    "ReviewError": "reviews", "JUDGMENT_COLUMNS": "reviews", "fit_retriever": "lessons",
-    "load_corruptions": "reviews", "load_second_reading": "reviews",
+    "reviews": "recorded_replies load_review load_student_reviews write_template reviews_dir "
+               "system_label retriever_of judge_replies review_requests ReviewError "
+               "JUDGMENT_COLUMNS load_corruptions load_second_reading",
+    "lessons": "fit_retriever",
     # lesson 5's runs
-    "run_attacks": "attack_runs", "ordinary_inputs": "attack_runs", "run_name": "attack_runs",
-    "attack_prompts": "attack_runs", "heldout_questions": "plan", "read_plan": "plan",
+    "attack_runs": "run_attacks ordinary_inputs run_name attack_prompts",
+    "plan": "heldout_questions read_plan",
 }
+#: Every entry point and its module.
+ENTRY_POINTS = {name: module for module, names in _NAMES.items() for name in names.split()}
 
 __all__ = sorted(ENTRY_POINTS)
 

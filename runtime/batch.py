@@ -14,6 +14,7 @@ set, else :data:`DEFAULT_BATCH_SIZE`.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
 from helpers.decoding import next_tokens
@@ -60,11 +61,8 @@ MIN_SHARED_PREFIX = 16
 def shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
     """How many tokens every prompt begins with (all but the last token of the shortest,
     so that each row keeps at least one token of its own to read)."""
-    shortest = min(len(p) for p in prompts)
-    length = 0
-    while length < shortest - 1 and all(p[length] == prompts[0][length] for p in prompts):
-        length += 1
-    return length
+    common = os.path.commonprefix([list(p) for p in prompts])  # any sequences, not only text
+    return max(0, min(len(common), min(len(p) for p in prompts) - 1))
 
 
 def _prefill(model, prompts: Sequence[Sequence[int]], pad_id: int):

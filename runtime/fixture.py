@@ -32,6 +32,7 @@ from collections import Counter, namedtuple
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
+from itertools import chain
 from pathlib import Path
 
 import pandas as pd
@@ -268,13 +269,11 @@ def check_rows(path: Path, rows: list[Row], schema: Schema,
             problem = None if column in skip else _problem(rule, row, column, files, seen[column])
             if problem:
                 raise FixtureError(path, problem, row.number, row.line, column)
-    for rule in schema.rules:
-        for row in rows:
-            for column, problem in rule(row.values, files or {}):
-                raise FixtureError(path, problem, row.number, row.line, column)
-    for rule in schema.file_rules:
-        for row, column, problem in rule(rows, files or {}):
-            raise FixtureError(path, problem, row and row.number, row and row.line, column)
+    faults = chain(((row, *fault) for rule in schema.rules for row in rows  # row by row
+                    for fault in rule(row.values, files or {})),
+                   (fault for rule in schema.file_rules for fault in rule(rows, files or {})))
+    for row, column, problem in faults:
+        raise FixtureError(path, problem, row and row.number, row and row.line, column)
     return rows
 
 

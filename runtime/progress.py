@@ -81,10 +81,6 @@ class QuestionProgress:
     def __exit__(self, *exc_info: Any) -> None:
         self._bar.close()
 
-    def working_on(self, question_id: str) -> None:
-        """Show ``question_id`` as the question in progress."""
-        self._bar.set_postfix_str(str(question_id), refresh=True)
-
     def finished(self, count: int = 1) -> None:
         """Count the question in progress (or the ``count`` questions of a batch) as done."""
         self.done += count
@@ -95,12 +91,12 @@ class QuestionProgress:
         else the first, the last and how many."""
         ids = [str(q) for q in question_ids]
         label = ", ".join(ids) if len(ids) <= 4 else f"{ids[0]} … {ids[-1]} ({len(ids)} together)"
-        self.working_on(label)
+        self._bar.set_postfix_str(label, refresh=True)
 
     def track(self, pairs: Iterable[tuple[str, T]]) -> Iterator[tuple[str, T]]:
         """Yield each ``(question_id, item)``, naming it on the bar first, counting it after."""
         for question_id, item in pairs:
-            self.working_on(question_id)
+            self.working_on_batch([question_id])
             yield question_id, item
             self.finished()
 

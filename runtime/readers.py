@@ -61,16 +61,19 @@ def resolve_mode(mode: str | None = None) -> str:
 
 
 class Reader:
-    """A reader in one mode. Use :func:`load_reader` to get one."""
+    """A reader in one mode. Use :func:`load_reader` to get one.
+
+    Each mode's ``prompt_tokens(messages, question_id)`` counts a prompt's tokens, and its
+    ``generate_many(question_ids, messages_list, settings_list, grammars, bar)`` gives one
+    reply per prompt: ``grammars`` holds each row's grammar (or None), ``settings_list``
+    the settings each reply is keyed by and ``bar`` the progress bar
+    (:class:`runtime.progress.QuestionProgress`).
+    """
 
     mode: str
 
     def __init__(self, spec: ReaderSpec, revision: str):
-        self.spec, self.revision = spec, revision
-
-    @property
-    def model_id(self) -> str:
-        return self.spec.model_id
+        self.spec, self.revision, self.model_id = spec, revision, spec.model_id
 
     @property
     def settings(self) -> dict:
@@ -89,19 +92,9 @@ class Reader:
                      settings=settings, messages=messages, recorded_by="", recorded_on="",
                      provenance=provenance, mode=self.mode, **reply)
 
-    def prompt_tokens(self, messages: list[dict], question_id: str = "?") -> int:
-        raise NotImplementedError
-
     def prompt_token_counts(self, messages_list, question_ids) -> list[int]:
         """The prompt tokens of each of ``messages_list`` (a server counts them concurrently)."""
         return [self.prompt_tokens(m, q) for m, q in zip(messages_list, question_ids)]
-
-    def generate_many(self, question_ids, messages_list, settings_list, grammars,
-                      bar=None) -> list[Reply]:
-        """One reply per prompt; ``grammars`` holds each row's grammar (or None),
-        ``settings_list`` the settings each reply is keyed by and ``bar`` the progress bar
-        (:class:`runtime.progress.QuestionProgress`)."""
-        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.spec.key} mode={self.mode} revision={self.revision}>"
@@ -373,10 +366,6 @@ class ServerReader(Reader):
                                       self.timeout)
         self._cache: dict[tuple, Reply] = {}
 
-    @property
-    def provenance(self) -> str:
-        return self.server.provenance
-
     def recorder_label(self, constrained: bool = False) -> str:
         """``recorded_by`` for entries recorded from this server."""
         grammar = ", greedy under the reply grammar" if constrained else ""
@@ -392,7 +381,7 @@ class ServerReader(Reader):
             question_id, messages, keyed, raw_output=reply.text,
             output_tokens=reply.completion_tokens, ended_by_eos=reply.finish_reason == "stop",
             hit_token_cap=reply.finish_reason == "length", prompt_tokens=reply.prompt_tokens,
-            provenance=self.provenance)
+            provenance=self.server.provenance)
 
     def ask(self, question_ids, messages_list, grammar_ids=None) -> list[Reply]:
         """One reply per prompt, at most ``concurrency`` requests in flight, in input order.

@@ -101,11 +101,11 @@ class Reply:
         return json.dumps({name: getattr(self, name) for name in FIELDS}, ensure_ascii=False)
 
 
-#: Every field of a transcript line, with the JSON types it may take (None: the field may
-#: be null, as a computed reply's token counts are), as :class:`Reply` declares them.
+#: Every field of a transcript line, with the JSON types it may take (NoneType: the field
+#: may be null, as a computed reply's token counts are), as :class:`Reply` declares them.
 FIELDS: dict[str, tuple] = {
     field.name: tuple({"str": str, "int": int, "bool": bool, "list": list, "dict": dict,
-                       "None": None}[kind] for kind in field.type.split(" | "))
+                       "None": type(None)}[kind] for kind in field.type.split(" | "))
     for field in fields(Reply) if field.metadata.get("transcript", True)}
 
 
@@ -147,13 +147,10 @@ def _entry_from_line(path: Path, number: int, line: str) -> Reply:
     if unknown := sorted(set(record) - set(FIELDS)):
         raise TranscriptError(f"{where}: unknown field(s) {', '.join(unknown)}")
     for name, kinds in FIELDS.items():
-        value = record[name]
-        if value is None and None in kinds:
-            continue
-        # bool is a subclass of int; a count written as true/false is still wrong.
-        if not isinstance(value, kinds[0]) or (isinstance(value, bool) and kinds[0] is not bool):
+        # JSON gives exact types: a count written as true/false is wrong, though bool is an int
+        if type(record[name]) not in kinds:
             raise TranscriptError(f"{where}: field {name!r} should be {kinds[0].__name__}, "
-                                  f"found {json.dumps(value)[:40]}")
+                                  f"found {json.dumps(record[name])[:40]}")
     if (chances := record["choice_probabilities"]) is not None and (
             not chances or any(isinstance(p, bool) or not isinstance(p, (int, float))
                                or not 0 <= p <= 1 for p in chances.values())
@@ -177,18 +174,16 @@ def read_transcript(path: str | os.PathLike = TRANSCRIPT_PATH) -> list[Reply]:
     path = Path(path)
     if not path.exists():
         return []
-    entries: list[Reply] = []
-    seen: dict[str, int] = {}
+    seen: dict[str, tuple[int, Reply]] = {}  # by key: the line and the entry, in file order
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
             continue
         entry = _entry_from_line(path, number, line)
         if entry.key in seen:
             raise TranscriptError(f"{path}, line {number}: key {entry.key[:12]}... repeats "
-                                  f"line {seen[entry.key]}")
-        seen[entry.key] = number
-        entries.append(entry)
-    return entries
+                                  f"line {seen[entry.key][0]}")
+        seen[entry.key] = (number, entry)
+    return [entry for _, entry in seen.values()]
 
 
 def merge_entries(existing: Iterable[Reply],

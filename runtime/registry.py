@@ -116,11 +116,8 @@ def file_sha256(path: Path, known: str | None = None) -> str:
     if known is not None:
         _SHA256_CACHE[cache_key] = known
     if cache_key not in _SHA256_CACHE:
-        digest = hashlib.sha256()
         with open(path, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        _SHA256_CACHE[cache_key] = digest.hexdigest()
+            _SHA256_CACHE[cache_key] = hashlib.file_digest(handle, "sha256").hexdigest()
     return _SHA256_CACHE[cache_key]
 
 

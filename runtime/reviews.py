@@ -106,35 +106,29 @@ def _fail(path: Path, row: Row, column: str, problem: str) -> ReviewError:
 
 # ------------------------------------------------------------ how a reply is written
 
-_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+_ESCAPES = str.maketrans({"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"})
 _UNESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t", "s": " "}
-_ESCAPE = regex.compile(r"\\(.)", regex.DOTALL)
+#: An escape, or a lone backslash at the end (an empty group).
+_ESCAPE = regex.compile(r"\\(.|\Z)", regex.DOTALL)
 
 
 def escape_reply(text: str) -> str:
     r"""A raw reply on one CSV line: backslash, line feed, carriage return and tab become
     ``\\``, ``\n``, ``\r`` and ``\t``, and a space at either end becomes ``\s`` (the
     fixture reader refuses fields with white space at their ends)."""
-    escaped = "".join(_ESCAPES.get(character, character) for character in text)
-    start = len(escaped) - len(escaped.lstrip(" "))
-    end = len(escaped) - len(escaped.rstrip(" "))
-    if start == len(escaped):
-        return "\\s" * start
-    return "\\s" * start + escaped[start:len(escaped) - end] + "\\s" * end
+    return regex.sub(r"\A +| +\Z", lambda spaces: "\\s" * len(spaces[0]),
+                     text.translate(_ESCAPES))
 
 
 def unescape_reply(text: str) -> str:
     """Undo :func:`escape_reply`; an unknown escape or a lone final backslash is an error."""
-    out, position = [], 0
-    for match in _ESCAPE.finditer(text):
-        if match.group(1) not in _UNESCAPES:
-            raise ValueError(f"unknown escape \\{match.group(1)} in {text!r}")
-        out += [text[position:match.start()], _UNESCAPES[match.group(1)]]
-        position = match.end()
-    rest = text[position:]
-    if "\\" in rest:
-        raise ValueError(f"a lone backslash ends {text!r}")
-    return "".join(out) + rest
+    def one(escape: regex.Match) -> str:
+        if escape[1] not in _UNESCAPES:
+            raise ValueError(f"unknown escape \\{escape[1]} in {text!r}" if escape[1] else
+                             f"a lone backslash ends {text!r}")
+        return _UNESCAPES[escape[1]]
+
+    return _ESCAPE.sub(one, text)
 
 
 # ------------------------------------------------------------------ the reviewed replies
@@ -258,7 +252,7 @@ def review_rows(path: Path, transcript: PathLike = TRANSCRIPT_PATH, allow_blank:
     return rows, judged
 
 
-def _frame(rows: list[Row], path: Path) -> pd.DataFrame:
+def _frame(rows: list[Row]) -> pd.DataFrame:
     """The rows of a review file as a frame, each reviewed reply as it was written."""
     frame = pd.DataFrame([row.values for row in rows], columns=list(REVIEW_COLUMNS))
     return frame.assign(reviewed_on=pd.to_datetime(frame["reviewed_on"], format="%Y-%m-%d").dt.date,
@@ -288,7 +282,7 @@ def load_review(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRANSCRIPT
     path = Path(data_dir) / REVIEW_FILE
     rows, _ = review_rows(path, transcript)
     check_against_metadata(path, len(rows), metadata)
-    frame = with_parsed(_frame(rows, path), transcript)
+    frame = with_parsed(_frame(rows), transcript)
     if replies is not None:
         status = carry_verdicts(frame, replies[["reader", "decoding", "question_id", "key",
                                                 "raw_output"]])
@@ -313,7 +307,7 @@ def load_student_reviews(folder: PathLike | None = None, transcript: PathLike = 
     paths = sorted(folder.glob("*.csv")) if folder.is_dir() else []
     book = load_review(transcript=transcript) if paths and book is None else book
     ids = {} if book is None else dict(zip(book["transcript_key"], book["review_id"]))
-    return {path.name: _frame(review_rows(path, transcript, True, ids)[1], path) for path in paths}
+    return {path.name: _frame(review_rows(path, transcript, True, ids)[1]) for path in paths}
 
 
 def write_template(path: PathLike, review: pd.DataFrame) -> Path:
@@ -401,8 +395,8 @@ def corruption_replies(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRA
     not show"). The sources are read from the review file by its schema alone, so that
     corruptions recorded under an older rule do not stop a new recording."""
     path = Path(data_dir) / REVIEW_FILE
-    review = with_parsed(_frame(check_rows(path, read_rows(path, REVIEW_COLUMNS),
-                                           SCHEMAS[REVIEW_FILE]), path), transcript)
+    rows = check_rows(path, read_rows(path, REVIEW_COLUMNS), SCHEMAS[REVIEW_FILE])
+    review = with_parsed(_frame(rows), transcript)
     sources = {key: entry for key, (_, entry) in reviewable_entries(transcript).items()}
     made = corrupt_review(review, *_questions_and_texts(data_dir),
                           {key: tuple(e.passage_ids) for key, e in sources.items()})

@@ -122,7 +122,7 @@ class ModelMatch:
     #: What pages and transcripts call the served model: its id, except that a path on
     #: the server's disk is cut to its file name (see :func:`public_model_name`), with the
     #: SHA-256 where it was read.
-    served_label: str
+    label: str
 
 
 @dataclass(frozen=True)
@@ -143,11 +143,6 @@ class ServerInfo(ModelMatch):
     def provenance(self) -> str:
         """The transcript's provenance for entries recorded from this server."""
         return f"server {self.engine_label}, serving {self.label}; {self.revision_note}"
-
-    @property
-    def label(self) -> str:
-        """:attr:`served_label`, or the served id when none was given."""
-        return self.served_label or public_model_name(self.served_model)
 
     def sentence(self) -> str:
         """Where the replies came from, for the page."""
@@ -410,40 +405,22 @@ def describe_api_error(error: Exception, timeout: float) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-def send(client, model: str, messages: list[dict], settings: dict, engine: EngineFacts,
-         extra: dict | None = None) -> object:
-    """One greedy chat-completions request; returns the decoded JSON body."""
-    raw = client.chat.completions.with_raw_response.create(
-        model=model, messages=messages, temperature=0, max_tokens=settings["max_new_tokens"],
-        extra_body={engine.penalty_parameter: settings["repetition_penalty"], **(extra or {})})
-    text = raw.http_response.text
-    try:
-        return json.loads(text)
-    except ValueError:
-        raise ValueError(f"the reply is not JSON: {_excerpt(text)}") from None
-
-
 def run_bounded(jobs: Sequence, work, concurrency: int) -> list:
     """``[work(job) for job in jobs]`` with at most ``concurrency`` running at once, in the
     order of ``jobs``. When a job fails, no further job starts and the failure of the
     earliest failing job is raised. The workers are daemon threads and the caller waits
     in short steps, so Ctrl-C stops a run at once instead of waiting for the requests in
     flight to time out."""
-    import queue
     import threading
 
     jobs, results, errors = list(jobs), {}, {}
     if concurrency <= 1 or len(jobs) <= 1:
         return [work(job) for job in jobs]
-    pending, finished = queue.SimpleQueue(), threading.Semaphore(0)
-    for index in range(len(jobs)):
-        pending.put(index)
+    pending, finished = iter(range(len(jobs))), threading.Semaphore(0)
 
     def worker() -> None:
-        while not errors:
-            try:
-                index = pending.get_nowait()
-            except queue.Empty:
+        for index in pending:  # next() on a range iterator is atomic: each index goes once
+            if errors:
                 return
             try:
                 results[index] = work(jobs[index])
@@ -482,10 +459,18 @@ def identify(client, url: str, spec: ReaderSpec, revision: str, timeout: float) 
 
 def ask(client, info: ServerInfo, messages: list[dict], settings: dict, extra: dict,
         question_id: str, timeout: float) -> Reply:
-    """Send one greedy request and check its reply; any failure is a ServerError naming
-    the URL and the question."""
+    """Send one greedy chat-completions request (with the request fields ``extra``) and
+    check its reply; any failure is a ServerError naming the URL and the question."""
     try:
-        data = send(client, info.served_model, messages, settings, info.engine, extra)
+        text = client.chat.completions.with_raw_response.create(
+            model=info.served_model, messages=messages, temperature=0,
+            max_tokens=settings["max_new_tokens"], extra_body={
+                info.engine.penalty_parameter: settings["repetition_penalty"], **extra},
+        ).http_response.text
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise ValueError(f"the reply is not JSON: {_excerpt(text)}") from None
         return check_reply(data, int(settings["max_new_tokens"]), info.engine)
     except ValueError as error:
         raise ServerError(info.url, question_id, str(error)) from None

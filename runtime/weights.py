@@ -157,9 +157,8 @@ def _write_cache(model, tokenizer, folder: Path, spec: ReaderSpec, gguf_path: Pa
         except OSError:
             if problem_with(folder, sha) is not None:  # not another process's complete copy
                 raise
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging, ignore_errors=True)
+    finally:  # gone once renamed into place
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def load_gguf(spec: ReaderSpec, gguf_path: Path, say=print):
