@@ -333,6 +333,11 @@ def _ranking() -> pd.DataFrame:
     return prompts.retrieve_and_prompt(_questions(), _handbook(), _tfidf())[0]
 
 
+def _asked(question_id: str, question: str) -> pd.DataFrame:
+    """One question as a table a retriever ranks."""
+    return pd.DataFrame({"question_id": [question_id], "question": [question]})
+
+
 def _top_ids(ranked: pd.DataFrame, question_id: str) -> tuple[str, ...]:
     rows = ranked[ranked["question_id"] == question_id].sort_values("rank")
     return tuple(rows["passage_id"])
