@@ -387,9 +387,10 @@ def _whole_number(value: Any, name: str) -> int:
     return int(number)
 
 
-def _call(function: Callable, name: str, *args: Any) -> Any:
+def _call(function: Callable, name: str, *args: Any, after: str = "") -> Any:
     """The student's ``function`` called with ``args``; a hint, never an error in the
-    notebook, when it takes another number of arguments or raises."""
+    notebook, when it takes another number of arguments or raises (with ``after``, what
+    a failure on these arguments suggests, at its end)."""
     import inspect
 
     try:
@@ -403,7 +404,7 @@ def _call(function: Callable, name: str, *args: Any) -> Any:
         return function(*args)
     except Exception as error:  # noqa: BLE001 - the student's code, reported as a hint
         shown = ", ".join(repr(a)[:60] for a in args)
-        raise _Hint(f"{name}({shown}) raised {type(error).__name__}: {error}.") from None
+        raise _Hint(f"{name}({shown}) raised {type(error).__name__}: {error}.{after}") from None
 
 
 def _close(value: Any, target: float, tolerance: float, name: str = "the figure") -> bool:

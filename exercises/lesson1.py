@@ -5,9 +5,9 @@ import math
 import re
 
 from helpers import scoring, screen, text
-from .framework import (HAND_TOLERANCE, TOLERANCE, _close, _failed_checks, _figure, _first_hint,
-                        _handbook, _id_list, _is_number, _passage_ids, _passage_texts, _plural,
-                        _question_texts, _questions, _ranking, _reply, _require_keys,
+from .framework import (HAND_TOLERANCE, TOLERANCE, _call, _close, _failed_checks, _figure,
+                        _first_hint, _handbook, _id_list, _is_number, _passage_ids, _passage_texts,
+                        _plural, _question_texts, _questions, _ranking, _reply, _require_keys,
                         _retrieved_ids, _tfidf, _top_ids, correct, exercise, hint, not_attempted)
 
 
@@ -164,14 +164,9 @@ def own_token_f1(my_token_f1):
         return hint("Write token F1 yourself: the task asks for it without calling "
                     "scoring.token_f1 (or best_reference_scores), which the check compares "
                     "yours with.")
-    results = []
-    for prediction, reference, kind in F1_PROBES:
-        try:
-            results.append((prediction, reference, kind, my_token_f1(prediction, reference)))
-        except Exception as error:  # noqa: BLE001 - report the probe that broke it
-            extra = " " + _F1_HINTS["empty"] if kind == "empty" else ""
-            return hint(f"my_token_f1({prediction!r}, {reference!r}) raised "
-                        f"{type(error).__name__}: {error}.{extra}")
+    results = [(p, r, kind, _call(my_token_f1, "my_token_f1", p, r,
+                                  after=" " + _F1_HINTS["empty"] if kind == "empty" else ""))
+               for p, r, kind in F1_PROBES]
     if all(value is None for *_, value in results):
         return not_attempted("Your function returns None: write its body in place of "
                              "the ..., then run this cell again.")
