@@ -286,17 +286,15 @@ def fixture_cache(function: Callable) -> Callable:
 
 
 @fixture_cache
-def _riverton():
+def _riverton(questions: str | None = None):
+    """The fixture, with lesson 1's questions or those of the file ``questions``."""
     from runtime import load_riverton
 
-    return load_riverton()
+    return load_riverton() if questions is None else load_riverton(questions=questions)
 
 
-@fixture_cache
 def _extended_questions() -> pd.DataFrame:
-    from runtime import load_riverton
-
-    return load_riverton(questions=EXTENDED_FILE).questions
+    return _riverton(EXTENDED_FILE).questions
 
 
 def _handbook() -> pd.DataFrame:

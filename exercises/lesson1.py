@@ -158,12 +158,11 @@ def own_token_f1(my_token_f1):
     :data:`TOLERANCE`; the probes include case, punctuation, articles, repeated tokens and
     an empty prediction ("Score answers, actions, and retrieval").
     """
-    if not callable(my_token_f1):
-        return hint("my_token_f1 must be a function of (prediction, reference).")
-    if _calls_token_f1(my_token_f1):
-        return hint("Write token F1 yourself: the task asks for it without calling "
-                    "scoring.token_f1 (or best_reference_scores), which the check compares "
-                    "yours with.")
+    _first_hint(
+        (not callable(my_token_f1), "my_token_f1 must be a function of (prediction, reference)."),
+        (_calls_token_f1(my_token_f1), "Write token F1 yourself: the task asks for it without "
+         "calling scoring.token_f1 (or best_reference_scores), which the check compares yours "
+         "with."))
     results = [(p, r, kind, _call(my_token_f1, "my_token_f1", p, r,
                                   after=" " + _F1_HINTS["empty"] if kind == "empty" else ""))
                for p, r, kind in F1_PROBES]
@@ -179,11 +178,10 @@ def own_token_f1(my_token_f1):
     if not wrong:
         return correct(f"It agrees with the lesson's token_f1 on all {len(results)} probes.")
     over = [(p, r) for p, r, _, v in wrong if float(v) > 1]
-    if over:
-        return hint(f"F1 can never exceed 1, but my_token_f1{over[0]!r} gives more: "
-                    + _F1_HINTS["clip"])
-    if all(_close(v, _set_f1(p, r), TOLERANCE) for p, r, _, v in wrong):
-        return hint(_F1_HINTS["multiset"])
+    _first_hint(
+        (over, lambda: f"F1 can never exceed 1, but my_token_f1{over[0]!r} gives more: "
+                       + _F1_HINTS["clip"]),
+        (all(_close(v, _set_f1(p, r), TOLERANCE) for p, r, _, v in wrong), _F1_HINTS["multiset"]))
     # The first wrong probe of the first kind in _F1_HINTS's order (min keeps the first).
     p, r, kind, v = min(wrong, key=lambda w: list(_F1_HINTS).index(w[2]))
     return hint(f"my_token_f1({p!r}, {r!r}) gives {v!r}"
