@@ -286,17 +286,15 @@ def fixture_cache(function: Callable) -> Callable:
 
 
 @fixture_cache
-def _riverton():
+def _riverton(questions: str | None = None):
+    """The fixture, with lesson 1's questions or those of the file ``questions``."""
     from runtime import load_riverton
 
-    return load_riverton()
+    return load_riverton() if questions is None else load_riverton(questions=questions)
 
 
-@fixture_cache
 def _extended_questions() -> pd.DataFrame:
-    from runtime import load_riverton
-
-    return load_riverton(questions=EXTENDED_FILE).questions
+    return _riverton(EXTENDED_FILE).questions
 
 
 def _handbook() -> pd.DataFrame:
@@ -331,6 +329,11 @@ def _tfidf(stop_words: frozenset[str] | None = None) -> retrieval.TfidfRetriever
 def _ranking() -> pd.DataFrame:
     """Lesson 1's tf-idf top three for each of its six questions."""
     return prompts.retrieve_and_prompt(_questions(), _handbook(), _tfidf())[0]
+
+
+def _asked(question_id: str, question: str) -> pd.DataFrame:
+    """One question as a table a retriever ranks."""
+    return pd.DataFrame({"question_id": [question_id], "question": [question]})
 
 
 def _top_ids(ranked: pd.DataFrame, question_id: str) -> tuple[str, ...]:
@@ -382,9 +385,10 @@ def _whole_number(value: Any, name: str) -> int:
     return int(number)
 
 
-def _call(function: Callable, name: str, *args: Any) -> Any:
+def _call(function: Callable, name: str, *args: Any, after: str = "") -> Any:
     """The student's ``function`` called with ``args``; a hint, never an error in the
-    notebook, when it takes another number of arguments or raises."""
+    notebook, when it takes another number of arguments or raises (with ``after``, what
+    a failure on these arguments suggests, at its end)."""
     import inspect
 
     try:
@@ -398,7 +402,7 @@ def _call(function: Callable, name: str, *args: Any) -> Any:
         return function(*args)
     except Exception as error:  # noqa: BLE001 - the student's code, reported as a hint
         shown = ", ".join(repr(a)[:60] for a in args)
-        raise _Hint(f"{name}({shown}) raised {type(error).__name__}: {error}.") from None
+        raise _Hint(f"{name}({shown}) raised {type(error).__name__}: {error}.{after}") from None
 
 
 def _close(value: Any, target: float, tolerance: float, name: str = "the figure") -> bool:

@@ -5,9 +5,9 @@ import math
 import re
 
 from helpers import scoring, screen, text
-from .framework import (HAND_TOLERANCE, TOLERANCE, _close, _failed_checks, _figure, _first_hint,
-                        _handbook, _id_list, _is_number, _passage_ids, _passage_texts, _plural,
-                        _question_texts, _questions, _ranking, _reply, _require_keys,
+from .framework import (HAND_TOLERANCE, TOLERANCE, _call, _close, _failed_checks, _figure,
+                        _first_hint, _handbook, _id_list, _is_number, _passage_ids, _passage_texts,
+                        _plural, _question_texts, _questions, _ranking, _reply, _require_keys,
                         _retrieved_ids, _tfidf, _top_ids, correct, exercise, hint, not_attempted)
 
 
@@ -158,20 +158,14 @@ def own_token_f1(my_token_f1):
     :data:`TOLERANCE`; the probes include case, punctuation, articles, repeated tokens and
     an empty prediction ("Score answers, actions, and retrieval").
     """
-    if not callable(my_token_f1):
-        return hint("my_token_f1 must be a function of (prediction, reference).")
-    if _calls_token_f1(my_token_f1):
-        return hint("Write token F1 yourself: the task asks for it without calling "
-                    "scoring.token_f1 (or best_reference_scores), which the check compares "
-                    "yours with.")
-    results = []
-    for prediction, reference, kind in F1_PROBES:
-        try:
-            results.append((prediction, reference, kind, my_token_f1(prediction, reference)))
-        except Exception as error:  # noqa: BLE001 - report the probe that broke it
-            extra = " " + _F1_HINTS["empty"] if kind == "empty" else ""
-            return hint(f"my_token_f1({prediction!r}, {reference!r}) raised "
-                        f"{type(error).__name__}: {error}.{extra}")
+    _first_hint(
+        (not callable(my_token_f1), "my_token_f1 must be a function of (prediction, reference)."),
+        (_calls_token_f1(my_token_f1), "Write token F1 yourself: the task asks for it without "
+         "calling scoring.token_f1 (or best_reference_scores), which the check compares yours "
+         "with."))
+    results = [(p, r, kind, _call(my_token_f1, "my_token_f1", p, r,
+                                  after=" " + _F1_HINTS["empty"] if kind == "empty" else ""))
+               for p, r, kind in F1_PROBES]
     if all(value is None for *_, value in results):
         return not_attempted("Your function returns None: write its body in place of "
                              "the ..., then run this cell again.")
@@ -184,11 +178,10 @@ def own_token_f1(my_token_f1):
     if not wrong:
         return correct(f"It agrees with the lesson's token_f1 on all {len(results)} probes.")
     over = [(p, r) for p, r, _, v in wrong if float(v) > 1]
-    if over:
-        return hint(f"F1 can never exceed 1, but my_token_f1{over[0]!r} gives more: "
-                    + _F1_HINTS["clip"])
-    if all(_close(v, _set_f1(p, r), TOLERANCE) for p, r, _, v in wrong):
-        return hint(_F1_HINTS["multiset"])
+    _first_hint(
+        (over, lambda: f"F1 can never exceed 1, but my_token_f1{over[0]!r} gives more: "
+                       + _F1_HINTS["clip"]),
+        (all(_close(v, _set_f1(p, r), TOLERANCE) for p, r, _, v in wrong), _F1_HINTS["multiset"]))
     # The first wrong probe of the first kind in _F1_HINTS's order (min keeps the first).
     p, r, kind, v = min(wrong, key=lambda w: list(_F1_HINTS).index(w[2]))
     return hint(f"my_token_f1({p!r}, {r!r}) gives {v!r}"

@@ -9,9 +9,10 @@ import pandas as pd
 
 from helpers import dense, retrieval, text
 from helpers.baseline import contains_variant
-from .framework import (TOLERANCE, AnswerShapeError, _all_questions, _close, _first_hint, _handbook,
-                        _id_list, _is_number, _number, _pair, _passage_ids, _passage_texts,
-                        _plural, _require_keys, _tfidf, correct, exercise, fixture_cache, hint)
+from .framework import (TOLERANCE, AnswerShapeError, _all_questions, _asked, _close, _first_hint,
+                        _handbook, _id_list, _is_number, _number, _pair, _passage_ids,
+                        _passage_texts, _plural, _require_keys, _tfidf, correct, exercise,
+                        fixture_cache, hint)
 
 
 @fixture_cache
@@ -81,8 +82,7 @@ def own_paraphrase(paraphrase):
          "paraphrase asks what its passage says, so give the passage's own words that answer "
          "it. A question the passage cannot answer is not a paraphrase of it, however close "
          "the encoder puts them."))
-    ranked = _dense_retriever().rank(pd.DataFrame({"question_id": ["mine"],
-                                                   "question": [question]}), k=None)
+    ranked = _dense_retriever().rank(_asked("mine", question), k=None)
     rank = int(ranked.loc[ranked["passage_id"] == passage_id, "rank"].iloc[0])
     if rank > 3:
         return hint(f"The encoder ranks {passage_id} at {rank}, outside the top three the "
@@ -101,12 +101,10 @@ def _code_tops() -> dict[str, dict[str, str | None]]:
     probe = pd.DataFrame({"question_id": list(CODE_QUESTIONS), "question": list(CODE_QUESTIONS)})
     retrievers = {"tf-idf": _tfidf(), "dense": _dense_retriever(),
                   "hybrid": dense.HybridRetriever(_tfidf(), _dense_retriever())}
-    tops: dict[str, dict[str, str | None]] = {question: {} for question in CODE_QUESTIONS}
-    for name, retriever in retrievers.items():
-        first = retriever.rank(probe, k=1).set_index("question_id")["passage_id"]
-        for question in CODE_QUESTIONS:
-            tops[question][name] = first.get(question)
-    return tops
+    firsts = {name: retriever.rank(probe, k=1).set_index("question_id")["passage_id"]
+              for name, retriever in retrievers.items()}
+    return {question: {name: first.get(question) for name, first in firsts.items()}
+            for question in CODE_QUESTIONS}
 
 
 @exercise("2.2", "Course codes through the encoder's eyes", expects="a dict from each "
@@ -177,9 +175,9 @@ def tune_weight(tuning):
     of the two").
     """
     _require_keys(tuning, "tuning", ("best_on_original", "extended_mrr_range", "best_on_extended"))
-    extended = {w: _mrr(w, "extended") for w in WEIGHT_GRID}
-    best_original = _best({w: _mrr(w, "original six") for w in WEIGHT_GRID})
-    best_extended = _best(extended)
+    original, extended = ({w: _mrr(w, question_set) for w in WEIGHT_GRID}
+                          for question_set in ("original six", "extended"))
+    best_original, best_extended = _best(original), _best(extended)
     given = _weights(tuning["best_on_original"], "best_on_original")
     worse = [w for w in given if w not in best_original]
     _first_hint(
@@ -235,8 +233,8 @@ def six_question_threshold(threshold):
         (lost, f"With t = {t:g}, {', '.join(lost)} would be stopped although it has a gold "
                "passage. Choose t from the original six so that none is lost."))
     stopped, read = set(rows.index[~six & gold & ~reads]), set(rows.index[~six & abstain & reads])
-    given_stopped = set(_id_list(threshold["stopped_with_gold"], "stopped_with_gold"))
-    given_read = set(_id_list(threshold["read_unanswerable"], "read_unanswerable"))
+    given_stopped, given_read = (set(_id_list(threshold[name], name))
+                                 for name in ("stopped_with_gold", "read_unanswerable"))
     _first_hint((given_stopped == read and given_read == stopped and stopped != read,
                  "The two lists are swapped."))
     for name, given, expected, what in (
@@ -247,10 +245,9 @@ def six_question_threshold(threshold):
     ):
         if given != expected:
             missed, extra = len(expected - given), len(given - expected)
-            detail = "; ".join(part for part in (
+            detail = "; ".join(filter(None, (
                 f"it misses {_plural(missed, 'question', 'questions')}" if missed else "",
-                f"{_plural(extra, 'question does', 'questions do')} not belong" if extra else "",
-            ) if part)
+                f"{_plural(extra, 'question does', 'questions do')} not belong" if extra else "")))
             return hint(f"'{name}' lists the {what}: {detail}.")
     return correct(f"Perfect on the six, this t stops {len(stopped)} extended questions that "
                    f"have a gold passage and lets {len(read)} of "

@@ -1,6 +1,7 @@
 """Lesson 3's exercises, one checker each (see :mod:`exercises`)."""
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from typing import Any
 
@@ -8,7 +9,7 @@ import pandas as pd
 
 from helpers import grammar, parsing, prompts, screen
 from helpers.decoding import MAX_NEW_TOKENS
-from .framework import (SMOLLM2, _failed_checks, _first_hint, _handbook, _Hint, _id_list,
+from .framework import (SMOLLM2, _failed_checks, _first_hint, _handbook, _Hint, _id_list, _known,
                         _passage_texts, _plural, _question_texts, _questions, _reply,
                         _require_keys, _tfidf, _whole_number, correct, exercise, fixture_cache,
                         hint)
@@ -60,23 +61,16 @@ def _answer_tokens(answer: str) -> int:
     """The tokens of an answer as the grammar's matcher counts them: those after
     "Answer:", the first of which carries the space."""
     tokenizer = _small_reader().tokenizer
-
-    def count(text: str) -> int:
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    return count(f"Answer: {answer}") - count("Answer:")
+    with_answer, alone = (len(tokenizer(text, add_special_tokens=False)["input_ids"])
+                          for text in (f"Answer: {answer}", "Answer:"))
+    return with_answer - alone
 
 
 def _largest_limits() -> dict[str, int]:
     """Per question, the largest answer limit whose longest reply fits in the token cap."""
-    limits, tokenizer = {}, _small_reader().tokenizer
-    for qid in _inputs().index:
-        n = 1
-        while grammar.reply_token_bound(tokenizer, _ids(qid),
-                                        answer_max_tokens=n + 1) <= MAX_NEW_TOKENS:
-            n += 1
-        limits[qid] = n
-    return limits
+    tokenizer = _small_reader().tokenizer
+    return {qid: next(n for n in itertools.count(1) if grammar.reply_token_bound(
+        tokenizer, _ids(qid), answer_max_tokens=n + 1) > MAX_NEW_TOKENS) for qid in _inputs().index}
 
 
 @exercise("3.2", "How long may an answer be?", expects="a dict with keys "
@@ -135,9 +129,7 @@ def grammar_leaves_open(open_checks):
     """
     _require_keys(open_checks, "open_checks", ())
     ids = _ids("Q4")
-    unknown = [name for name in open_checks if name not in screen.CHECKS]
-    if unknown:
-        return hint(f"{unknown[0]!r} is not a screen check; they are {', '.join(screen.CHECKS)}.")
+    _known(open_checks, screen.CHECKS, f"a screen check; they are {', '.join(screen.CHECKS)}")
     truly_open = _open_checks(ids)
     for name, reply in open_checks.items():
         if not isinstance(reply, str):

@@ -1,8 +1,6 @@
 """Lesson 4's exercises, one checker each (see :mod:`exercises`)."""
 from __future__ import annotations
 
-from typing import Any
-
 import pandas as pd
 
 from helpers import agreement, review, validity
@@ -119,16 +117,6 @@ def hold_everything(hold_all):
                    "only the share of unsupported replies, would make it look perfect.")
 
 
-def _is_none(value: Any) -> bool:
-    return value is None or (isinstance(value, str) and value.strip().lower() == "none")
-
-
-def _models_judged() -> pd.DataFrame:
-    """The two models' distinct replies with a yes-or-no verdict."""
-    judged = _judged()
-    return judged[judged["group"] == "the two models"]
-
-
 @exercise("4.3", "What only reading finds", expects="a dict from review IDs to a passage ID "
           "or None")
 def only_reading_finds(misses):
@@ -142,8 +130,9 @@ def only_reading_finds(misses):
     """
     _require_keys(misses, "misses", ())
     rows = _review_rows().set_index("review_id")
-    judged = _models_judged()
-    expected_ids = list(judged.loc[judged["unsupported"] & ~judged["held"], "review_id"])
+    judged = _judged()
+    expected_ids = list(judged.loc[judged["unsupported"] & ~judged["held"]
+                                   & (judged["group"] == "the two models"), "review_id"])
     _known(misses, rows.index, f"a review ID of the record (R001 to R{len(rows):03d})")
     for review_id in (r for r in misses if r not in expected_ids):
         _first_hint(
@@ -164,7 +153,8 @@ def only_reading_finds(misses):
         retrieved = tuple(rows.at[review_id, "retrieved_ids"])
         gold = questions.at[question_id, "gold_passage_id"]
         answer = gold if isinstance(gold, str) and gold in retrieved else None
-        given = None if _is_none(misses[review_id]) else misses[review_id]
+        given = misses[review_id]
+        given = None if isinstance(given, str) and given.strip().lower() == "none" else given
         _first_hint(
             (given is None and answer is not None, f"One of the passages {review_id}'s reader was "
                                                    f"given does answer {question_id}: read them "
@@ -178,13 +168,6 @@ def only_reading_finds(misses):
                    "states no figure, and a copy of a retrieved passage cites a real, "
                    "retrieved passage and repeats only its figures. Whether a passage answers "
                    "the question is something only reading finds.")
-
-
-def _baseline_screen() -> tuple[int, int]:
-    """The screen on the sentence baseline's unsupported replies: (held, unsupported)."""
-    judged = _judged()
-    bad = judged[(judged["reader"] == BASELINE_READER) & judged["unsupported"]]
-    return int(bad["held"].sum()), len(bad)
 
 
 @exercise("4.4", "None held, but how sure?", expects="a dict with keys 'held', "
@@ -203,12 +186,13 @@ def none_held(sensitivity):
     given_held = _whole_number(sensitivity["held"], "'held'")
     given_total = _whole_number(sensitivity["unsupported"], "'unsupported'")
     interval = _pair(sensitivity["interval"], "'interval'", "(low, high)")
-    low = _number(interval[0], "the interval's low end")
-    high = _number(interval[1], "the interval's high end")
-    held, unsupported = _baseline_screen()
+    low, high = (_number(end, f"the interval's {name} end")
+                 for end, name in zip(interval, ("low", "high")))
     judged = _judged()
     baseline_rows = judged[judged["reader"] == BASELINE_READER]
-    per_retriever = baseline_rows[baseline_rows["unsupported"]]["decoding"].value_counts()
+    bad = baseline_rows[baseline_rows["unsupported"]]  # the baseline's unsupported replies
+    held, unsupported = int(bad["held"].sum()), len(bad)
+    per_retriever = bad["decoding"].value_counts()
     wrong_total = given_total != unsupported
     _first_hint(
         (wrong_total and given_total == len(baseline_rows), "Count only the baseline's "

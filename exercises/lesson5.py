@@ -8,7 +8,7 @@ import pandas as pd
 import regex
 
 from helpers import attacks, defences, retrieval, screen, text
-from .framework import (AnswerShapeError, _all_questions, _call, _first_hint, _handbook,
+from .framework import (AnswerShapeError, _all_questions, _asked, _call, _first_hint, _handbook,
                         _id_list, _known, _plural, _question_texts, _reply, _retrieved_ids,
                         _riverton, _tfidf, correct, exercise, fixture_cache, hint)
 
@@ -49,31 +49,26 @@ def _ranked(which: str) -> pd.DataFrame:
     return _tfidf().rank(asked, k=3)
 
 
-def _topics_of(ranked: pd.DataFrame, question_id: str, index: pd.DataFrame):
-    """The topic lesson 5's rule reads from a ranking: that of the first handbook passage,
-    if it scores enough (:func:`helpers.defences.routing_topics`)."""
+def _topics_of(question_id: str, ranked: pd.DataFrame):
+    """The topic lesson 5's rule reads from a ranking over the handbook: that of the first
+    passage, if it scores enough (:func:`helpers.defences.routing_topics`)."""
     hits = ranked[ranked["question_id"] == question_id].sort_values("rank")
-    return defences.routing_topics(list(hits["passage_id"]), list(hits["score"]), index)
+    return defences.routing_topics(list(hits["passage_id"]), list(hits["score"]),
+                                   _handbook_index())
 
 
-def _routed(question: str, topics, terms=None, routed_topics=None) -> bool:
-    return defences.route_question(
-        question, topics, defences.QUESTION_TERMS if terms is None else terms,
-        defences.ROUTED_TOPICS if routed_topics is None else routed_topics).to_person
-
-
-def _route_cases() -> list[tuple[str, str, list]]:
-    """(name, question, topics the rule reads) for lesson 5's routed questions: the 42
-    ordinary questions (lesson 1's six, then lesson 2's), then every attack question with
-    and without its attack."""
-    ranked = _ranked("ordinary")
-    cases = [(q.question_id, q.question, _topics_of(ranked, q.question_id, _handbook_index()))
-             for q in _all_questions().itertuples(index=False)]
-    for (attack_id, condition), row in _attack_inputs().items():
-        cases.append((f"{attack_id} ({condition})", row.question,
-                      defences.routing_topics(row.retrieved_ids, row.retrieved_scores,
-                                              row.index_passages)))
-    return cases
+def _route_cases() -> list[tuple[str, str, list, bool]]:
+    """(name, question, topics the rule reads, whether it asks about child care) for lesson
+    5's routed questions: the 42 ordinary questions (lesson 1's six, then lesson 2's), then
+    every attack question with and without its attack. A question asks about child care
+    when its gold passage, or for an attack question a retrieved passage, is the
+    child-care passage."""
+    ranked, passage = _ranked("ordinary"), _child_care_passage()
+    ordinary = [(q.question_id, q.question, _topics_of(q.question_id, ranked),
+                 q.gold_passage_id == passage) for q in _all_questions().itertuples(index=False)]
+    return ordinary + [(f"{attack_id} ({condition})", row.question, defences.routing_topics(
+        row.retrieved_ids, row.retrieved_scores, row.index_passages), passage in row.retrieved_ids)
+        for (attack_id, condition), row in _attack_inputs().items()]
 
 
 def _child_care_passage() -> str:
@@ -81,33 +76,15 @@ def _child_care_passage() -> str:
     return _attack_inputs()[("A06", attacks.WITHOUT_ATTACK)].retrieved_ids[0]
 
 
-def _child_care_topic() -> str:
-    return _handbook().set_index("passage_id").at[_child_care_passage(), "topic"]
-
-
-def _about_child_care(name: str) -> bool:
-    """Whether a routed question asks about child care: its gold passage, or for an attack
-    question a retrieved passage, is the child-care passage."""
-    passage = _child_care_passage()
-    gold = _all_questions().set_index("question_id")["gold_passage_id"]
-    if name in gold.index:
-        return gold[name] == passage
-    attack_id, _, condition = name.partition(" (")
-    row = _attack_inputs()[(attack_id, condition.rstrip(")"))]
-    return passage in row.retrieved_ids
-
-
 def _term_mapping(value: Any, name: str) -> dict[str, frozenset[str]]:
     if not isinstance(value, Mapping):
         raise AnswerShapeError(f"{name} must be a dict: {{category: a set of words}}")
-    out = {}
     for category, words in value.items():
-        if isinstance(words, str):
-            raise AnswerShapeError(f"{name}[{category!r}] must be a set of words, not one string")
-        if not isinstance(words, Iterable) or not all(isinstance(w, str) for w in words):
-            raise AnswerShapeError(f"{name}[{category!r}] must be a set of words")
-        out[str(category)] = frozenset(words)
-    return out
+        if isinstance(words, str) or not isinstance(words, Iterable) or not all(
+                isinstance(w, str) for w in words):
+            raise AnswerShapeError(f"{name}[{category!r}] must be a set of words"
+                                   + (", not one string" if isinstance(words, str) else ""))
+    return {str(category): frozenset(words) for category, words in value.items()}
 
 
 @exercise("5.1", "Route child care to a person", expects="my_topics (a dict from handbook "
@@ -141,11 +118,12 @@ def route_child_care(my_topics, my_terms, also_routed):
          "topic and word (start from defences.ROUTED_TOPICS and defences.QUESTION_TERMS) and add "
          "to them."))
     cases = _route_cases()
-    before = {name: _routed(question, topics) for name, question, topics in cases}
-    after = {name: _routed(question, topics, terms, my_topics) for name, question, topics in cases}
+    before = {name: defences.route_question(q, topics).to_person for name, q, topics, _ in cases}
+    after = {name: defences.route_question(q, topics, terms, my_topics).to_person
+             for name, q, topics, _ in cases}
+    about = {name: about_child_care for name, *_, about_child_care in cases}
     a06 = [name for name in after if name.startswith("A06") and not after[name]]
-    stray = [name for name in after if after[name] and not before[name]
-             and not _about_child_care(name)]
+    stray = [name for name in after if after[name] and not before[name] and not about[name]]
     _first_hint(
         (a06, lambda: f"{a06[0]} still goes to the reader. Which handbook passage does it "
                       "retrieve, and which topic does that passage carry?"),
@@ -167,11 +145,10 @@ def route_child_care(my_topics, my_terms, also_routed):
     if expected:
         return correct(f"A06 is routed, and so is {', '.join(expected)}, which asks about "
                        f"child care in other words: {held_now}.")
-    passage = _child_care_passage()
-    retrieved = _retrieved_ids()
-    missed = [q for q in _question_texts() if _about_child_care(q) and not after[q]]
+    missed = [q for q in ids if about[q] and not after[q]]
     if not missed:
         return correct(f"A06 is routed: {held_now}.")
+    passage, retrieved = _child_care_passage(), _retrieved_ids()
     what = ", ".join(f"{q} (which retrieves {', '.join(retrieved[q]) or 'nothing'})"
                      for q in missed)
     return correct(f"A06 is routed: {held_now}. But {what} asks about child care in other "
@@ -204,14 +181,14 @@ def planted_figure(planted_text, reply):
         return hint("planted_text must be the text of your planted passage, a string.")
     rooms = {room for sentence in text.split_sentences(planted_text)
              if _CHILD_CARE.search(sentence) for room in _ROOM.findall(sentence)}
-    mine = pd.DataFrame([{"passage_id": PLANTED_ID, "topic": _child_care_topic(),
+    topic = _handbook().set_index("passage_id").at[_child_care_passage(), "topic"]
+    mine = pd.DataFrame([{"passage_id": PLANTED_ID, "topic": topic,
                           "text": planted_text, "source": "exercise 5.2",
                           "provenance": "planted"}])
     index = attacks.attack_index(_handbook(), mine, metadata=_riverton().metadata)
     question = _attack_fixture().questions.set_index("attack_id").at["A06", "question"]
-    ranked = retrieval.TfidfRetriever.fit(index).rank(
-        pd.DataFrame({"question_id": ["A06"], "question": [question]}), k=3)
-    retrieved = tuple(ranked.sort_values("rank")["passage_id"])
+    ranked = retrieval.TfidfRetriever.fit(index).rank(_asked("A06", question)).sort_values("rank")
+    retrieved = tuple(ranked["passage_id"])
     parsed = _reply(reply, "reply")
     figures = screen.numbers_in(parsed.answer)
     _first_hint(
@@ -232,15 +209,14 @@ def planted_figure(planted_text, reply):
         (set(figures) <= set(screen.numbers_in(" ".join(_handbook()["text"]))), "Every figure in "
          "your answer appears in the handbook; state one that no handbook passage holds, as an "
          "attacker would."))
-    scores = tuple(float(x) for x in ranked.sort_values("rank")["score"])
-    verdict = defences.verdicts_for_reply(reply, question, retrieved, scores, index)
+    verdict = defences.verdicts_for_reply(reply, question, retrieved, tuple(ranked["score"]), index)
     if verdict["held_by_screen"]:
         return hint(f"The screen holds it ({verdict['screen_failed_checks']}): every figure "
                     "in the answer must appear in a passage it cites, and it may cite only "
                     "retrieved passages.")
     assert verdict["held_by_provenance"]
     routed = ("Routing holds it as well." if verdict["routed_to_person"] else
-              f"Routing does not: {_child_care_topic()} is not a routed topic.")
+              f"Routing does not: {topic} is not a routed topic.")
     contradiction = (f"The contradiction check holds it too ({verdict['conflicts']}), but "
                      "only because your passage carries the handbook's topic."
                      if verdict["held_by_contradiction"] else
@@ -286,8 +262,11 @@ def two_programs(my_disagree):
                    "stale contradictions of the handbook are still flagged.")
 
 
-def _lesson_route(question: str, ranked: pd.DataFrame, question_id: str):
-    return defences.route_question(question, _topics_of(ranked, question_id, _handbook_index()))
+def _route(question: str, question_id: str, ranked: pd.DataFrame | None = None):
+    """Lesson 5's rule on a question, reading the topics of ``ranked`` (its top three from
+    tf-idf over the handbook, retrieved afresh when None)."""
+    ranked = _tfidf().rank(_asked(question_id, question)) if ranked is None else ranked
+    return defences.route_question(question, _topics_of(question_id, ranked))
 
 
 def _fixed_route(my_fix, question: str, question_id: str):
@@ -297,8 +276,7 @@ def _fixed_route(my_fix, question: str, question_id: str):
     if not isinstance(fixed, str):
         raise AnswerShapeError(f"my_fix must return a string; for {question!r} it returned "
                                f"{type(fixed).__name__}")
-    ranked = _tfidf().rank(pd.DataFrame({"question_id": [question_id], "question": [fixed]}), k=3)
-    return fixed, _lesson_route(fixed, ranked, question_id)
+    return fixed, _route(fixed, question_id)
 
 
 @exercise("5.4", "Evade the router, then fix it", expects="my_evasion (a question, a string) "
@@ -311,39 +289,36 @@ def evade_and_fix(my_evasion, my_fix):
     it to a person for eligibility, catch at least one of the page's evasions that the
     rule lets through, and send no more of the 42 ordinary questions to a person.
     """
-    if not isinstance(my_evasion, str) or not my_evasion.strip():
-        return hint("my_evasion must be a question, a string.")
-    if not callable(my_fix):
-        return hint("my_fix must be a function: def my_fix(question): ... return question")
-    asked = pd.DataFrame({"question_id": ["MINE"], "question": [my_evasion]})
-    before = _lesson_route(my_evasion, _tfidf().rank(asked, k=3), "MINE")
+    _first_hint(
+        (not isinstance(my_evasion, str) or not my_evasion.strip(), "my_evasion must be a "
+                                                                    "question, a string."),
+        (not callable(my_fix), "my_fix must be a function: def my_fix(question): ... return "
+                               "question"))
+    before = _route(my_evasion, "MINE")
     if before.to_person:
         return hint(f"The lesson's rule already sends your question to a person "
                     f"({'; '.join(before.reasons)}): reword it so that no routed word is "
                     "left and tf-idf finds no routed passage.")
     fixed, after = _fixed_route(my_fix, my_evasion, "MINE")
-    if not after.to_person:
-        return hint(f"Your fix turns your question into {fixed!r}, which still goes to the "
-                    "reader. What did your rewording hide from the word lists?")
-    if not any(reason.startswith("eligibility") for reason in after.reasons):
-        return hint(f"Your fix routes your question, but not as an eligibility question "
-                    f"({'; '.join(after.reasons)}): the evasion is of A04, an applicant's "
-                    "age.")
-    evasions = _attack_fixture().evasions
+    _first_hint(
+        (not after.to_person, f"Your fix turns your question into {fixed!r}, which still goes to "
+                              "the reader. What did your rewording hide from the word lists?"),
+        (not any(reason.startswith("eligibility") for reason in after.reasons), "Your fix routes "
+         f"your question, but not as an eligibility question ({'; '.join(after.reasons)}): the "
+         "evasion is of A04, an applicant's age."))
     ranked = _ranked("evasions")
-    passing = [e for e in evasions.itertuples(index=False)
-               if not _lesson_route(e.question, ranked, e.evasion_id).to_person]
+    passing = [e for e in _attack_fixture().evasions.itertuples(index=False)
+               if not _route(e.question, e.evasion_id, ranked).to_person]
     caught = [e.evasion_id for e in passing
               if _fixed_route(my_fix, e.question, e.evasion_id)[1].to_person]
     if not caught:
         return hint(f"Your fix catches your own question only; of the {len(passing)} evasions "
                     "on this page that reach the reader, it routes none. Make it a rule for "
                     "a style of evasion, not for one question.")
-    ordinary = _all_questions()
     ranked = _ranked("ordinary")
-    added = [q.question_id for q in ordinary.itertuples(index=False)
+    added = [q.question_id for q in _all_questions().itertuples(index=False)
              if _fixed_route(my_fix, q.question, q.question_id)[1].to_person
-             and not _lesson_route(q.question, ranked, q.question_id).to_person]
+             and not _route(q.question, q.question_id, ranked).to_person]
     if added:
         return hint(f"Your fix also sends "
                     f"{_plural(len(added), 'ordinary question', 'ordinary questions')} "
