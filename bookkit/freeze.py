@@ -70,10 +70,9 @@ if __name__ == "__main__":  # run by Quarto as a script: import the project's pa
                    if Path(p or ".").resolve() != Path(__file__).resolve().parent]
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bookkit.cache import (  # noqa: E402
-    CACHE_DIR_NAME, LESSON_PACKAGES, KeyInputError, LessonKey, ProjectInputs, explain, files_under,
-    has_code, input_folders, now_text, package_folder, read_json, server_reason,
-)
+from bookkit.cache import (CACHE_DIR_NAME, LESSON_PACKAGES, KeyInputError, LessonKey,  # noqa: E402
+                           ProjectInputs, explain, files_under, has_code, input_folders, now_text,
+                           package_folder, read_json, server_reason)
 from bookkit.notebooks import offer_notebooks  # noqa: E402
 from bookkit.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
 from runtime.files import publishable, write_json_atomic, write_text_atomic  # noqa: E402
@@ -378,8 +377,7 @@ def _pdf_without_outputs(root: Path, restored: list[str], pdfs: list[Path], say)
     for pdf in pdfs:
         pdf.unlink()
     say(f"{PREFIX} removed {', '.join(p.relative_to(root).as_posix() for p in pdfs)}: it would "
-        "show "
-        f"{', '.join(bare)} without outputs. The PDF shows the outputs of the HTML render's "
+        f"show {', '.join(bare)} without outputs. The PDF shows the outputs of the HTML render's "
         "execution, and this render executed none; render the HTML too (quarto render)")
     return True
 
@@ -402,9 +400,8 @@ def _record_keys(root: Path, output_dir: Path, outputs: set[str], say) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python bookkit/freeze.py",
-        description="Quarto's pre-render and post-render steps (see _quarto.yml).")
+    parser = argparse.ArgumentParser(prog="python bookkit/freeze.py", description="Quarto's "
+                                     "pre-render and post-render steps (see _quarto.yml).")
     parser.add_argument("step", choices=["pre-render", "post-render"])
     step = parser.parse_args(argv).step
     from bookkit import skip_unused_schema_grammars
