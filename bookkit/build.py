@@ -37,7 +37,7 @@ import yaml
 
 from bookkit import quarto as quarto_tools
 from bookkit.cache import (ExecutionCache, KeyInputError, LessonKey, PageCache, ProjectInputs,
-                           explain, has_code, installed_distributions, server_reason)
+                           _sha256, explain, has_code, installed_distributions, server_reason)
 from bookkit.cellopts import (CellOptionError, parse_cell_options, quarto_markdown_to_commonmark,
                               split_front_matter)
 from bookkit.notebooks import offer_notebooks
@@ -370,16 +370,16 @@ def kernel_manager_config():
     return config
 
 
-def splice_outputs(current, executed) -> None:
+def splice_outputs(current, executed) -> bool:
     """Give ``current``'s code cells the outputs of ``executed``, whose code is the same.
 
     Markdown and raw cells stay as they are in ``current``: that is how a prose edit
     reaches the page without executing anything. Returns False, and changes nothing, when
-    the code cells differ.
+    the code cells differ or ``executed`` is None (no readable execution).
     """
     mine = [cell for cell in current.cells if cell.cell_type == "code"]
-    theirs = [cell for cell in executed.cells if cell.cell_type == "code"]
-    if len(mine) != len(theirs) or any(a.source != b.source for a, b in zip(mine, theirs)):
+    theirs = [cell for cell in executed.cells if cell.cell_type == "code"] if executed else []
+    if executed is None or [a.source for a in mine] != [b.source for b in theirs]:
         return False
     for cell, done in zip(mine, theirs):
         cell.outputs, cell.execution_count = done.get("outputs", []), done.get("execution_count")
@@ -423,8 +423,7 @@ def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list
     for kind, name in (("tbl", "Table"), ("fig", "Figure")):
         mine = [label for label in labels if label.startswith(kind + "-")]
         crossrefs.update({label: f"{name} {prefix}{n}" for n, label in enumerate(mine, 1)})
-    links = {_relative(other.source, chapter.source): _relative(other.page,
-                                                                chapter.page) for other in chapters}
+    links = {_relative(c.source, chapter.source): _relative(c.page, chapter.page) for c in chapters}
     kept = []
     for cell, opts in zip(nb.cells, options):
         if opts.get("include") is False:
@@ -501,13 +500,11 @@ def _navigation(config: BookConfig, current: Chapter) -> tuple[str, str]:
     nav = (f'<div class="book-brand"><a href="{href(config.chapters[0])}">'
            f"{html.escape(config.title)}</a>{subtitle}</div>\n<ol>{''.join(items)}</ol>")
     position = config.chapters.index(current)
-    before = config.chapters[position - 1] if position > 0 else None
-    after = config.chapters[position + 1] if position + 1 < len(config.chapters) else None
+    before, after = [None, *config.chapters, None][position:position + 3:2]  # the neighbours
     links = [f'<a class="book-prev" href="{href(before)}">&larr; {html.escape(before.title)}</a>'
-             if before else "<span></span>"]
-    if after:
-        links.append(f'<a class="book-next" href="{href(after)}">{html.escape(after.title)} '
-                     '&rarr;</a>')
+             if before else "<span></span>",
+             f'<a class="book-next" href="{href(after)}">{html.escape(after.title)} &rarr;</a>'
+             if after else ""]
     return nav, f'<nav class="book-pager" aria-label="Previous and next">{"".join(links)}</nav>'
 
 
@@ -534,8 +531,7 @@ def export_page(exporter, nb, chapter: Chapter, config: BookConfig) -> str:
 
 
 def run_quarto(found: "quarto_tools.FoundQuarto", root: Path, output: str | None,
-               only: Chapter | None,
-               fresh: bool = False, preview: bool = False, extra: list[str] = ()) -> int:
+               only: Chapter | None, fresh=False, preview=False, extra: list[str] = ()) -> int:
     """Run `quarto render` (or `quarto preview --render html`) in ``root`` with this Python."""
     version = quarto_tools.quarto_version(found.path)
     # Without its frozen results Quarto executes every lesson (or the one asked for).
@@ -593,27 +589,16 @@ def _prepare_chapters(config: BookConfig, only: Chapter | None) -> tuple[list[Ch
     return targets, notebooks
 
 
-def _reused(source: str, entry: dict) -> str:
-    decision = f"re-used: executed {entry.get('executed_at', '?')}, inputs unchanged"
-    say(f"{source}: {decision}")
-    return decision
-
-
-def _execute_or_reuse(nb, chapter: Chapter, options: list[dict], config: BookConfig, timeout: int,
-                      cache: ExecutionCache, key: LessonKey, inputs: ProjectInputs,
-                      entry: dict | None, fresh: bool,
-                      always: str | None = None) -> tuple[str, float, dict | None]:
-    """Execute ``nb`` in place, or fill it from the cache ``entry`` of its key.
+def _execute(nb, chapter: Chapter, options: list[dict], config: BookConfig, timeout: int,
+             cache: ExecutionCache, key: LessonKey, inputs: ProjectInputs, fresh: bool,
+             always: str | None = None) -> tuple[str, float, dict | None]:
+    """Execute ``nb`` in place and keep the execution in the cache.
 
     ``always`` is a reason to execute whatever the cache holds, and to keep nothing of the
     execution (replies from a reader server, :func:`bookkit.cache.server_reason`).
     Returns what was done (as the build prints it), the seconds it took and the cache
     entry that now holds the execution (None when none could be or was stored).
     """
-    hit = cache.notebook(chapter.source, key.key) if entry is not None else None
-    if hit is not None and splice_outputs(nb, hit):
-        cache.touch(chapter.source, entry)
-        return _reused(chapter.source, entry), 0.0, entry
     why = always or ("--fresh" if fresh else "; ".join(explain(cache.latest(chapter.source), key)))
     say(f"{chapter.source}: executing ({why}) ...")
     started = time.perf_counter()
@@ -644,15 +629,12 @@ def _for_cache(nb):
 
 def _page_key(config: BookConfig, chapter: Chapter, entry: dict | None, machinery: str) -> str:
     """Everything a written page depends on: the chapter file, its execution, the book around it."""
-    parts = {
-        "format": 1,
-        "chapter": hashlib.sha256((config.root / chapter.source).read_bytes()).hexdigest(),
-        "execution": [entry.get("key"), entry.get("executed_at")] if entry else None,
-        "book": [config.title, config.subtitle, config.project_type,
-                 [(c.source, c.page, c.title, c.number, c.present) for c in config.chapters]],
-        "config": hashlib.sha256((config.root / "_quarto.yml").read_bytes()).hexdigest(),
-        "machinery": machinery,
-    }
+    parts = {"format": 1, "machinery": machinery,
+             "chapter": _sha256((config.root / chapter.source).read_bytes()),
+             "execution": [entry.get("key"), entry.get("executed_at")] if entry else None,
+             "book": [config.title, config.subtitle, config.project_type,
+                      [(c.source, c.page, c.title, c.number, c.present) for c in config.chapters]],
+             "config": _sha256((config.root / "_quarto.yml").read_bytes())}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -696,13 +678,16 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
         # An unchanged page of an unchanged execution is copied, not written again.
         if not fresh and (entry is not None or not executes):
             page = pages.get(chapter.source, _page_key(config, chapter, entry, machinery))
-        if page is not None and executes:
+        # An execution is re-used with its page, or spliced into the current notebook.
+        if entry is not None and (page is not None
+                                  or splice_outputs(nb, cache.notebook(chapter.source, key.key))):
             cache.touch(chapter.source, entry)
-            decision = _reused(chapter.source, entry)
-        elif page is None:
-            if executes:
-                decision, seconds, entry = _execute_or_reuse(
-                    nb, chapter, options, config, timeout, cache, key, inputs, entry, fresh, server)
+            decision = f"re-used: executed {entry.get('executed_at', '?')}, inputs unchanged"
+            say(f"{chapter.source}: {decision}")
+        elif executes:
+            decision, seconds, entry = _execute(nb, chapter, options, config, timeout, cache, key,
+                                                inputs, fresh, always=server)
+        if page is None:
             exporter = exporter or make_exporter()
             page = export_page(exporter, prepare_for_export(nb, chapter, options, config.chapters),
                                chapter, config)
