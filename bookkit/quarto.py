@@ -42,18 +42,14 @@ def venv_quarto(python: str | os.PathLike | None = None) -> Path:
 
 def find_quarto() -> FoundQuarto | None:
     """The Quarto to use, or None; a ``$QUARTO`` that names no program is an error."""
-    named = os.environ.get("QUARTO")
-    if named:
-        path = shutil.which(named)
-        if path is None:
+    if named := os.environ.get("QUARTO"):
+        if (path := shutil.which(named)) is None:
             raise QuartoNotFound(f"$QUARTO is {named!r}, which is not an executable program")
         return FoundQuarto(path, "$QUARTO")
-    on_path = shutil.which("quarto")
-    if on_path:
+    if on_path := shutil.which("quarto"):
         return FoundQuarto(on_path, "PATH")
-    local = venv_quarto()
-    if local.is_file() and os.access(local, os.X_OK):
-        return FoundQuarto(str(local), "quarto-cli in this environment")
+    if local := shutil.which(str(venv_quarto())):  # an executable file there
+        return FoundQuarto(local, "quarto-cli in this environment")
     return None
 
 
