@@ -61,15 +61,11 @@ def _parse_attributes(spec: str) -> tuple[str | None, list[str], dict[str, str]]
     spec = spec.strip()
     if not (spec.startswith("{") and spec.endswith("}")):  # `::: note` shorthand: a bare class name
         return None, [spec], {}
-    ident, classes, attrs = None, [], {}
-    for match in re.finditer(r'(#[\w:.-]+)|(\.[\w-]+)|([\w-]+)=("[^"]*"|\'[^\']*\'|\S+)', spec):
-        if match.group(1):
-            ident = match.group(1)[1:]
-        elif match.group(2):
-            classes.append(match.group(2)[1:])
-        else:
-            attrs[match.group(3)] = match.group(4).strip("\"'")
-    return ident, classes, attrs
+    found = re.findall(r'(#[\w:.-]+)|(\.[\w-]+)|([\w-]+)=("[^"]*"|\'[^\']*\'|\S+)', spec)
+    idents = [ident[1:] for ident, _, _, _ in found if ident]  # the last one counts
+    classes = [css[1:] for _, css, _, _ in found if css]
+    attrs = {name: value.strip("\"'") for ident, css, name, value in found if name}
+    return (idents[-1] if idents else None), classes, attrs
 
 
 def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = None,
