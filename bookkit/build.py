@@ -37,8 +37,7 @@ import yaml
 
 from bookkit import quarto as quarto_tools
 from bookkit.cache import (ExecutionCache, KeyInputError, LessonKey, PageCache, ProjectInputs,
-                           explain,
-                           has_code, installed_distributions, server_reason)
+                           _sha256, explain, has_code, installed_distributions, server_reason)
 from bookkit.cellopts import (CellOptionError, parse_cell_options, quarto_markdown_to_commonmark,
                               split_front_matter)
 from bookkit.notebooks import offer_notebooks
@@ -165,30 +164,27 @@ def load_book_config(root: Path) -> BookConfig:
             chapters.append(Chapter(source, Path(source).with_suffix(".html").as_posix(),
                                     appendix=appendix))
     execute = config.get("execute") or {}
-    pdf = None
-    if isinstance(config.get("format"), dict) and "typst" in config["format"]:
-        stem = book.get('output-file') or str(book.get('title') or 'index').replace(' ', '-')
-        pdf = f"{stem}.pdf"
+    stem = book.get('output-file') or str(book.get('title') or 'index').replace(' ', '-')
+    typst = isinstance(config.get("format"), dict) and "typst" in config["format"]
+    pdf = f"{stem}.pdf" if typst else None
     jupyter = config.get("jupyter", "python3")
+    if not isinstance(jupyter, str):
+        jupyter = (jupyter or {}).get("kernelspec", {}).get("name", "python3")
     return BookConfig(
         root=root, title=str(book.get("title") or config.get("title") or "Book"),
-        subtitle=str(book.get("subtitle") or ""),
+        subtitle=str(book.get("subtitle") or ""), chapters=chapters,
         output_dir=str(project.get("output-dir") or "_book"),
-        chapters=chapters, execute_enabled=bool(execute.get("enabled", False)),
-        execute_defaults={k: v for k, v in execute.items() if k not in {"enabled", "freeze",
-                                                                        "cache", "daemon"}},
-        kernel=jupyter if isinstance(jupyter, str) else (jupyter or {}).get("kernelspec",
-                                                                            {}).get("name",
-                                                                                    "python3"),
-        project_type=str(project.get("type") or "default"), pdf=pdf,
-    )
+        execute_enabled=bool(execute.get("enabled", False)),
+        execute_defaults={k: v for k, v in execute.items()
+                          if k not in {"enabled", "freeze", "cache", "daemon"}},
+        kernel=jupyter, project_type=str(project.get("type") or "default"), pdf=pdf)
 
 
 def select_chapter(config: BookConfig, only: str) -> Chapter:
     """The chapter named by `--only`: a listed path, a file name, a stem or its number prefix."""
     wanted = only.strip().rstrip("/")
-    matches = [c for c in config.chapters if wanted in {c.source, Path(c.source).name,
-                                                        Path(c.source).stem}
+    matches = [c for c in config.chapters
+               if wanted in {c.source, Path(c.source).name, Path(c.source).stem}
                or Path(c.source).stem.startswith(wanted + "-")]
     if len(matches) != 1:
         what = "matches no chapter" if not matches else "matches several chapters"
@@ -279,10 +275,8 @@ def chapter_title(nb, chapter: Chapter) -> str:
     title = nb.metadata.get("book_front_matter", {}).get("title")
     if title:
         return str(title)
-    for cell in nb.cells:
-        match = re.search(r"^#\s+(.+?)\s*$", cell.source,
-                          re.M) if cell.cell_type == "markdown" else None
-        if match:
+    for cell in (cell for cell in nb.cells if cell.cell_type == "markdown"):
+        if match := re.search(r"^#\s+(.+?)\s*$", cell.source, re.M):
             text, classes = split_title(match.group(1))
             chapter.unnumbered = "unnumbered" in classes
             return text
@@ -334,27 +328,26 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
                             on_cell_start=lambda cell, cell_index: current.update(index=cell_index),
                             config=kernel_manager_config())
 
-    def failed(ename, evalue, tb):
-        index = current["index"]
-        tail = [line for line in _ANSI.sub("", tb or "").splitlines() if line.strip()][-8:]
-        return ChapterFailure(chapter.source, None if index is None else index + 1 + offset,
-                              len(nb.cells) + offset,
-                              None if index is None else options[index].get("label"), ename,
-                              _ANSI.sub("", evalue or ""), tail)
-
     try:
         # Marked as a book build, so the lessons show no progress bars (runtime.progress).
         client.execute(cleanup_kc=not keep_kernel, env=build_environment("nbclient", env))
     except BaseException as error:
         if keep_kernel and client.km is not None:
             client._cleanup_kernel()
+        if not isinstance(error, Exception):
+            raise
+        # A dead kernel, no such kernel: the chapter is still named.
+        ename, evalue, tb = type(error).__name__, str(error), ""
         if isinstance(error, CellExecutionError):
-            raise failed(error.ename, error.evalue, error.traceback) from None
-        if isinstance(error, CellTimeoutError):
-            raise failed("CellTimeoutError", f"no result within {timeout} s: {error}", "") from None
-        if isinstance(error, Exception):  # a dead kernel, no such kernel: still name the chapter
-            raise failed(type(error).__name__, str(error), "") from None
-        raise
+            ename, evalue, tb = error.ename, error.evalue, error.traceback
+        elif isinstance(error, CellTimeoutError):
+            evalue = f"no result within {timeout} s: {error}"
+        index = current["index"]
+        tail = [line for line in _ANSI.sub("", tb or "").splitlines() if line.strip()][-8:]
+        raise ChapterFailure(chapter.source, None if index is None else index + 1 + offset,
+                             len(nb.cells) + offset,
+                             None if index is None else options[index].get("label"), ename,
+                             _ANSI.sub("", evalue or ""), tail) from None
     for index, source in skipped.items():
         nb.cells[index].source = source
     return client
@@ -377,16 +370,16 @@ def kernel_manager_config():
     return config
 
 
-def splice_outputs(current, executed) -> None:
+def splice_outputs(current, executed) -> bool:
     """Give ``current``'s code cells the outputs of ``executed``, whose code is the same.
 
     Markdown and raw cells stay as they are in ``current``: that is how a prose edit
     reaches the page without executing anything. Returns False, and changes nothing, when
-    the code cells differ.
+    the code cells differ or ``executed`` is None (no readable execution).
     """
     mine = [cell for cell in current.cells if cell.cell_type == "code"]
-    theirs = [cell for cell in executed.cells if cell.cell_type == "code"]
-    if len(mine) != len(theirs) or any(a.source != b.source for a, b in zip(mine, theirs)):
+    theirs = [cell for cell in executed.cells if cell.cell_type == "code"] if executed else []
+    if executed is None or [a.source for a in mine] != [b.source for b in theirs]:
         return False
     for cell, done in zip(mine, theirs):
         cell.outputs, cell.execution_count = done.get("outputs", []), done.get("execution_count")
@@ -422,18 +415,15 @@ def _relative(target: str, page: str) -> str:
 def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list[Chapter]):
     """Apply Quarto cell options and markdown rewrites to a copy of an executed notebook."""
     nb = copy.deepcopy(nb)
-    counters = {"tbl": 0, "fig": 0}
     crossrefs: dict[str, str] = {}
     # In a book, Quarto numbers a chapter's tables and figures "Table N.x" by chapter.
     prefix = f"{chapter.number}." if chapter.number is not None else ""
-    for cell, opts in zip(nb.cells, options):
-        label = opts.get("label")
-        for kind, name in (("tbl", "Table"), ("fig", "Figure")):
-            if cell.cell_type == "code" and isinstance(label, str) and label.startswith(kind + "-"):
-                counters[kind] += 1
-                crossrefs[label] = f"{name} {prefix}{counters[kind]}"
-    links = {_relative(other.source, chapter.source): _relative(other.page,
-                                                                chapter.page) for other in chapters}
+    labels = [opts.get("label") for cell, opts in zip(nb.cells, options)
+              if cell.cell_type == "code" and isinstance(opts.get("label"), str)]
+    for kind, name in (("tbl", "Table"), ("fig", "Figure")):
+        mine = [label for label in labels if label.startswith(kind + "-")]
+        crossrefs.update({label: f"{name} {prefix}{n}" for n, label in enumerate(mine, 1)})
+    links = {_relative(c.source, chapter.source): _relative(c.page, chapter.page) for c in chapters}
     kept = []
     for cell, opts in zip(nb.cells, options):
         if opts.get("include") is False:
@@ -507,17 +497,14 @@ def _navigation(config: BookConfig, current: Chapter) -> tuple[str, str]:
         items.append(f'<li{css}><a href="{href(chapter)}"{aria}>{html.escape(title)}</a></li>')
     subtitle = (f'<div class="book-subtitle">{html.escape(config.subtitle)}</div>'
                 if config.subtitle else "")
-    nav = (f'<div class="book-brand"><a '
-           f'href="{href(config.chapters[0])}">{html.escape(config.title)}</a>'
-           f"{subtitle}</div>\n<ol>{''.join(items)}</ol>")
+    nav = (f'<div class="book-brand"><a href="{href(config.chapters[0])}">'
+           f"{html.escape(config.title)}</a>{subtitle}</div>\n<ol>{''.join(items)}</ol>")
     position = config.chapters.index(current)
-    before = config.chapters[position - 1] if position > 0 else None
-    after = config.chapters[position + 1] if position + 1 < len(config.chapters) else None
+    before, after = [None, *config.chapters, None][position:position + 3:2]  # the neighbours
     links = [f'<a class="book-prev" href="{href(before)}">&larr; {html.escape(before.title)}</a>'
-             if before else "<span></span>"]
-    if after:
-        links.append(f'<a class="book-next" href="{href(after)}">{html.escape(after.title)} '
-                     '&rarr;</a>')
+             if before else "<span></span>",
+             f'<a class="book-next" href="{href(after)}">{html.escape(after.title)} &rarr;</a>'
+             if after else ""]
     return nav, f'<nav class="book-pager" aria-label="Previous and next">{"".join(links)}</nav>'
 
 
@@ -525,21 +512,18 @@ def make_exporter():
     from jinja2 import DictLoader
     from nbconvert import HTMLExporter
 
-    return HTMLExporter(template_name="lab",
+    return HTMLExporter(template_name="lab", template_file="book.html.j2",
                         extra_loaders=[DictLoader({"book.html.j2": _TEMPLATE})],
-                        template_file="book.html.j2", exclude_input_prompt=True,
-                        exclude_output_prompt=True, sanitize_html=False)
+                        exclude_input_prompt=True, exclude_output_prompt=True, sanitize_html=False)
 
 
 def export_page(exporter, nb, chapter: Chapter, config: BookConfig) -> str:
     nav, pager = _navigation(config, chapter)
     same = chapter.title == config.title
     nb.metadata["title"] = config.title if same else f"{chapter.title} – {config.title}"
-    resources = {
-        "metadata": {"name": Path(chapter.source).stem, "path": str(config.root)},
-        "book": {"generator": GENERATOR, "css": _CSS, "nav": nav, "pager": pager,
-                 "page_title": nb.metadata.get("book_front_matter", {}).get("title")},
-    }
+    resources = {"metadata": {"name": Path(chapter.source).stem, "path": str(config.root)},
+                 "book": {"generator": GENERATOR, "css": _CSS, "nav": nav, "pager": pager,
+                          "page_title": nb.metadata.get("book_front_matter", {}).get("title")}}
     return exporter.from_notebook_node(nb, resources=resources)[0]
 
 
@@ -547,8 +531,7 @@ def export_page(exporter, nb, chapter: Chapter, config: BookConfig) -> str:
 
 
 def run_quarto(found: "quarto_tools.FoundQuarto", root: Path, output: str | None,
-               only: Chapter | None,
-               fresh: bool = False, preview: bool = False, extra: list[str] = ()) -> int:
+               only: Chapter | None, fresh=False, preview=False, extra: list[str] = ()) -> int:
     """Run `quarto render` (or `quarto preview --render html`) in ``root`` with this Python."""
     version = quarto_tools.quarto_version(found.path)
     # Without its frozen results Quarto executes every lesson (or the one asked for).
@@ -577,9 +560,7 @@ def _publish(staging: Path, output: Path, partial: bool) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     publishable(staging)  # 0755 and 0644, not the 0700 of a temporary folder
     if partial:
-        for path in (p for p in sorted(staging.rglob("*")) if p.is_file()):
-            (output / path.relative_to(staging)).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(path, output / path.relative_to(staging))
+        shutil.copytree(staging, output, dirs_exist_ok=True)
         publishable(output)
     elif output.exists():
         old = Path(tempfile.mkdtemp(prefix=f".{output.name}.old-", dir=output.parent))
@@ -608,26 +589,16 @@ def _prepare_chapters(config: BookConfig, only: Chapter | None) -> tuple[list[Ch
     return targets, notebooks
 
 
-def _reused(source: str, entry: dict) -> str:
-    decision = f"re-used: executed {entry.get('executed_at', '?')}, inputs unchanged"
-    say(f"{source}: {decision}")
-    return decision
-
-
-def _execute_or_reuse(nb, chapter: Chapter, options: list[dict], config: BookConfig, timeout: int,
-                      cache: ExecutionCache, key: LessonKey, inputs: ProjectInputs,
-                      fresh: bool, always: str | None = None) -> tuple[str, float, dict | None]:
-    """Execute ``nb`` in place, or fill it from the cache.
+def _execute(nb, chapter: Chapter, options: list[dict], config: BookConfig, timeout: int,
+             cache: ExecutionCache, key: LessonKey, inputs: ProjectInputs, fresh: bool,
+             always: str | None = None) -> tuple[str, float, dict | None]:
+    """Execute ``nb`` in place and keep the execution in the cache.
 
     ``always`` is a reason to execute whatever the cache holds, and to keep nothing of the
     execution (replies from a reader server, :func:`bookkit.cache.server_reason`).
     Returns what was done (as the build prints it), the seconds it took and the cache
     entry that now holds the execution (None when none could be or was stored).
     """
-    hit = None if fresh or always else cache.lookup(chapter.source, key.key)
-    if hit is not None and splice_outputs(nb, hit.notebook):
-        cache.touch(chapter.source, hit.entry)
-        return _reused(chapter.source, hit.entry), 0.0, hit.entry
     why = always or ("--fresh" if fresh else "; ".join(explain(cache.latest(chapter.source), key)))
     say(f"{chapter.source}: executing ({why}) ...")
     started = time.perf_counter()
@@ -658,15 +629,12 @@ def _for_cache(nb):
 
 def _page_key(config: BookConfig, chapter: Chapter, entry: dict | None, machinery: str) -> str:
     """Everything a written page depends on: the chapter file, its execution, the book around it."""
-    parts = {
-        "format": 1,
-        "chapter": hashlib.sha256((config.root / chapter.source).read_bytes()).hexdigest(),
-        "execution": [entry.get("key"), entry.get("executed_at")] if entry else None,
-        "book": [config.title, config.subtitle, config.project_type,
-                 [(c.source, c.page, c.title, c.number, c.present) for c in config.chapters]],
-        "config": hashlib.sha256((config.root / "_quarto.yml").read_bytes()).hexdigest(),
-        "machinery": machinery,
-    }
+    parts = {"format": 1, "machinery": machinery,
+             "chapter": _sha256((config.root / chapter.source).read_bytes()),
+             "execution": [entry.get("key"), entry.get("executed_at")] if entry else None,
+             "book": [config.title, config.subtitle, config.project_type,
+                      [(c.source, c.page, c.title, c.number, c.present) for c in config.chapters]],
+             "config": _sha256((config.root / "_quarto.yml").read_bytes())}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -710,14 +678,16 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
         # An unchanged page of an unchanged execution is copied, not written again.
         if not fresh and (entry is not None or not executes):
             page = pages.get(chapter.source, _page_key(config, chapter, entry, machinery))
-        if page is not None and executes:
+        # An execution is re-used with its page, or spliced into the current notebook.
+        if entry is not None and (page is not None
+                                  or splice_outputs(nb, cache.notebook(chapter.source, key.key))):
             cache.touch(chapter.source, entry)
-            decision = _reused(chapter.source, entry)
-        elif page is None:
-            if executes:
-                decision, seconds, entry = _execute_or_reuse(nb, chapter, options, config, timeout,
-                                                             cache, key,
-                                                             inputs, fresh, always=server)
+            decision = f"re-used: executed {entry.get('executed_at', '?')}, inputs unchanged"
+            say(f"{chapter.source}: {decision}")
+        elif executes:
+            decision, seconds, entry = _execute(nb, chapter, options, config, timeout, cache, key,
+                                                inputs, fresh, always=server)
+        if page is None:
             exporter = exporter or make_exporter()
             page = export_page(exporter, prepare_for_export(nb, chapter, options, config.chapters),
                                chapter, config)
@@ -763,23 +733,18 @@ def main(argv: list[str] | None = None) -> int:
     option("--only", metavar="LESSON",
            help="build one chapter: its path, file name, stem or number (01)")
     option("--project", type=Path, default=PROJECT_ROOT, help="project folder holding _quarto.yml")
-    option("--engine", choices=["auto", "quarto", "nbclient"], default="auto",
-           help="auto: Quarto when one is found ($QUARTO, PATH, quarto-cli here), "
-                "else nbclient + nbconvert")
-    option("--fresh", action="store_true",
-           help="ignore earlier executions (the cache, or _freeze/)")
-    option("--install-quarto", action="store_true",
-           help=f"without Quarto, try once to pip-install {quarto_tools.QUARTO_CLI} here "
-                "(make book does)")
+    option("--engine", choices=["auto", "quarto", "nbclient"], default="auto", help="auto: Quarto "
+           "when one is found ($QUARTO, PATH, quarto-cli here), else nbclient + nbconvert")
+    option("--fresh", action="store_true", help="ignore earlier executions (the cache or _freeze/)")
+    option("--install-quarto", action="store_true", help="without Quarto, try once to pip-install "
+           f"{quarto_tools.QUARTO_CLI} here (make book does)")
     option("--retry-quarto-install", action="store_true",
            help="forget a failed quarto-cli install; try again")
-    option("--preview", action="store_true",
-           help="quarto preview --render html, restarted when helpers/, exercises/, "
-                "runtime/ or data/ change")
+    option("--preview", action="store_true", help="quarto preview --render html, restarted when "
+           "helpers/, exercises/, runtime/ or data/ change")
     option("--timeout", type=int, default=DEFAULT_TIMEOUT, help="seconds allowed per cell")
-    option("quarto_args", nargs="*", metavar="-- QUARTO-ARGUMENT",
-           help="after --: more arguments for quarto render or preview "
-                "(e.g. -- --no-browser --port 4200)")
+    option("quarto_args", nargs="*", metavar="-- QUARTO-ARGUMENT", help="after --: more arguments "
+           "for quarto render or preview (e.g. -- --no-browser --port 4200)")
     args = parser.parse_args(argv)
     root = args.project.resolve()
     try:
@@ -795,12 +760,10 @@ def main(argv: list[str] | None = None) -> int:
                 found = quarto_tools.install_quarto_cli(retry=args.retry_quarto_install)
         if found is None and (args.engine == "quarto" or args.preview):
             raise BuildError(f"{'--preview' if args.preview else '--engine quarto'}: no Quarto "
-                             "found "
-                             "($QUARTO, quarto on PATH, or quarto-cli in this environment)")
+                             "found ($QUARTO, quarto on PATH, or quarto-cli in this environment)")
         if found is not None:
             return run_quarto(found, root, args.output, only, fresh=args.fresh,
-                              preview=args.preview,
-                              extra=args.quarto_args)
+                              preview=args.preview, extra=args.quarto_args)
         if args.quarto_args:
             raise BuildError(f"arguments for Quarto ({' '.join(args.quarto_args)}) but no Quarto "
                              "is used")

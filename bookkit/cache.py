@@ -68,13 +68,11 @@ _IGNORED_PARTS = {"__pycache__", ".ipynb_checkpoints"}
 _INLINE_CODE = re.compile(r"`\{python3?\}")
 
 
-def _sha256(data: bytes) -> str:
+def _sha256(data) -> str:
+    """SHA-256 of bytes, or of any other value as canonical JSON."""
+    if not isinstance(data, bytes):
+        data = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
     return hashlib.sha256(data).hexdigest()
-
-
-def _canonical(value) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False).encode("utf-8")
 
 
 def now_text() -> str:
@@ -88,8 +86,6 @@ def now_text() -> str:
 def files_under(folder: Path) -> list[Path]:
     """Every file under ``folder`` that the key covers (``__pycache__`` and compiled files
     aside)."""
-    if not folder.is_dir():
-        return []
     return [path for path in sorted(folder.rglob("*"))
             if not _IGNORED_PARTS.intersection(path.relative_to(folder).parts)
             and path.suffix not in {".pyc", ".pyo"} and path.is_file()]
@@ -128,13 +124,10 @@ def input_folders(root: Path, environ=None) -> dict[str, Path]:
     """The folders named by :data:`INPUT_FOLDER_VARIABLES` that lie outside ``root/data``."""
     environ = os.environ if environ is None else environ
     data = (Path(root) / "data").resolve()
-    found = {}
-    for name in INPUT_FOLDER_VARIABLES:
-        if environ.get(name):
-            folder = (Path(root) / environ[name]).resolve()  # an absolute value stays as it is
-            if folder != data and data not in folder.parents:
-                found[name] = folder
-    return found
+    folders = {name: (Path(root) / environ[name]).resolve()  # an absolute value stays as it is
+               for name in INPUT_FOLDER_VARIABLES if environ.get(name)}
+    return {name: folder for name, folder in folders.items()
+            if folder != data and data not in folder.parents}
 
 
 def input_files(root: Path, value, environ=None) -> dict:
@@ -157,7 +150,6 @@ def server_reason(environ=None) -> str | None:
     of a needless execution is time, where the cost of a wrong re-use would be a stale
     page. The URL is printed without a user name or password.
     """
-    environ = os.environ if environ is None else environ
     url = config.text(config.READER_URL, environ)
     if url:
         return "replies come from the server at " + re.sub(r"^([\w+.-]+://)[^/@]*@", r"\1", url)
@@ -197,8 +189,8 @@ def reader_weights_present() -> dict[str, bool]:
         registry = importlib.import_module("runtime.registry")
     except ImportError:
         return {}
-    return {key: bool(registry.weights_available(spec)) for key,
-            spec in sorted(registry.REGISTRY.items())}
+    return {key: bool(registry.weights_available(spec))
+            for key, spec in sorted(registry.REGISTRY.items())}
 
 
 def facts_of_this_python() -> dict:
@@ -222,9 +214,8 @@ def kernel_python(kernel: str) -> str:
         from jupyter_core.paths import jupyter_path
     except ImportError:
         raise KeyInputError(f"{sys.executable} cannot import jupyter_core, so it cannot run the "
-                            "lessons' "
-                            "kernel; run the build (or Quarto, through QUARTO_PYTHON) with the "
-                            "project's Python, e.g. .venv/bin/python") from None
+                            "lessons' kernel; run the build (or Quarto, through QUARTO_PYTHON) "
+                            "with the project's Python, e.g. .venv/bin/python") from None
     for folder in jupyter_path("kernels"):
         spec = Path(folder) / kernel.lower() / "kernel.json"
         if spec.is_file():
@@ -305,10 +296,10 @@ class ProjectInputs:
         (default: this process's environment) would see it. Raises :class:`KeyInputError`
         when the kernel or its Python cannot be examined."""
         facts = kernel_facts(Path(root), kernel)
-        return cls(files=cls.collect_files(root, environ), packages=facts["packages"],
-                   environment=environment_digests(environ), weights=facts["weights"],
-                   runtime={"kernel": kernel, "python": facts["python"],
-                            "implementation": facts["implementation"]})
+        runtime = {"kernel": kernel, "python": facts["python"],
+                   "implementation": facts["implementation"]}
+        return cls(cls.collect_files(root, environ), facts["packages"],
+                   environment_digests(environ), facts["weights"], runtime)
 
 
 # --------------------------------------------------------------------------- the key
@@ -326,16 +317,15 @@ def lesson_cells(nb) -> tuple[dict, list[int]]:
     digests, numbers = [], []
     for index, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
-            digests.append(_sha256(_canonical(["code", cell.source, sorted(cell.get("metadata",
-                                                                                    {}).get("tags",
-                                                                                            []))])))
+            tags = sorted(cell.get("metadata", {}).get("tags", []))
+            digests.append(_sha256(["code", cell.source, tags]))
         elif cell.cell_type == "markdown" and _INLINE_CODE.search(cell.source):
-            digests.append(_sha256(_canonical(["markdown", cell.source])))
+            digests.append(_sha256(["markdown", cell.source]))
         else:
             continue
         numbers.append(index + 1 + offset)
-    return {"front_matter": _sha256(_canonical(nb.metadata.get("book_front_matter", {}))),
-            "cells": digests}, numbers
+    front_matter = _sha256(nb.metadata.get("book_front_matter", {}))
+    return {"front_matter": front_matter, "cells": digests}, numbers
 
 
 def has_code(nb) -> bool:
@@ -356,7 +346,7 @@ class LessonKey:
         components = {"version": KEY_VERSION, "lesson": cells, "files": inputs.files,
                       "packages": inputs.packages, "environment": inputs.environment,
                       "weights": inputs.weights, "runtime": inputs.runtime}
-        return cls(_sha256(_canonical(components)), components, numbers)
+        return cls(_sha256(components), components, numbers)
 
     def record(self) -> dict:
         return {"key": self.key, "components": self.components, "cell_numbers": self.cell_numbers}
@@ -373,13 +363,9 @@ def _differences(before: dict, after: dict, changed: str, added: str, removed: s
     names; each template gets ``name``, ``old`` and ``new``."""
     phrases = []
     for name in sorted(set(before) | set(after)):
-        old, new = before.get(name), after.get(name)
-        if name not in before:
-            phrases.append(added.format(name=name, old=old, new=new))
-        elif name not in after:
-            phrases.append(removed.format(name=name, old=old, new=new))
-        elif old != new:
-            phrases.append(changed.format(name=name, old=old, new=new))
+        template = added if name not in before else removed if name not in after else changed
+        if template is not changed or before[name] != after[name]:
+            phrases.append(template.format(name=name, old=before.get(name), new=after.get(name)))
     return phrases
 
 
@@ -419,8 +405,7 @@ def explain(old: dict | None, new: LessonKey) -> list[str]:
     reasons += _differences(before.get("environment", {}), after["environment"], "{name} changed",
                             "{name} set", "{name} unset")
     weights_b, weights_a = before.get("weights", {}), after["weights"]
-    reasons += [f"weights of reader {name} "
-                f"{'now present' if weights_a.get(name) else 'no longer present'}"
+    reasons += [f"weights of reader {name} {'now' if weights_a.get(name) else 'no longer'} present"
                 for name in sorted(set(weights_b) | set(weights_a))
                 if weights_b.get(name) != weights_a.get(name)]
     return reasons or ["inputs changed"]
@@ -432,12 +417,6 @@ def explain(old: dict | None, new: LessonKey) -> list[str]:
 def chapter_slug(source: str) -> str:
     """A folder name for a chapter path: ``lessons/01-x.ipynb`` -> ``lessons--01-x``."""
     return Path(source).with_suffix("").as_posix().replace("/", "--")
-
-
-@dataclass
-class CachedExecution:
-    entry: dict
-    notebook: object  # nbformat.NotebookNode
 
 
 class ExecutionCache:
@@ -456,12 +435,9 @@ class ExecutionCache:
 
     def _entries(self, source: str) -> list[tuple[dict, Path]]:
         """Every entry of ``source`` with its folder, the one used most recently first."""
-        folder = self.lesson_folder(source)
-        children = ([child for child in folder.iterdir() if not child.name.startswith(".")]
-                    if folder.is_dir() else [])
-        found = [(read_json(child / "entry.json"), child) for child in children]
-        found = [(entry, child) for entry, child in found if isinstance(entry,
-                                                                        dict) and "key" in entry]
+        paths = self.lesson_folder(source).glob("[!.]*/entry.json")  # not a staging folder
+        found = [(entry, path.parent) for path in paths
+                 if isinstance(entry := read_json(path), dict) and "key" in entry]
         # Times to the second tie when builds follow each other fast; the nanoseconds decide.
         return sorted(found, key=lambda item: (item[0].get("used_ns", 0), item[0].get("used_at")
                                                or item[0].get("executed_at", "")), reverse=True)
@@ -483,22 +459,19 @@ class ExecutionCache:
         """The record of the entry whose key is ``key`` (its notebook is not read), or None."""
         folder = self.lesson_folder(source) / key[:32]
         entry = read_json(folder / "entry.json")
-        if isinstance(entry,
-                      dict) and entry.get("key") == key and (folder / "executed.ipynb").is_file():
-            return entry
-        return None
+        valid = isinstance(entry, dict) and entry.get("key") == key
+        return entry if valid and (folder / "executed.ipynb").is_file() else None
 
-    def lookup(self, source: str, key: str) -> CachedExecution | None:
-        """The entry whose key is ``key``, or None; an unreadable entry counts as absent."""
+    def notebook(self, source: str, key: str):
+        """The executed notebook of the entry whose key is ``key`` (see :meth:`entry`), or
+        None; an unreadable notebook counts as absent."""
         import nbformat
 
-        entry = self.entry(source, key)
         try:
-            notebook = nbformat.read(self.lesson_folder(source) / key[:32] / "executed.ipynb",
-                                     as_version=4)
+            return nbformat.read(self.lesson_folder(source) / key[:32] / "executed.ipynb",
+                                 as_version=4)
         except Exception:  # noqa: BLE001 - a damaged or missing entry is a miss
             return None
-        return CachedExecution(entry, notebook) if entry else None
 
     def store(self, source: str, key: LessonKey, notebook, seconds: float) -> dict:
         """Save a successful execution atomically; keep the newest few entries; return its

@@ -7,6 +7,7 @@ options itself, so lessons are written once for both paths.
 from __future__ import annotations
 
 import html
+import itertools
 import re
 
 import yaml
@@ -31,11 +32,7 @@ def parse_cell_options(source: str) -> tuple[dict, str]:
     and the source without the option lines, as a reader should see it.
     """
     lines = source.splitlines()
-    option_lines = []
-    for line in lines:
-        if not (match := _OPTION_LINE.match(line)):
-            break
-        option_lines.append(match.group(1))
+    option_lines = [match[1] for match in itertools.takewhile(bool, map(_OPTION_LINE.match, lines))]
     if not option_lines:
         return {}, source
     text = "\n".join(option_lines)
@@ -64,15 +61,11 @@ def _parse_attributes(spec: str) -> tuple[str | None, list[str], dict[str, str]]
     spec = spec.strip()
     if not (spec.startswith("{") and spec.endswith("}")):  # `::: note` shorthand: a bare class name
         return None, [spec], {}
-    ident, classes, attrs = None, [], {}
-    for match in re.finditer(r'(#[\w:.-]+)|(\.[\w-]+)|([\w-]+)=("[^"]*"|\'[^\']*\'|\S+)', spec):
-        if match.group(1):
-            ident = match.group(1)[1:]
-        elif match.group(2):
-            classes.append(match.group(2)[1:])
-        else:
-            attrs[match.group(3)] = match.group(4).strip("\"'")
-    return ident, classes, attrs
+    found = re.findall(r'(#[\w:.-]+)|(\.[\w-]+)|([\w-]+)=("[^"]*"|\'[^\']*\'|\S+)', spec)
+    idents = [ident[1:] for ident, _, _, _ in found if ident]  # the last one counts
+    classes = [css[1:] for _, css, _, _ in found if css]
+    attrs = {name: value.strip("\"'") for ident, css, name, value in found if name}
+    return (idents[-1] if idents else None), classes, attrs
 
 
 def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = None,
@@ -108,12 +101,9 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
         after_solution_open = stripped == _SOLUTION_OPEN
         if summary:
             out.append(f'<summary class="callout-title">{summary.group(1)}</summary>')
-            continue
-        if after_solution_open:
+        elif after_solution_open:
             out.append('<details class="book-div callout-tip callout solution">')
-            continue
-        opening = _FENCED_DIV_OPEN.match(stripped)
-        if opening:
+        elif opening := _FENCED_DIV_OPEN.match(stripped):
             ident, classes, attrs = _parse_attributes(opening.group(2))
             css = " ".join(["book-div", *classes])
             callout = next((c for c in classes if c.startswith("callout")), None)
@@ -130,21 +120,19 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
                 out.append(f'<{title_tag} class="callout-title">{html.escape(title)}</{title_tag}>')
             out.append("")
             closers.append(f"</{tag}>")
-            continue
-        if closers and _FENCED_DIV_CLOSE.match(stripped):
+        elif closers and _FENCED_DIV_CLOSE.match(stripped):
             out.extend(["", closers.pop(), ""])
-            continue
-        heading = _HEADING_ATTRS.match(line)
-        if heading:
-            ident = _parse_attributes("{" + heading.group(2) + "}")[0]
-            line = heading.group(1)
-            if ident:
-                out += [f'<a id="{html.escape(ident)}" class="book-anchor"></a>', ""]
-        line = _CROSSREF.sub(lambda m: f"[{crossrefs[m[1]]}](#{m[1]})" if m[1] in crossrefs
-                             else m[0], line)
-        line = re.sub(r"\]\(([^)\s#]+)(#[^)\s]*)?\)",
-                      lambda m: f"]({(link_targets or {}).get(m[1], m[1])}{m[2] or ''})", line)
-        out.append(line)
+        else:
+            if heading := _HEADING_ATTRS.match(line):
+                ident = _parse_attributes("{" + heading.group(2) + "}")[0]
+                line = heading.group(1)
+                if ident:
+                    out += [f'<a id="{html.escape(ident)}" class="book-anchor"></a>', ""]
+            line = _CROSSREF.sub(lambda m: f"[{crossrefs[m[1]]}](#{m[1]})" if m[1] in crossrefs
+                                 else m[0], line)
+            line = re.sub(r"\]\(([^)\s#]+)(#[^)\s]*)?\)",
+                          lambda m: f"]({(link_targets or {}).get(m[1], m[1])}{m[2] or ''})", line)
+            out.append(line)
     while closers:
         out.extend(["", closers.pop()])
     return tex_math_to_mathml("\n".join(out))

@@ -70,10 +70,9 @@ if __name__ == "__main__":  # run by Quarto as a script: import the project's pa
                    if Path(p or ".").resolve() != Path(__file__).resolve().parent]
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bookkit.cache import (  # noqa: E402
-    CACHE_DIR_NAME, LESSON_PACKAGES, KeyInputError, LessonKey, ProjectInputs, explain, files_under,
-    has_code, input_folders, now_text, package_folder, read_json, server_reason,
-)
+from bookkit.cache import (CACHE_DIR_NAME, LESSON_PACKAGES, KeyInputError, LessonKey,  # noqa: E402
+                           ProjectInputs, explain, files_under, has_code, input_folders, now_text,
+                           package_folder, read_json, server_reason)
 from bookkit.notebooks import offer_notebooks  # noqa: E402
 from bookkit.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
 from runtime.files import publishable, write_json_atomic, write_text_atomic  # noqa: E402
@@ -139,17 +138,16 @@ def _result_digest(frozen: object) -> str | None:
                                      ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def keep_executed(root: Path, source: str, executed: str) -> bool:
+def keep_executed(root: Path, source: str, executed: str) -> None:
     """Keep the notebook text ``executed`` (with outputs) of ``source`` for later PDF renders,
-    if Quarto's frozen result was made from exactly it. Returns whether it was kept."""
+    if Quarto's frozen result was made from exactly it."""
     frozen = read_json(frozen_result(root, source))
     if not isinstance(frozen, dict) or frozen.get("hash") != _quarto_hash(executed):
-        return False
+        return
     target = _executed_folder(root) / source
     target.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(target, executed)
     write_json_atomic(target.with_name(target.name + ".json"), {"result": _result_digest(frozen)})
-    return True
 
 
 def executed_notebook(root: Path, source: str) -> str | None:
@@ -157,9 +155,8 @@ def executed_notebook(root: Path, source: str) -> str | None:
     made by that execution, with the cells of the notebook as it is now."""
     kept = _executed_folder(root) / source
     record = read_json(kept.with_name(kept.name + ".json"))
-    if not kept.is_file() or not isinstance(record, dict):
-        return None
-    if record.get("result") != _result_digest(read_json(frozen_result(root, source))):
+    if (not kept.is_file() or not isinstance(record, dict)
+            or record.get("result") != _result_digest(read_json(frozen_result(root, source)))):
         return None
     text = kept.read_text(encoding="utf-8")
     committed = (root / source).read_text(encoding="utf-8")
@@ -249,8 +246,7 @@ def keep_notebooks(root: Path, sources: list[str]) -> None:
 
 def pre_render(root: Path, say=print) -> int:
     """Delete the frozen result of every chapter whose key changed; keep the keys as pending."""
-    left = restore_notebooks(root, say)  # from a render that failed before post-render
-    if left:
+    if left := restore_notebooks(root, say):  # from a render that failed before post-render
         say(f"{PREFIX} put back {len(left)} notebook(s) a failed render had written outputs into")
     config, chapters = _chapters_with_code(root)
     if not chapters:
@@ -338,8 +334,7 @@ def post_render(root: Path, say=print) -> int:
     network, naming each file and address, or when the PDF would show a lesson without
     its outputs (:func:`_pdf_without_outputs`), which it removes.
     """
-    restored = restore_notebooks(root, say)
-    if restored:
+    if restored := restore_notebooks(root, say):
         say(f"{PREFIX} put back {len(restored)} notebook(s) as committed (Quarto had written "
             "outputs into them)")
     outputs = [root / path for path in _listed("PROJECT_OUTPUT_FILES") or []]
@@ -348,13 +343,11 @@ def post_render(root: Path, say=print) -> int:
         return 1
     make_pages_offline([path for path in outputs if path.suffix == ".html" and path.is_file()])
     output_dir = root / (os.environ.get("QUARTO_PROJECT_OUTPUT_DIR") or "_book")
-    offer_notebooks(root, output_dir, [chapter.source for chapter,
-                                       _ in _chapters_with_code(root)[1]])
+    offer_notebooks(root, output_dir, [c.source for c, _ in _chapters_with_code(root)[1]])
     _record_keys(root, output_dir, {os.path.normpath(p) for p in outputs}, say)
     if output_dir.is_dir():
         publishable(output_dir)
-    remote = remote_assets_in_site(output_dir) if output_dir.is_dir() else []
-    if remote:
+    if remote := remote_assets_in_site(output_dir):  # none when there is no site
         say(f"{PREFIX} the site would load from the network, which it must not:")
         for problem in remote:
             say(f"{PREFIX}   {problem}")
@@ -378,8 +371,7 @@ def _pdf_without_outputs(root: Path, restored: list[str], pdfs: list[Path], say)
     for pdf in pdfs:
         pdf.unlink()
     say(f"{PREFIX} removed {', '.join(p.relative_to(root).as_posix() for p in pdfs)}: it would "
-        "show "
-        f"{', '.join(bare)} without outputs. The PDF shows the outputs of the HTML render's "
+        f"show {', '.join(bare)} without outputs. The PDF shows the outputs of the HTML render's "
         "execution, and this render executed none; render the HTML too (quarto render)")
     return True
 
@@ -394,17 +386,15 @@ def _record_keys(root: Path, output_dir: Path, outputs: set[str], say) -> None:
             if os.path.normpath(output_dir / Path(source).with_suffix(".html")) in outputs]
     if not done:
         return
-    for source in done:
-        recorded[source] = pending.pop(source)
+    recorded.update({source: pending.pop(source) for source in done})
     write_json_atomic(folder / "recorded.json", recorded)
     write_json_atomic(folder / "pending.json", pending)
     say(f"{PREFIX} recorded the keys of {len(done)} rendered chapter(s)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python bookkit/freeze.py",
-        description="Quarto's pre-render and post-render steps (see _quarto.yml).")
+    parser = argparse.ArgumentParser(prog="python bookkit/freeze.py", description="Quarto's "
+                                     "pre-render and post-render steps (see _quarto.yml).")
     parser.add_argument("step", choices=["pre-render", "post-render"])
     step = parser.parse_args(argv).step
     from bookkit import skip_unused_schema_grammars

@@ -27,13 +27,9 @@ CONFIG = f'''{MARKER}: written by `python -m bookkit.kernel_config`; safe to del
 # started it (Quarto, for one) gave it no CurveZMQ keys; this filter drops that one message.
 import logging as _logging
 
-
-class _DropUnencryptedTcpWarning(_logging.Filter):
-    def filter(self, record):
-        return not str(record.msg).startswith({MESSAGE!r})
-
-
-_logging.getLogger("IPKernelApp").addFilter(_DropUnencryptedTcpWarning())
+_drop_unencrypted_tcp_warning = _logging.Filter()
+_drop_unencrypted_tcp_warning.filter = lambda record: not str(record.msg).startswith({MESSAGE!r})
+_logging.getLogger("IPKernelApp").addFilter(_drop_unencrypted_tcp_warning)
 '''
 
 

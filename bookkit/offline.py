@@ -9,7 +9,7 @@ repairs, both made by the post-render step (:mod:`bookkit.freeze`):
   widget that expects them (Quarto's ``widgets.ts``). The book's HTML outputs need
   neither: static tables are plain HTML, and itables runs offline with its own bundle
   (``connected=False``). Offline, the CDN scripts fail and the ``define`` line throws
-  "define is not defined" on every lesson page. :func:`strip_widget_loaders` removes the
+  "define is not defined" on every lesson page. :func:`make_pages_offline` removes the
   three.
 - The cosmo theme imports its web font from Google Fonts; ``book.scss`` turns that off
   (``$web-font-path: false``), so the pages use the system font stack.
@@ -51,28 +51,15 @@ def find_remote_assets(text: str) -> list[str]:
     return [url for pattern in _REMOTE_ASSET_PATTERNS for url in pattern.findall(text)]
 
 
-def strip_widget_loaders(page_html: str) -> tuple[str, int]:
-    """``page_html`` without Quarto's widget loaders (require.js, jQuery, the define line).
-
-    Returns the page and how many tags were removed.
-    """
-    removed = 0
-    for pattern in _WIDGET_LOADERS:
-        page_html, count = pattern.subn("", page_html)
-        removed += count
-    return page_html, removed
-
-
-def make_pages_offline(pages: list[Path]) -> int:
-    """Strip the widget loaders from every page in ``pages``; return how many changed."""
-    changed = 0
+def make_pages_offline(pages: list[Path]) -> None:
+    """Remove Quarto's widget loaders (require.js, jQuery, the define line) from every page
+    in ``pages``."""
     for page in pages:
-        text = page.read_text(encoding="utf-8")
-        stripped, removed = strip_widget_loaders(text)
-        if removed:
+        text = stripped = page.read_text(encoding="utf-8")
+        for pattern in _WIDGET_LOADERS:
+            stripped = pattern.sub("", stripped)
+        if stripped != text:
             write_text_atomic(page, stripped)
-            changed += 1
-    return changed
 
 
 def remote_assets_in_site(site: Path) -> list[str]:

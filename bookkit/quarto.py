@@ -42,18 +42,14 @@ def venv_quarto(python: str | os.PathLike | None = None) -> Path:
 
 def find_quarto() -> FoundQuarto | None:
     """The Quarto to use, or None; a ``$QUARTO`` that names no program is an error."""
-    named = os.environ.get("QUARTO")
-    if named:
-        path = shutil.which(named)
-        if path is None:
+    if named := os.environ.get("QUARTO"):
+        if (path := shutil.which(named)) is None:
             raise QuartoNotFound(f"$QUARTO is {named!r}, which is not an executable program")
         return FoundQuarto(path, "$QUARTO")
-    on_path = shutil.which("quarto")
-    if on_path:
+    if on_path := shutil.which("quarto"):
         return FoundQuarto(on_path, "PATH")
-    local = venv_quarto()
-    if local.is_file() and os.access(local, os.X_OK):
-        return FoundQuarto(str(local), "quarto-cli in this environment")
+    if local := shutil.which(str(venv_quarto())):  # an executable file there
+        return FoundQuarto(local, "quarto-cli in this environment")
     return None
 
 
@@ -90,8 +86,8 @@ def install_quarto_cli(retry: bool = False, say=print, python: str | os.PathLike
             "RETRY_QUARTO=1")
         return None
     if not (prefix / "pyvenv.cfg").is_file():
-        say(f"[build] {python} is not in a virtual environment; not installing {QUARTO_CLI} into "
-            "it")
+        say(f"[build] {python} is not in a virtual environment; not installing {QUARTO_CLI} "
+            "into it")
         return None
     say(f"[build] no Quarto found; trying once to install {QUARTO_CLI} into {prefix} ...")
     log = prefix / "quarto-cli-install.log"
@@ -107,8 +103,7 @@ def install_quarto_cli(retry: bool = False, say=print, python: str | os.PathLike
         say(f"[build] installed {QUARTO_CLI}: {found}")
         return FoundQuarto(str(found), "quarto-cli in this environment")
     stamp.write_text(f"{now_text()}: pip install {QUARTO_CLI} failed (exit status {code}); see "
-                     f"{log}\n",
-                     encoding="utf-8")
+                     f"{log}\n", encoding="utf-8")
     tail = [line for line in output.splitlines() if line.strip()][-1:] or ["(no output)"]
     say(f"[build] could not install {QUARTO_CLI} (exit status {code}: {tail[0].strip()}); "
         f"pip's output is in {log}. This is expected offline: the package downloads Quarto "
@@ -146,14 +141,11 @@ def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: floa
     import signal
     import time
 
-    def stop(signum, frame):  # a SIGTERM stops Quarto too, as Ctrl-C does
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
-    extra = list(extra)
-    if "--port" not in extra:
-        extra += ["--port", str(free_port())]  # the same address after a restart
-    command = [found.path, "preview", "--render", "html", *extra]
+    # A SIGTERM stops Quarto too, as Ctrl-C does (by raising KeyboardInterrupt).
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    # The same address after a restart.
+    port = [] if "--port" in extra else ["--port", str(free_port())]
+    command = [found.path, "preview", "--render", "html", *extra, *port]
     say(f"[preview] running: {' '.join(command)}")
     say("[preview] watching helpers/, exercises/, runtime/ and data/ too (a change restarts the "
         "preview); stop with Ctrl-C")
