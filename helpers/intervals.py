@@ -76,11 +76,13 @@ def cluster_picks(clusters: int, resamples: int, seed: int) -> np.ndarray:
 @dataclass(frozen=True)
 class Spread:
     """A percentile interval, and how many resamples were left out; ``low`` and ``high``
-    are None when every resample was. A table shows it as "0.12 to 0.40"."""
+    are None when every resample was, or when ``reason`` says why there is none. A table
+    shows it as "0.12 to 0.40"."""
 
     low: float | None
     high: float | None
     left_out: int = 0
+    reason: str = ""
 
     def rounded(self, digits: int = 2) -> tuple:
         """``(low, high)`` at ``digits`` decimals, as a sentence quotes them."""
@@ -88,7 +90,7 @@ class Spread:
 
     def __str__(self) -> str:
         if self.low is None:
-            return "undefined: no resample has both kinds of reply"
+            return self.reason or "undefined: no resample has both kinds of reply"
         dropped = f" ({self.left_out} resamples left out)" if self.left_out else ""
         return f"{self.low:.2f} to {self.high:.2f}{dropped}"
 

@@ -72,10 +72,8 @@ def parse_judge_reply(text: str | None) -> JudgeReply:
     if text is None:
         return JudgeReply(False, None, "there is no reply")
     word = text.strip()
-    if word == "yes":
-        return JudgeReply(True, True)
-    if word == "no":
-        return JudgeReply(True, False)
+    if word in ("yes", "no"):
+        return JudgeReply(True, word == "yes")
     if not word:
         return JudgeReply(False, None, "the reply is empty")
     return JudgeReply(False, None, f"the reply {word[:40]!r} is not exactly 'yes' or 'no'")

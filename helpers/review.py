@@ -143,8 +143,7 @@ def carry_verdicts(review: pd.DataFrame, replies: pd.DataFrame) -> pd.DataFrame:
             status, now = SAME_REPLY, reply["raw_output"]
         same = status == SAME_REPLY
         rows.append({
-            **{c: record[c] for c in ("review_id", *columns)},
-            "reviewed_reply": record["reviewed_reply"],
+            **{c: record[c] for c in ("review_id", *columns, "reviewed_reply")},
             "reply_now": now,
             "status": status,
             "verdict_now": record["verdict"] if same else None,

@@ -26,7 +26,7 @@ import pandas as pd
 
 from .agreement import Ratio, confusion, sensitivity, specificity
 from .dense import SCORE_DECIMALS
-from .intervals import cluster_picks, percentile
+from .intervals import Spread, cluster_picks, percentile
 
 #: The bootstrap settings of every interval on lesson 4's page and in its exercises (the
 #: seed is the year of Cohen's paper on kappa), and the share each interval holds.
@@ -88,7 +88,11 @@ def _share(part: np.ndarray, whole: np.ndarray) -> float | None:
 def bootstrap_rates(flagged: Sequence[bool], unsupported: Sequence[bool], questions: Sequence,
                     resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict:
     """Sensitivity, specificity and J on every reply, with percentile intervals from
-    resampling whole questions. Lesson 4, "Count each reply once"."""
+    resampling whole questions. Lesson 4, "Count each reply once".
+
+    A share of 0 or 1 gets no percentile interval: every resample that can measure it
+    gives the same share, so the interval would be that point; its exact interval says
+    how sure it is."""
     flagged, bad = np.asarray(flagged, bool), np.asarray(unsupported, bool)
     se, sp, j = [], [], []
     for rows in question_resamples(questions, resamples, seed):
@@ -96,8 +100,12 @@ def bootstrap_rates(flagged: Sequence[bool], unsupported: Sequence[bool], questi
         se.append(_share(f & b, b))
         sp.append(_share(~f & ~b, ~b))
         j.append(None if se[-1] is None or sp[-1] is None else se[-1] + sp[-1] - 1)
-    return {"replies": len(bad), "questions": len(set(questions)),
-            "sensitivity": percentile(se), "specificity": percentile(sp), "youden_j": percentile(j)}
+    rates = {"sensitivity": (se, _share(flagged & bad, bad)),
+             "specificity": (sp, _share(~flagged & ~bad, ~bad))}
+    return {"replies": len(bad), "questions": len(set(questions)), **{
+        name: Spread(None, None, percentile(drawn).left_out, f"{share:.0f} in every resample: "
+                     "read the exact interval") if share in (0, 1) else percentile(drawn)
+        for name, (drawn, share) in rates.items()}, "youden_j": percentile(j)}
 
 
 # ---------------------------------------------------------------- what the rates are for

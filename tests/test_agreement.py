@@ -388,3 +388,14 @@ def test_agreement_per_class_takes_the_first_reader_as_reference():
                    "unsupported_too": "2 of 3: 0.67 (0.09 to 0.99)",
                    "supported_too": "6 of 7: 0.86 (0.42 to 1.00)",
                    "same": "8 of 10: 0.80 (0.44 to 0.97)"}
+
+
+def test_a_share_at_0_or_1_is_never_given_a_percentile_interval():
+    """Every resample that can measure a share of 0 or 1 gives that share, so a percentile
+    interval would be the point: the table sends the reader to the exact interval."""
+    got = validity.bootstrap_rates([T, T, F, F, F], [T, T, F, F, T], list("abcde"), 300, 2)
+    assert got["specificity"].low is None and got["sensitivity"].low is not None
+    assert str(got["specificity"]) == "1 in every resample: read the exact interval"
+    got = validity.bootstrap_rates([F, F, T, F], [T, T, F, F], list("abcd"), 300, 2)
+    assert str(got["sensitivity"]).startswith("0 in every resample")
+    assert str(got["specificity"]).startswith("0.")  # 1 of 2, resampled
