@@ -112,13 +112,18 @@ class Estimate:
         return f"{self.count}: {text}" if self.count else text
 
 
-def percentile(values: Sequence[float | None], level: float = 0.95) -> Spread:
+def percentile(values: Sequence[float | None], level: float = 0.95,
+               observed: float | None = None) -> Spread:
     """The central ``level`` interval of the defined values, and how many were undefined
-    (None or NaN: a resample with nothing to measure is left out, never scored 0)."""
+    (None or NaN: a resample with nothing to measure is left out, never scored 0).
+
+    A share ``observed`` at 0 or 1 gets none: every resample that can measure it gives the
+    same value, so the interval would be that point (lesson 4, "Count each reply once")."""
     values = np.array([np.nan if v is None else v for v in values], dtype=float)
     kept = values[~np.isnan(values)]
-    if not kept.size:
-        return Spread(None, None, len(values))
+    if not kept.size or observed in (0, 1):
+        reason = f"none: every resample gives {observed:.0f}" if observed in (0, 1) else ""
+        return Spread(None, None, int(np.isnan(values).sum()), reason)
     low, high = np.quantile(kept, [(1 - level) / 2, (1 + level) / 2])
     return Spread(float(low), float(high), int(np.isnan(values).sum()))
 

@@ -26,7 +26,7 @@ import pandas as pd
 
 from .agreement import Ratio, confusion, sensitivity, specificity
 from .dense import SCORE_DECIMALS
-from .intervals import Spread, cluster_picks, percentile
+from .intervals import cluster_picks, percentile
 
 #: The bootstrap settings of every interval on lesson 4's page and in its exercises (the
 #: seed is the year of Cohen's paper on kappa), and the share each interval holds.
@@ -88,11 +88,8 @@ def _share(part: np.ndarray, whole: np.ndarray) -> float | None:
 def bootstrap_rates(flagged: Sequence[bool], unsupported: Sequence[bool], questions: Sequence,
                     resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict:
     """Sensitivity, specificity and J on every reply, with percentile intervals from
-    resampling whole questions. Lesson 4, "Count each reply once".
-
-    A share of 0 or 1 gets no percentile interval: every resample that can measure it
-    gives the same share, so the interval would be that point; its exact interval says
-    how sure it is."""
+    resampling whole questions; a share of 0 or 1 gets none (:func:`percentile`): its
+    exact interval says how sure it is. Lesson 4, "Count each reply once"."""
     flagged, bad = np.asarray(flagged, bool), np.asarray(unsupported, bool)
     se, sp, j = [], [], []
     for rows in question_resamples(questions, resamples, seed):
@@ -100,12 +97,10 @@ def bootstrap_rates(flagged: Sequence[bool], unsupported: Sequence[bool], questi
         se.append(_share(f & b, b))
         sp.append(_share(~f & ~b, ~b))
         j.append(None if se[-1] is None or sp[-1] is None else se[-1] + sp[-1] - 1)
-    rates = {"sensitivity": (se, _share(flagged & bad, bad)),
-             "specificity": (sp, _share(~flagged & ~bad, ~bad))}
-    return {"replies": len(bad), "questions": len(set(questions)), **{
-        name: Spread(None, None, percentile(drawn).left_out, f"{share:.0f} in every resample: "
-                     "read the exact interval") if share in (0, 1) else percentile(drawn)
-        for name, (drawn, share) in rates.items()}, "youden_j": percentile(j)}
+    return {"replies": len(bad), "questions": len(set(questions)),
+            "sensitivity": percentile(se, observed=_share(flagged & bad, bad)),
+            "specificity": percentile(sp, observed=_share(~flagged & ~bad, ~bad)),
+            "youden_j": percentile(j)}
 
 
 # ---------------------------------------------------------------- what the rates are for
@@ -140,8 +135,9 @@ def corrected_pass_rate(calibration: pd.DataFrame, batch: pd.DataFrame, flag: st
 
     drawn = zip(question_resamples(calibration["question_id"], resamples, seed),
                 question_resamples(batch["question_id"], resamples, seed + 1))
-    return {"pass_rate": passed.mean(), "corrected": estimate(slice(None), slice(None)),
-            "interval": percentile([estimate(c, b) for c, b in drawn]),
+    corrected = estimate(slice(None), slice(None))
+    return {"pass_rate": passed.mean(), "corrected": corrected,
+            "interval": percentile([estimate(c, b) for c, b in drawn], observed=corrected),
             "true_share": 1 - batch["unsupported"].mean()}
 
 
