@@ -48,9 +48,7 @@ def kappa_by_hand(screen_kappa):
     with a yes-or-no verdict ("The screen against the review").
     """
     _require_keys(screen_kappa, "screen_kappa", ("p_o", "p_e", "kappa"))
-    held, unsupported = _screen_lists()
-    counts = agreement.confusion(held, unsupported)
-    kappa = agreement.cohen_kappa(held, unsupported)
+    counts, kappa = agreement.confusion(*_screen_lists()), agreement.cohen_kappa(*_screen_lists())
     n = counts.rows
     flag_share = (counts.flagged_unsupported + counts.flagged_supported) / n
     bad_share = (counts.flagged_unsupported + counts.passed_unsupported) / n
@@ -238,8 +236,7 @@ def correct_a_pass_rate(batch):
     :data:`GIVEN_BATCH`, from its sensitivity and specificity on the systems' distinct
     replies; each figure within :data:`TOLERANCE` ("What the rates are for")."""
     _require_keys(batch, "batch", ("sensitivity", "specificity", "corrected"))
-    held, unsupported = _screen_lists()
-    counts = agreement.confusion(held, unsupported)
+    counts = agreement.confusion(*_screen_lists())
     se, sp = agreement.sensitivity(counts).value, agreement.specificity(counts).value
     given = [_number(batch[k], f"'{k}'") for k in ("sensitivity", "specificity", "corrected")]
     _first_hint((_close(given[0], sp, TOLERANCE) and _close(given[1], se, TOLERANCE),
