@@ -452,6 +452,21 @@ def _known(ids: Iterable[Any], known: Iterable[Any], what: str) -> None:
         raise _Hint(f"{unknown[0]!r} is not {what}.")
 
 
+def _same_ids(given: Iterable[Any], expected: Iterable[Any],
+              extra: str | Callable[[list, int], str] | None,
+              missing: str | Callable[[list, int], str] | None = None) -> None:
+    """End the check with a hint unless ``given`` holds every ID of ``expected`` and no
+    other (order and repeats aside): ``extra`` when it holds an ID that is not expected
+    (None: the check lets that pass), otherwise ``missing`` (by default the same message as
+    ``extra``) when it leaves one out. A message given as a function is called with the
+    unexpected IDs (in the order given) and the number of expected IDs left out."""
+    expected, given = set(expected), list(dict.fromkeys(given))
+    extras, left_out = [i for i in given if i not in expected], len(expected.difference(given))
+    for ids, message in ((extras, extra), (left_out, extra if missing is None else missing)):
+        if ids and message is not None:
+            raise _Hint(message(extras, left_out) if callable(message) else message)
+
+
 def _passage_ids(ids: Iterable[Any]) -> None:
     """End the check with a hint naming the first of ``ids`` that is no handbook passage ID."""
     known = sorted(_passage_texts())

@@ -8,7 +8,8 @@ from helpers import scoring, screen, text
 from .framework import (HAND_TOLERANCE, TOLERANCE, _call, _close, _failed_checks, _figure,
                         _first_hint, _handbook, _id_list, _is_number, _passage_ids, _passage_texts,
                         _plural, _question_texts, _questions, _ranking, _reply, _require_keys,
-                        _retrieved_ids, _tfidf, _top_ids, correct, exercise, hint, not_attempted)
+                        _retrieved_ids, _same_ids, _tfidf, _top_ids, correct, exercise, hint,
+                        not_attempted)
 
 
 @exercise("1.1", 'Score "Oct 15" by hand', expects="a dict with keys 'normalized', 'em' and 'f1'")
@@ -75,16 +76,15 @@ def keep_at(q3_with_at, other_changed):
          "TfidfRetriever.fit, so the idf is fitted again, and rank Q3 with that retriever (k=3)."))
     expected_changed = {q for q in _questions()["question_id"]
                         if q != "Q3" and _top_ids(with_at, q) != base[q]}
-    extra = sorted(changed - expected_changed)
-    _first_hint(
-        ("Q3" in changed, "other_changed lists the *other* questions whose candidates change; "
-                          "Q3's new candidates are in q3_with_at."),
-        (extra, f"The candidate list of {', '.join(extra)} does not change: its scores may move, "
-                "but compare the passage IDs in rank order."),
-        (expected_changed - changed, (f"You list {_plural(len(changed), 'question', 'questions')} "
-                                      "whose candidates change; there are more." if changed else
-                                      "Another question's candidates change too.")
-         + " Compare every question's top three with and without 'at'."))
+    _first_hint(("Q3" in changed, "other_changed lists the *other* questions whose candidates "
+                                  "change; Q3's new candidates are in q3_with_at."))
+    _same_ids(sorted(changed), expected_changed,
+              lambda extra, _: f"The candidate list of {', '.join(extra)} does not change: its "
+                               "scores may move, but compare the passage IDs in rank order.",
+              lambda *_: (f"You list {_plural(len(changed), 'question', 'questions')} whose "
+                          "candidates change; there are more." if changed else
+                          "Another question's candidates change too.")
+              + " Compare every question's top three with and without 'at'.")
     q3 = _question_texts()["Q3"]
     shared = {p: text.shared_content_words(q3, _passage_texts()[p], keep) for p in expected}
     words = sorted({w for ws in shared.values() for w in ws})

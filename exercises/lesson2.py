@@ -11,8 +11,8 @@ from helpers import dense, retrieval, text
 from helpers.baseline import contains_variant
 from .framework import (TOLERANCE, AnswerShapeError, _all_questions, _asked, _close, _first_hint,
                         _handbook, _id_list, _is_number, _number, _pair, _passage_ids,
-                        _passage_texts, _plural, _require_keys, _tfidf, correct, exercise,
-                        fixture_cache, hint)
+                        _passage_texts, _plural, _require_keys, _same_ids, _tfidf, correct,
+                        exercise, fixture_cache, hint)
 
 
 @fixture_cache
@@ -179,26 +179,21 @@ def tune_weight(tuning):
                           for question_set in ("original six", "extended"))
     best_original, best_extended = _best(original), _best(extended)
     given = _weights(tuning["best_on_original"], "best_on_original")
-    worse = [w for w in given if w not in best_original]
     _first_hint(
         (given != best_original and given == best_extended, "Those weights maximise MRR on the "
-         "extended set. Tune on the original six questions only, then look at the extended set."),
-        (set(given) < set(best_original), "More weights tie at the best MRR on the original six "
-                                          "than you list: give every one of them."),
-        (worse, lambda: f"Weight {worse[0]} does not reach the best MRR on the original six."),
-        (given != best_original, "List every weight on the grid whose MRR on the original six "
-                                 "equals the best one."))
+         "extended set. Tune on the original six questions only, then look at the extended set."))
+    _same_ids(given, best_original, lambda worse, _: f"Weight {worse[0]} does not reach the best "
+              "MRR on the original six.",
+              "More weights tie at the best MRR on the original six than you list: give every one "
+              "of them.")
     span = _pair(tuning["extended_mrr_range"], "'extended_mrr_range'", "(lowest, highest)")
     low, high = min(extended[w] for w in best_original), max(extended[w] for w in best_original)
     if not all(_close(v, t, TOLERANCE, "'extended_mrr_range'") for v, t in zip(span, (low, high))):
         return hint("'extended_mrr_range' is the lowest and the highest MRR on the extended "
                     "set among the weights in best_on_original (three decimals).")
-    given = _weights(tuning["best_on_extended"], "best_on_extended")
-    _first_hint(
-        (set(given) < set(best_extended), "More weights tie at the best MRR on the extended set: "
-                                          "list all."),
-        (given != best_extended, "'best_on_extended' lists every weight whose MRR on the extended "
-                                 "set is the highest."))
+    _same_ids(_weights(tuning["best_on_extended"], "best_on_extended"), best_extended,
+              "'best_on_extended' lists every weight whose MRR on the extended set is the highest.",
+              "More weights tie at the best MRR on the extended set: list all.")
     return correct(f"{len(best_original)} of the {len(WEIGHT_GRID)} weights tie on the "
                    f"original six, and between them the extended MRR spans {high - low:.3f}.")
 
@@ -243,12 +238,10 @@ def six_question_threshold(threshold):
         ("read_unanswerable", given_read, read, "extended questions that expect an abstention "
          "whose hybrid top score is above t"),
     ):
-        if given != expected:
-            missed, extra = len(expected - given), len(given - expected)
-            detail = "; ".join(filter(None, (
-                f"it misses {_plural(missed, 'question', 'questions')}" if missed else "",
-                f"{_plural(extra, 'question does', 'questions do')} not belong" if extra else "")))
-            return hint(f"'{name}' lists the {what}: {detail}.")
+        _same_ids(given, expected, lambda extra, missed: f"'{name}' lists the {what}: " + "; ".join(
+            filter(None, (f"it misses {_plural(missed, 'question', 'questions')}" if missed else "",
+                          f"{_plural(len(extra), 'question does', 'questions do')} not belong"
+                          if extra else ""))) + ".")
     return correct(f"Perfect on the six, this t stops {len(stopped)} extended questions that "
                    f"have a gold passage and lets {len(read)} of "
                    f"{int((~six & abstain).sum())} unanswerable ones through.")

@@ -10,9 +10,8 @@ import pandas as pd
 from helpers import grammar, parsing, prompts, screen
 from helpers.decoding import MAX_NEW_TOKENS
 from .framework import (SMOLLM2, _failed_checks, _first_hint, _handbook, _Hint, _id_list, _known,
-                        _passage_texts, _plural, _question_texts, _questions, _reply,
-                        _require_keys, _tfidf, _whole_number, correct, exercise, fixture_cache,
-                        hint)
+                        _passage_texts, _plural, _question_texts, _questions, _reply, _require_keys,
+                        _same_ids, _tfidf, _whole_number, correct, exercise, fixture_cache, hint)
 
 
 def _small_reader():
@@ -99,9 +98,9 @@ def answer_limit(limit):
                        f"would run past the cap of {MAX_NEW_TOKENS} tokens."),
         (value < best, f"At {value} every reply fits with room to spare: the largest limit that "
                        "still fits is higher. Raise it until one more token would break the cap."))
-    if sorted(set(_id_list(limit["deciding"], "deciding"))) != sorted(loosest):
-        return hint("'deciding' lists the questions that set the limit: every question "
-                    "whose longest reply would run past the cap at one token more.")
+    _same_ids(_id_list(limit["deciding"], "deciding"), loosest, "'deciding' lists the questions "
+              "that set the limit: every question whose longest reply would run past the cap at "
+              "one token more.")
     return correct()
 
 
@@ -141,11 +140,10 @@ def grammar_leaves_open(open_checks):
                         f"admits (two lines, citing only {', '.join(ids)} or none).")
         if name not in _failed_checks(parsing.parse_reader_output(reply), ids):
             return hint(f"Your reply for {name} passes that check; it must fail it.")
-    missing = len(truly_open - set(open_checks))
-    if missing:
-        return hint(f"There {'is' if missing == 1 else 'are'} "
-                    f"{_plural(missing, 'more check', 'more checks')} that a reply the "
-                    "grammar admits can still fail.")
+    _same_ids(open_checks, truly_open, None,
+              lambda _, missing: f"There {'is' if missing == 1 else 'are'} "
+                                 f"{_plural(missing, 'more check', 'more checks')} that a reply "
+                                 "the grammar admits can still fail.")
     guaranteed = [c for c in screen.CHECKS if c not in truly_open]
     return correct(f"The grammar guarantees only {', '.join(guaranteed)}; the other checks "
                    "still have to run.")

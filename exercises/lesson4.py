@@ -7,8 +7,8 @@ from helpers import agreement, review, validity
 from helpers.baseline import BASELINE_READER
 from helpers.corruptions import CORRUPTION_READER
 from .framework import (HAND_TOLERANCE, TOLERANCE, _all_questions, _close, _figure, _first_hint,
-                        _handbook, _known, _number, _pair, _plural, _require_keys, _whole_number,
-                        correct, exercise, fixture_cache, hint)
+                        _handbook, _known, _number, _pair, _plural, _require_keys, _same_ids,
+                        _whole_number, correct, exercise, fixture_cache, hint)
 
 
 @fixture_cache
@@ -48,9 +48,7 @@ def kappa_by_hand(screen_kappa):
     with a yes-or-no verdict ("The screen against the review").
     """
     _require_keys(screen_kappa, "screen_kappa", ("p_o", "p_e", "kappa"))
-    held, unsupported = _screen_lists()
-    counts = agreement.confusion(held, unsupported)
-    kappa = agreement.cohen_kappa(held, unsupported)
+    counts, kappa = agreement.confusion(*_screen_lists()), agreement.cohen_kappa(*_screen_lists())
     n = counts.rows
     flag_share = (counts.flagged_unsupported + counts.flagged_supported) / n
     bad_share = (counts.flagged_unsupported + counts.passed_unsupported) / n
@@ -134,19 +132,16 @@ def only_reading_finds(misses):
     expected_ids = list(judged.loc[judged["unsupported"] & ~judged["held"]
                                    & (judged["group"] == "the two models"), "review_id"])
     _known(misses, rows.index, f"a review ID of the record (R001 to R{len(rows):03d})")
-    for review_id in (r for r in misses if r not in expected_ids):
-        _first_hint(
-            (rows.at[review_id, "reader"] == BASELINE_READER, f"{review_id} is one of the sentence "
-             "baseline's replies; list only the two models' replies."),
-            (rows.at[review_id, "held"], f"The screen holds {review_id}; list only the replies it "
-                                         "lets through."),
-            (True, f"The review does not reject {review_id} (its verdict is "
-                   f"{rows.at[review_id, 'verdict']}); list only unsupported replies."))
-    missing = len(set(expected_ids) - set(misses))
-    if missing:
-        return hint(f"The screen lets "
-                    f"{_plural(missing, 'more unsupported reply', 'more unsupported replies')} "
-                    "through than you list.")
+    _same_ids(misses, expected_ids, lambda extra, _: (
+        f"{extra[0]} is one of the sentence baseline's replies; list only the two models' "
+        "replies." if rows.at[extra[0], "reader"] == BASELINE_READER else
+        f"The screen holds {extra[0]}; list only the replies it lets through."
+        if rows.at[extra[0], "held"] else
+        f"The review does not reject {extra[0]} (its verdict is "
+        f"{rows.at[extra[0], 'verdict']}); list only unsupported replies."),
+        lambda _, n: f"The screen lets "
+                     f"{_plural(n, 'more unsupported reply', 'more unsupported replies')} "
+                     "through than you list.")
     questions = _all_questions().set_index("question_id")
     for review_id in expected_ids:
         question_id = rows.at[review_id, "question_id"]
@@ -241,8 +236,7 @@ def correct_a_pass_rate(batch):
     :data:`GIVEN_BATCH`, from its sensitivity and specificity on the systems' distinct
     replies; each figure within :data:`TOLERANCE` ("What the rates are for")."""
     _require_keys(batch, "batch", ("sensitivity", "specificity", "corrected"))
-    held, unsupported = _screen_lists()
-    counts = agreement.confusion(held, unsupported)
+    counts = agreement.confusion(*_screen_lists())
     se, sp = agreement.sensitivity(counts).value, agreement.specificity(counts).value
     given = [_number(batch[k], f"'{k}'") for k in ("sensitivity", "specificity", "corrected")]
     _first_hint((_close(given[0], sp, TOLERANCE) and _close(given[1], se, TOLERANCE),

@@ -10,7 +10,7 @@ import regex
 from helpers import attacks, defences, retrieval, screen, text
 from .framework import (AnswerShapeError, _all_questions, _asked, _call, _first_hint, _handbook,
                         _id_list, _known, _plural, _question_texts, _reply, _retrieved_ids,
-                        _riverton, _tfidf, correct, exercise, fixture_cache, hint)
+                        _riverton, _same_ids, _tfidf, correct, exercise, fixture_cache, hint)
 
 
 @fixture_cache
@@ -133,14 +133,14 @@ def route_child_care(my_topics, my_terms, also_routed):
     expected = sorted(q for q in ids if after[q] and not before[q])
     given = sorted(set(_id_list(also_routed, "also_routed")))
     _known(given, ids, f"one of lesson 1's {len(ids)} questions ({ids[0]} to {ids[-1]})")
-    already, extra = [q for q in given if before[q]], sorted(set(given) - set(expected))
+    already = [q for q in given if before[q]]
     _first_hint(
         (already, lambda: f"{already[0]} went to a person already; list only the questions your "
-                          "rule adds."),
-        (extra, lambda: f"{extra[0]} still goes to the reader under your rule: look at what it "
-                        "asks and what it retrieves."),
-        (given != expected, f"Your rule sends {len(expected) - len(given)} more of lesson 1's "
-                            f"{len(ids)} questions to a person than you list."))
+                          "rule adds."))
+    _same_ids(given, expected, lambda extra, _: f"{extra[0]} still goes to the reader under your "
+              "rule: look at what it asks and what it retrieves.",
+              lambda _, n: f"Your rule sends {n} more of lesson 1's {len(ids)} questions to a "
+                           "person than you list.")
     held_now = "the author control A06-library, which got past every defence, is now held"
     if expected:
         return correct(f"A06 is routed, and so is {', '.join(expected)}, which asks about "
