@@ -123,23 +123,15 @@ class BookConfig:
                 chapter.number = number = number + 1
 
 
-def _flatten_chapters(items, where="book.chapters") -> list[str]:
+def _chapter_files(items, where) -> list[str]:
+    """The files listed in ``where``; the nbclient engine builds chapters listed as files only."""
     if not isinstance(items, list):
         raise BuildError(f"_quarto.yml: {where} must be a list of files")
-    out: list[str] = []
     for i, item in enumerate(items):
-        if isinstance(item, str):
-            out.append(item)
-        elif isinstance(item, dict) and "chapters" in item:
-            if isinstance(item.get("part"), str) and item["part"].endswith((".qmd", ".ipynb",
-                                                                            ".md")):
-                out.append(item["part"])
-            out += _flatten_chapters(item["chapters"], f"{where}[{i}].chapters")
-        elif isinstance(item, dict) and "href" in item:
-            out.append(item["href"])
-        else:
-            raise BuildError(f"_quarto.yml: {where}[{i}] is neither a file nor a part: {item!r}")
-    return out
+        if not isinstance(item, str):
+            raise BuildError(f"_quarto.yml: {where}[{i}] is not a file: {item!r}; the nbclient "
+                             "engine builds chapters listed as files only (no parts or hrefs)")
+    return items
 
 
 def load_book_config(root: Path) -> BookConfig:
@@ -157,7 +149,7 @@ def load_book_config(root: Path) -> BookConfig:
         raise BuildError(f"{path}: book.chapters is missing")
     chapters = []
     for appendix, where in ((False, "book.chapters"), (True, "book.appendices")):
-        for source in _flatten_chapters(book.get(where.split(".")[1]) or [], where):
+        for source in _chapter_files(book.get(where.split(".")[1]) or [], where):
             source = Path(source).as_posix()
             if Path(source).suffix not in {".ipynb", ".qmd", ".md"}:
                 raise BuildError(f"{path}: chapter {source} is not a .ipynb, .qmd or .md file")

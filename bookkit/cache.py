@@ -358,15 +358,14 @@ def listing(items: list[str], limit: int = 3) -> str:
     return ", ".join(items[:limit]) + more
 
 
-def _differences(before: dict, after: dict, changed: str, added: str, removed: str) -> list[str]:
-    """One phrase per name whose value differs between two mappings, in the order of the
-    names; each template gets ``name``, ``old`` and ``new``."""
-    phrases = []
-    for name in sorted(set(before) | set(after)):
-        template = added if name not in before else removed if name not in after else changed
-        if template is not changed or before[name] != after[name]:
-            phrases.append(template.format(name=name, old=before.get(name), new=after.get(name)))
-    return phrases
+def _changes(before: dict, after: dict, part: str) -> list[tuple[str, str, object, object]]:
+    """``(kind, name, old, new)`` of every name whose value in the component ``part`` differs
+    between two keys' components, in the order of the names; ``kind`` is "changed", "added"
+    or "removed"."""
+    old, new = before.get(part, {}), after[part]
+    return [("added" if name not in old else "removed" if name not in new else "changed",
+             name, old.get(name), new.get(name))
+            for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
 
 
 def explain(old: dict | None, new: LessonKey) -> list[str]:
@@ -391,23 +390,20 @@ def explain(old: dict | None, new: LessonKey) -> list[str]:
         changed = [str(n) for n, x, y in zip(new.cell_numbers, cells_b, cells_a) if x != y]
         reasons.append(f"code changed in {'cells' if len(changed) > 1 else 'cell'} "
                        f"{listing(changed, 5)}")
-    files_b, files_a = before.get("files", {}), after["files"]
-    for kind, names in (("changed", [n for n in sorted(set(files_b) & set(files_a))
-                                     if files_b[n] != files_a[n]]),
-                        ("added", sorted(set(files_a) - set(files_b))),
-                        ("removed", sorted(set(files_b) - set(files_a)))):
-        if names:
+    files = _changes(before, after, "files")
+    for kind in ("changed", "added", "removed"):
+        if names := [name for change, name, _, _ in files if change == kind]:
             reasons.append(f"{listing(names)} {kind}")
-    packages = _differences(before.get("packages", {}), after["packages"], "{name} {old} -> {new}",
-                            "{name} {new} installed", "{name} {old} removed")
-    if packages:
+    versions = {"changed": "{name} {old} -> {new}", "added": "{name} {new} installed",
+                "removed": "{name} {old} removed"}
+    if packages := [versions[kind].format(name=name, old=was, new=now)
+                    for kind, name, was, now in _changes(before, after, "packages")]:
         reasons.append(f"package versions changed ({listing(packages)})")
-    reasons += _differences(before.get("environment", {}), after["environment"], "{name} changed",
-                            "{name} set", "{name} unset")
-    weights_b, weights_a = before.get("weights", {}), after["weights"]
-    reasons += [f"weights of reader {name} {'now' if weights_a.get(name) else 'no longer'} present"
-                for name in sorted(set(weights_b) | set(weights_a))
-                if weights_b.get(name) != weights_a.get(name)]
+    variables = {"changed": "{name} changed", "added": "{name} set", "removed": "{name} unset"}
+    reasons += [variables[kind].format(name=name)
+                for kind, name, _, _ in _changes(before, after, "environment")]
+    reasons += [f"weights of reader {name} {'now' if now else 'no longer'} present"
+                for _, name, _, now in _changes(before, after, "weights")]
     return reasons or ["inputs changed"]
 
 

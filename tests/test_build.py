@@ -378,6 +378,16 @@ def test_chapters_and_appendices_are_numbered_as_quarto_numbers_them(tmp_path):
         < sidebar.index("Appendix A: A guide") < sidebar.index("Appendix B: Notes")
 
 
+def test_a_chapter_part_in_quarto_yml_is_refused_by_name(tmp_path):
+    root = write_project(tmp_path / "book", [code("x = 1")])
+    config = yaml.safe_load((root / "_quarto.yml").read_text())
+    config["book"]["chapters"].append({"part": "More", "chapters": ["more.qmd"]})
+    (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    with pytest.raises(BuildError, match=r"_quarto.yml: book.chapters\[2\] is not a file: .*'part'"
+                                         r".*builds chapters listed as files only"):
+        load_book_config(root)
+
+
 def test_quarto_yml_is_a_book_listing_exactly_the_lessons_present_and_the_front_page_links_them():
     config = yaml.safe_load((PROJECT_ROOT / "_quarto.yml").read_text())
     assert config["project"]["type"] == "book" and config["project"]["output-dir"] == "_book"
