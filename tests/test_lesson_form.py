@@ -29,7 +29,6 @@ from runtime.paths import LESSONS_DIR
 LESSONS = sorted(LESSONS_DIR.glob("[0-9][0-9]-*.ipynb"))
 MAX_HIDDEN_SHARE = 0.10
 MAX_SHOW_TABLE_LINES = 40
-MAX_STATIC_COLUMNS = 7
 
 
 def cells(path):
