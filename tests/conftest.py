@@ -226,6 +226,24 @@ def smol_tokenizer():
                                          local_files_only=True)
 
 
+@pytest.fixture(scope="session")
+def attack():
+    """Lesson 5's attack fixture (``load_attack_fixture()``)."""
+    from runtime.fixture import load_attack_fixture
+
+    return load_attack_fixture()
+
+
+@pytest.fixture
+def transcript_copy(tmp_path):
+    """A copy of the reader transcript that a test may write to."""
+    import shutil
+
+    from runtime.records import TRANSCRIPT_PATH
+
+    return shutil.copyfile(TRANSCRIPT_PATH, tmp_path / "reader-transcript.jsonl")
+
+
 @pytest.fixture(scope="module")
 def inputs():
     """The six lesson prompts as the record command builds them (tf-idf top 3)."""

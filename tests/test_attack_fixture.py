@@ -44,11 +44,6 @@ NORMAL_FINGERPRINTS = {
 UNPINNED = {"support-review.csv", "corrupted-replies.csv", "second-reading.csv"}
 
 
-@pytest.fixture(scope="module")
-def attack():
-    return load_attack_fixture()
-
-
 # --- the committed attack fixture --------------------------------------------------
 
 

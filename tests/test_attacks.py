@@ -13,7 +13,7 @@ from helpers.attacks import UNDER_ATTACK as UNDER, WITHOUT_ATTACK as WITHOUT, ru
 from helpers.intervals import cluster_bootstrap, holm, mcnemar_exact
 from helpers.parsing import parse_reader_output
 from runtime import attack_runs, config, progress
-from runtime.fixture import load_attack_fixture, load_riverton
+from runtime.fixture import load_riverton
 from runtime.lessons import lesson_reader_inputs
 from runtime.readers import ReplayError, generate_all, load_reader
 
@@ -21,11 +21,6 @@ from runtime.readers import ReplayError, generate_all, load_reader
 METADATA = load_riverton().metadata
 
 ECHO = "Answer: <short answer, NOT IN HANDBOOK, or PREMISE NOT SUPPORTED: correction>\nSources: none"
-
-
-@pytest.fixture(scope="module")
-def attack():
-    return load_attack_fixture()
 
 
 # --- success rules --------------------------------------------------------------------

@@ -13,17 +13,12 @@ from helpers.attacks import attack_index
 from helpers.prompts import SYSTEM_PROMPT, build_messages
 from helpers.retrieval import TfidfRetriever
 from helpers.values import Value, compatible, stated_values
-from runtime.fixture import EXTENDED_QUESTIONS_FILE, load_attack_fixture, load_questions, load_riverton
+from runtime.fixture import EXTENDED_QUESTIONS_FILE, load_questions, load_riverton
 from runtime.records import transcript_key
 
 
 #: The fixture's metadata, which vouches for the handbook (lesson 5's trust anchor).
 METADATA = load_riverton().metadata
-
-@pytest.fixture(scope="module")
-def attack():
-    return load_attack_fixture()
-
 
 @pytest.fixture(scope="module")
 def index(handbook, attack):

@@ -12,7 +12,6 @@ beside the prompt, never inside a request.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from runtime.cli import main as runtime_cli  # noqa: E402
 from runtime.llama_server import free_port  # noqa: E402
 from runtime.paths import PROJECT_ROOT  # noqa: E402
 from runtime.readers import generate_all, live_check, load_reader, mode_sentence  # noqa: E402
-from runtime.records import TRANSCRIPT_PATH, read_transcript  # noqa: E402
+from runtime.records import read_transcript  # noqa: E402
 from runtime.registry import ReaderError  # noqa: E402
 from runtime.server import ENGINES, ServerError, WrongModelError, check_reply  # noqa: E402
 
@@ -42,11 +41,6 @@ SMOL, QWEN = "smollm2_135m_instruct", "qwen_1_5b_instruct"
 SMOL_ID, QWEN_ID = "HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"
 QWEN_REVISION = "989aa7980e4cf806f80c7fef2b1adb7bc71aa306"
 CACHE = "/hf/hub/models--Qwen--Qwen2.5-1.5B-Instruct/snapshots"
-
-
-@pytest.fixture
-def transcript_copy(tmp_path):
-    return shutil.copyfile(TRANSCRIPT_PATH, tmp_path / "reader-transcript.jsonl")
 
 
 def record(url, transcript, *options):

@@ -3,7 +3,6 @@ merging by (collection, model, decoding), atomic writes, exact-key replay and th
 changed prompt, setting, grammar or model gets; ``python -m runtime show``. No model runs."""
 import dataclasses
 import json
-import shutil
 
 import huggingface_hub.constants
 import pytest
@@ -41,11 +40,6 @@ REFERENCE_RENDER = {
     "Q5": ("Answer: NOT IN HANDBOOK ⏎ Sources: H01", 15, True, False, 222),
     "Q6": ("Answer: NOT IN HANDBOOK ⏎ Sources: H11", 15, True, False, 272),
 }
-
-
-@pytest.fixture
-def transcript_copy(tmp_path):
-    return shutil.copyfile(TRANSCRIPT_PATH, tmp_path / "reader-transcript.jsonl")
 
 
 @pytest.fixture
