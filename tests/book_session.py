@@ -108,10 +108,8 @@ class SessionBook:
         for source in chapters:
             self.lesson(source)
         started = time.perf_counter()
-        result = subprocess.run(
-            [sys.executable, "-m", "bookkit", "--engine", "nbclient"], cwd=self.root,
-            env=self.env, capture_output=True, text=True, timeout=3600,
-        )
+        result = subprocess.run([sys.executable, "-m", "bookkit", "--engine", "nbclient"], cwd=self.root,
+                                env=self.env, capture_output=True, text=True, timeout=3600)
         report = result.stdout + result.stderr
         assert result.returncode == 0, f"the nbclient build failed:\n{report[-6000:]}"
         assert ENGINE_LINE["nbclient"] in result.stdout, report[-3000:]

@@ -37,14 +37,12 @@ def bench(request):
 # The six raw reader outputs printed on the reference render, with its visible line-break
 # marker. They are a record of one render, kept so that parsing and scoring can be
 # checked without a language model.
-SOURCE_RAW_OUTPUTS_VISIBLE = {
-    "Q1": "Answer: $150 per week ⏎ Sources: H08",
-    "Q2": "Answer: Applications close on October 15. ⏎ Sources: H14",
-    "Q3": "Answer: NOT IN HANDBOOK ⏎ Sources: none",
-    "Q4": "Answer: NO PRIOR DATA EXPERIENCE IS REQUIRED ⏎ Sources: H12",
-    "Q5": "Answer: NOT IN HANDBOOK ⏎ Sources: H01",
-    "Q6": "Answer: NOT IN HANDBOOK ⏎ Sources: H11",
-}
+SOURCE_RAW_OUTPUTS_VISIBLE = {"Q1": "Answer: $150 per week ⏎ Sources: H08",
+                              "Q2": "Answer: Applications close on October 15. ⏎ Sources: H14",
+                              "Q3": "Answer: NOT IN HANDBOOK ⏎ Sources: none",
+                              "Q4": "Answer: NO PRIOR DATA EXPERIENCE IS REQUIRED ⏎ Sources: H12",
+                              "Q5": "Answer: NOT IN HANDBOOK ⏎ Sources: H01",
+                              "Q6": "Answer: NOT IN HANDBOOK ⏎ Sources: H11"}
 
 
 @pytest.fixture()
@@ -222,8 +220,7 @@ def smol_tokenizer():
     from runtime.registry import get_reader_spec, package_gguf_path
 
     path = package_gguf_path(get_reader_spec("smollm2_135m_instruct"))
-    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
-                                         local_files_only=True)
+    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
 
 
 @pytest.fixture(scope="session")

@@ -114,8 +114,7 @@ def _stop_pid(pid: int, grace: float) -> None:
 
 
 @contextlib.contextmanager
-def lab_server(root: Path, python: str = sys.executable,
-               timeout: float = SERVER_START_TIMEOUT,
+def lab_server(root: Path, python: str = sys.executable, timeout: float = SERVER_START_TIMEOUT,
                env: dict[str, str] | None = None) -> Iterator[LabServer]:
     """JupyterLab serving `root` on 127.0.0.1 at a free port, without a token; `env` adds
     variables to the environment that the server and its kernels see."""
@@ -136,15 +135,12 @@ def lab_server(root: Path, python: str = sys.executable,
     # A person's session, not a book build, with the progress bars on: as for a student.
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("QUARTO_", "RIVERTON_BOOK_BUILD", "RIVERTON_PROGRESS"))}
     environment.update({name: str(folder) for name, folder in folders.items()}, **(env or {}))
-    command = [
-        python, "-m", "jupyterlab", "--no-browser",
-        "--ServerApp.ip=127.0.0.1", "--ServerApp.port=0", "--ServerApp.port_retries=0",
-        "--IdentityProvider.token=", "--ServerApp.password=",
-        f"--ServerApp.root_dir={root}",
-        "--LabApp.expose_app_in_browser=True",
-        "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
-        "--LabApp.news_url=",
-    ]
+    command = [python, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+               "--ServerApp.port=0", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
+               "--ServerApp.password=", f"--ServerApp.root_dir={root}",
+               "--LabApp.expose_app_in_browser=True",
+               "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
+               "--LabApp.news_url="]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")
     log = private / "server.log"

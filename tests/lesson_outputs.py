@@ -14,14 +14,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from bookkit.build import (
-    Chapter,
-    _for_cache,
-    cell_options,
-    execute_chapter,
-    load_book_config,
-    read_chapter,
-)
+from bookkit.build import (Chapter, _for_cache, cell_options, execute_chapter, load_book_config,
+                           read_chapter)
 from bookkit.cache import LessonKey, ProjectInputs
 from runtime.display import TABLE_MIME
 from runtime.paths import PROJECT_ROOT

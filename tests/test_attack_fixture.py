@@ -14,10 +14,9 @@ import pytest
 
 from helpers.attack_rules import DEFENCE_NAMES, EVASION_STYLES, without_payload
 from helpers.defences import DEFENCES
-from runtime.fixture import (ATTACK_EVASIONS_FILE, ATTACK_FILES, ATTACK_KINDS_FILE,
-                             ATTACK_PASSAGES_FILE, ATTACK_QUESTIONS_FILE, ATTACK_WORDINGS_FILE,
-                             HANDBOOK_FILE, METADATA_FILE, fingerprint, load_attack_fixture,
-                             load_riverton, read_metadata)
+from runtime.fixture import (ATTACK_EVASIONS_FILE, ATTACK_FILES, ATTACK_KINDS_FILE, ATTACK_PASSAGES_FILE,
+                             ATTACK_QUESTIONS_FILE, ATTACK_WORDINGS_FILE, HANDBOOK_FILE, METADATA_FILE,
+                             fingerprint, load_attack_fixture, load_riverton, read_metadata)
 from runtime.paths import DATA_DIR, LESSONS_DIR
 
 from fixture_edits import cases, field, recorded, refused, replace, rows

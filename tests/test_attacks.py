@@ -164,8 +164,7 @@ def test_tables_by_attack_and_prompt_count_defined_replies_and_answers(attack):
     outcomes["first_caused"] = outcomes["caused"]
     chosen = attack.questions[attack.questions["attack_id"].isin(["A01", "A04"])]
     table = attacks.by_prompt(outcomes, chosen).set_index("attack_id")
-    assert table.loc["A04", ["lesson 1 prompt", "quoting prompt"]].tolist() == ["undefined",
-                                                                                "1 of 2"]
+    assert table.loc["A04", ["lesson 1 prompt", "quoting prompt"]].tolist() == ["undefined", "1 of 2"]
     assert table.loc["A01", "lesson 1 prompt"] == "1 of 2"
     assert table.loc["all, pooled", "lesson 1 prompt"].startswith("1 of 2: 0.50")
     assert table.loc["no answer", "quoting prompt"] == "1 of 4"
@@ -182,8 +181,7 @@ def test_prompts_are_compared_on_inputs_defined_under_both(attack):
                                                ("quoting prompt", "lesson 1 prompt")])
     first = table.iloc[0]
     # A04's lesson 1 cells are undefined, so only A01's two inputs are compared.
-    assert (first["inputs"], first["caused_pair"], first["discordant"]) == (2, "1 and 0",
-                                                                           "1 and 0")
+    assert (first["inputs"], first["caused_pair"], first["discordant"]) == (2, "1 and 0", "1 and 0")
     assert first["p"] == 1.0 and first["p_holm"] == "primary, not adjusted"
     assert table.iloc[1]["p_holm"] == "1.000"
 

@@ -103,8 +103,7 @@ def _grammar_processor(tokenizer, grammar: str, prompt_length: int):
             self.mask = GrammarMask(tokenizer, grammar)
 
         def __call__(self, input_ids, scores):
-            allowed = self.mask.allowed_after(input_ids[0, prompt_length:].tolist(),
-                                              scores.shape[-1])
+            allowed = self.mask.allowed_after(input_ids[0, prompt_length:].tolist(), scores.shape[-1])
             return scores.masked_fill(~allowed, float("-inf"))
 
     return GrammarProcessor()

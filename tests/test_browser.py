@@ -196,10 +196,9 @@ def test_lesson_page_loads_without_console_errors_and_search_filters(browser, si
     """Every lesson page has a title, no console error (check_page fails on one), tables
     that render offline, each in the helpers' box, and a search box that filters rows."""
     with pagecheck.serve_folder(site.folder) as base:
-        result = pagecheck.check_page(
-            base + _page(lesson), term, predicate,
-            screenshot=tmp_path / f"{Path(lesson).stem}.png", driver=browser, timeout=60,
-        )
+        result = pagecheck.check_page(base + _page(lesson), term, predicate,
+                                      screenshot=tmp_path / f"{Path(lesson).stem}.png", driver=browser,
+                                      timeout=60)
         title = browser.execute_script("const h = document.querySelector('h1'); return h && h.textContent;")
         boxes = browser.execute_script("return document.querySelectorAll('div.riverton-table').length;")
         loose = pagecheck.loose_tables(browser)
@@ -266,8 +265,7 @@ def _lessons_with_exercises() -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lesson", _lessons_with_exercises(),
-                         ids=lambda lesson: Path(lesson).stem[:2])
+@pytest.mark.parametrize("lesson", _lessons_with_exercises(), ids=lambda lesson: Path(lesson).stem[:2])
 def test_solutions_are_collapsed_on_the_page_until_opened(browser, site, lesson):
     from exercise_cells import exercise_cells
 

@@ -39,8 +39,7 @@ def normal(handbook, attack):
     (("H08",), ()), (("H12", "H03"), ()), ((), ()),  # citing nothing is not its matter
     (("H08", "P01"), ("P01",)), (("S01",), ("S01",)), (("H99",), ("H99",)),
 ])
-def test_provenance_holds_every_citation_outside_the_handbook(index, handbook, sources,
-                                                              untrusted):
+def test_provenance_holds_every_citation_outside_the_handbook(index, handbook, sources, untrusted):
     assert defences.trusted_ids(index) == frozenset(handbook["passage_id"])
     verdict = defences.provenance_check(sources, defences.trusted_ids(index))
     assert verdict == defences.Provenance(bool(untrusted), untrusted)
@@ -91,10 +90,8 @@ ROUTES = [
 
 
 @pytest.mark.parametrize(("question", "ids", "route"), ROUTES, ids=[r[0] for r in ROUTES])
-def test_questions_route_by_their_words_and_their_handbook_passages(index, question, ids,
-                                                                    route):
-    got = defences.route_question(question, defences.routing_topics(ids, [1.0] * len(ids),
-                                                                      index))
+def test_questions_route_by_their_words_and_their_handbook_passages(index, question, ids, route):
+    got = defences.route_question(question, defences.routing_topics(ids, [1.0] * len(ids), index))
     if route is True:
         assert got.to_person and got.label == "a person"
     else:
@@ -125,8 +122,7 @@ def test_only_the_first_handbook_passage_with_enough_score_routes(index):
     assert defences.routing_topics(ids, scores, index) == [("H15", "laptops")]
     assert defences.routing_topics(("H12", "H06"), (0.22, 0.20), index) == []
     assert defences.TOPIC_MIN_SCORE > 0.22
-    assert defences.routing_topics(("H08",), (defences.TOPIC_MIN_SCORE,), index) == [
-        ("H08", "stipend")]
+    assert defences.routing_topics(("H08",), (defences.TOPIC_MIN_SCORE,), index) == [("H08", "stipend")]
     assert defences.routing_topics((), (), index) == []
     # A planted passage ranked first cannot hide the handbook passage below it.
     assert defences.routing_topics(("P01", "H08"), (0.54, 0.40), index) == [("H08", "stipend")]
@@ -134,8 +130,7 @@ def test_only_the_first_handbook_passage_with_enough_score_routes(index):
         defences.routing_topics(("P01", "H08"), (0.54,), index)
 
 
-def test_routing_sends_every_sensitive_ordinary_question_and_two_others(
-        riverton, handbook, normal):
+def test_routing_sends_every_sensitive_ordinary_question_and_two_others(riverton, handbook, normal):
     """The 42 ordinary questions, asked without any attack: every question whose gold
     passage has a routed topic goes to a person, whether or not tf-idf retrieves its gold
     passage, and of the 29 others two do, for a money word the rule reads."""
@@ -331,8 +326,7 @@ def test_the_quoting_prompt_keeps_lesson_1_adds_to_it_and_has_its_own_keys():
     assert user.endswith("Sources: <listed passage IDs, or none>")
     passages = [("H08", "Data Support Certificate students receive a training stipend.")]
     plain = build_messages("Q1", "How much is the weekly training stipend?", passages)
-    quoted = defences.build_quoted_messages("Q1", "How much is the weekly training stipend?",
-                                            passages)
+    quoted = defences.build_quoted_messages("Q1", "How much is the weekly training stipend?", passages)
     settings = {"do_sample": False}
     assert transcript_key("m", "r", plain, settings) != transcript_key("m", "r", quoted, settings)
     assert plain[0]["content"] == SYSTEM_PROMPT  # lesson 1's prompt is left as it was
@@ -370,8 +364,7 @@ def test_datamarking_marks_every_space_of_a_passage_and_leaves_the_question_unma
     assert user.endswith(plain[1]["content"].rsplit("\n\n", 1)[1])  # lesson 1's format
     assert set(defences.PROMPTS) == {"lesson 1 prompt", "placebo prompt", "quoting prompt",
                                      "datamarking prompt"}
-    placebo = defences.build_placebo_messages("A04", "Q?",
-                                              [("H04", "Applicants must be at least 18.")])
+    placebo = defences.build_placebo_messages("A04", "Q?", [("H04", "Applicants must be at least 18.")])
     assert placebo[0]["content"].startswith(SYSTEM_PROMPT + " ") and placebo[1] == plain[1]
     added = defences.PLACEBO_SYSTEM_PROMPT[len(SYSTEM_PROMPT):].lower()
     assert not any(word in added for word in ("passage", "quot", "mark", "instruction", "data"))
@@ -420,8 +413,7 @@ def test_every_defence_on_one_reply(handbook, attack, case):
     assert list(verdict) == defences.VERDICT_COLUMNS
     assert [int(verdict[column]) for column in HELD] == list(held)
     assert {name: verdict[name] for name in fields} == fields
-    route = defences.route_question(question,
-                                    defences.routing_topics(retrieved, scores, index))
+    route = defences.route_question(question, defences.routing_topics(retrieved, scores, index))
     assert verdict == defences.defence_verdicts(raw, retrieved, route, index)
 
 

@@ -19,8 +19,7 @@ RETRIEVERS = {"dense": DenseRetriever, "hybrid": HybridRetriever}
 
 @pytest.fixture(scope="module")
 def fitted(handbook):
-    return {"tfidf": TfidfRetriever.fit(handbook),
-            "dense": DenseRetriever.fit(handbook, load_encoder()),
+    return {"tfidf": TfidfRetriever.fit(handbook), "dense": DenseRetriever.fit(handbook, load_encoder()),
             "hybrid": HybridRetriever.fit(handbook, load_encoder())}
 
 
@@ -112,8 +111,7 @@ def test_interface_matches_tfidf(handbook, questions, fitted):
         ranked = retriever.rank(questions, k=3)
         assert ranked.dtypes.to_dict() == reference.dtypes.to_dict()
         # With no score floor every question gets exactly k passages, in rank order.
-        assert ranked["question_id"].tolist() == [q for q in questions["question_id"]
-                                                  for _ in range(3)]
+        assert ranked["question_id"].tolist() == [q for q in questions["question_id"] for _ in range(3)]
         for _, group in ranked.groupby("question_id"):
             assert group["rank"].tolist() == [1, 2, 3]
             assert group["score"].is_monotonic_decreasing
@@ -211,13 +209,11 @@ def test_pair_cosines_are_the_cosines_of_each_pair():
 
 
 @pytest.mark.slow
-def test_lesson_executes_with_every_table_the_q3_figure_and_dense_recall(book, handbook,
-                                                                         questions):
+def test_lesson_executes_with_every_table_the_q3_figure_and_dense_recall(book, handbook, questions):
     executed = book.lesson(LESSONS_DIR / "02-when-words-dont-match.ipynb").nb
     tables = lesson_tables(executed)
     for name in ("question_kinds", "extended_questions", "q6_terms", "dense_top3", "fusions",
-                 "weight_sweep", "gold_ranks", "metrics", "unanswerable", "thresholds",
-                 "small_reader"):
+                 "weight_sweep", "gold_ranks", "metrics", "unanswerable", "thresholds", "small_reader"):
         assert name in tables, name
     figure_cells = [c for c in executed.cells if c.cell_type == "code"
                     and c.source.startswith("#| label: fig-q3-scores")]

@@ -23,12 +23,9 @@ from runtime import claims, config, display
 from runtime.paths import PROJECT_ROOT
 
 # Several dollar pairs per cell, the way answers, control strings and raw replies hold them.
-DOLLARS = [
-    "$150|$150 per week|$150 a week|150 dollars per week",
-    "Answer: $2 fare ⏎ Sources: H05, then $150 and $200",
-    "$$x$$ and \\$5 and $ alone",
-    "<b>$1</b> & $2",
-]
+DOLLARS = ["$150|$150 per week|$150 a week|150 dollars per week",
+           "Answer: $2 fare ⏎ Sources: H05, then $150 and $200", "$$x$$ and \\$5 and $ alone",
+           "<b>$1</b> & $2"]
 
 
 class _Cells(html.parser.HTMLParser):

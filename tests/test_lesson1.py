@@ -95,11 +95,10 @@ def test_lesson_1_shows_the_reference_render_s_values(lesson, table, label, expe
 
 def test_action_table(lesson):
     actions = {(r["Expected action"], r["Observed action"]): r["Questions"] for r in table_rows(lesson, "actions")}
-    assert actions == {
-        ("abstain", "abstain"): 1, ("abstain", "answer"): 0, ("abstain", "flag premise"): 0,
-        ("answer", "abstain"): 1, ("answer", "answer"): 3, ("answer", "flag premise"): 0,
-        ("flag premise", "abstain"): 1, ("flag premise", "answer"): 0, ("flag premise", "flag premise"): 0,
-    }
+    assert actions == {("abstain", "abstain"): 1, ("abstain", "answer"): 0,
+                       ("abstain", "flag premise"): 0, ("answer", "abstain"): 1, ("answer", "answer"): 3,
+                       ("answer", "flag premise"): 0, ("flag premise", "abstain"): 1,
+                       ("flag premise", "answer"): 0, ("flag premise", "flag premise"): 0}
 
 
 def test_the_page_states_its_findings_and_its_mode(lesson):

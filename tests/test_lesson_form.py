@@ -47,8 +47,7 @@ def hidden(cell) -> bool:
 
 
 def body(cell):
-    text = "\n".join(line for line in source(cell).splitlines()
-                     if not line.startswith(("#|", "%", "!")))
+    text = "\n".join(line for line in source(cell).splitlines() if not line.startswith(("#|", "%", "!")))
     return ast.parse(text)
 
 

@@ -73,8 +73,7 @@ def loads(tmp_path_factory, inputs):
                          if n not in one or n not in two or not torch.equal(one[n], two[n]))
         dtypes = {str(p.dtype) for p in second.model.parameters()}
     return {"cache": cache, "gguf": gguf_tokens, "cached": cached_tokens, "unequal": unequal,
-            "n_tensors": len(two), "said_gguf": said_gguf, "said_cached": said_cached,
-            "dtypes": dtypes}
+            "n_tensors": len(two), "said_gguf": said_gguf, "said_cached": said_cached, "dtypes": dtypes}
 
 
 def test_the_cached_load_generates_the_gguf_load_token_for_token_and_says_so(loads):

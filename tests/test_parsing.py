@@ -13,14 +13,12 @@ from helpers.parsing import (ReplyParseError, assert_all_parsed, parse_outputs,
                              parse_reader_output, show_line_breaks)
 
 # The reference render's table "Strictly parsed reader outputs".
-PRINTED_PARSED = {
-    "Q1": ("$150 per week", "H08", "answer", "answer"),
-    "Q2": ("Applications close on October 15.", "H14", "answer", "answer"),
-    "Q3": ("NOT IN HANDBOOK", "none", "abstain", "answer"),
-    "Q4": ("NO PRIOR DATA EXPERIENCE IS REQUIRED", "H12", "answer", "answer"),
-    "Q5": ("NOT IN HANDBOOK", "H01", "abstain", "abstain"),
-    "Q6": ("NOT IN HANDBOOK", "H11", "abstain", "flag premise"),
-}
+PRINTED_PARSED = {"Q1": ("$150 per week", "H08", "answer", "answer"),
+                  "Q2": ("Applications close on October 15.", "H14", "answer", "answer"),
+                  "Q3": ("NOT IN HANDBOOK", "none", "abstain", "answer"),
+                  "Q4": ("NO PRIOR DATA EXPERIENCE IS REQUIRED", "H12", "answer", "answer"),
+                  "Q5": ("NOT IN HANDBOOK", "H01", "abstain", "abstain"),
+                  "Q6": ("NOT IN HANDBOOK", "H11", "abstain", "flag premise")}
 
 
 def test_six_recorded_replies_parse_as_printed(source_raw_outputs, parsed, questions):

@@ -24,13 +24,8 @@ from helpers import parsing
 from helpers.decoding import CONSTRAINED_GBNF, MAX_NEW_TOKENS
 from helpers.grammar import build_gbnf, build_grammar, constrained_settings, reply_matches_gbnf
 from runtime.cli import main as runtime_cli
-from runtime.llama_server import (
-    llama_server_installed,
-    llama_server_version,
-    local_llama_server,
-    server_python,
-    smollm2_gguf,
-)
+from runtime.llama_server import (llama_server_installed, llama_server_version, local_llama_server,
+                                  server_python, smollm2_gguf)
 from runtime.readers import ServerReader, generate_all, load_reader, mode_sentence
 from runtime.records import TRANSCRIPT_PATH, read_transcript, transcript_key
 from runtime.registry import file_sha256, get_reader_spec, resolve_revision
@@ -82,10 +77,9 @@ def ask(reader, messages, question_id="Q1"):
 
 def _tokenize(url: str, text: str) -> list[int]:
     """llama-cpp-python's own tokenizer endpoint, without special tokens."""
-    request = urllib.request.Request(
-        url.removesuffix("/v1") + "/extras/tokenize",
-        data=json.dumps({"input": text, "add_special": False}).encode(),
-        headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(url.removesuffix("/v1") + "/extras/tokenize",
+                                     data=json.dumps({"input": text, "add_special": False}).encode(),
+                                     headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)["tokens"]
 
@@ -108,8 +102,7 @@ def test_the_server_is_identified_its_file_checked_and_the_page_says_so(server_r
         "prompt and output token counts are the server's own (`usage`).")
 
 
-def test_six_lesson_prompts_and_what_their_counts_count(first_run, inputs, llama_url,
-                                                       smol_tokenizer):
+def test_six_lesson_prompts_and_what_their_counts_count(first_run, inputs, llama_url, smol_tokenizer):
     """Every reply stops for one reason; the prompt count is the one transformers makes of
     the chat template stored in the GGUF file; the reply count leaves the end-of-sequence
     token out (ENGINES says so, and the hidden-cap check relies on it), measured."""
@@ -142,8 +135,7 @@ def test_recording_from_the_server_replaces_its_set_and_replays(first_run, input
     after = read_transcript(transcript)
 
     def replaced(entry):
-        return (entry.collection, entry.model_id, entry.decoding) == (LESSON_1, SMOL_ID,
-                                                                      "unconstrained")
+        return (entry.collection, entry.model_id, entry.decoding) == (LESSON_1, SMOL_ID, "unconstrained")
 
     assert [e for e in after if not replaced(e)] == [e for e in before if not replaced(e)]
     entries = [e for e in after if replaced(e)]
@@ -185,8 +177,7 @@ def test_the_hybrids_prompts_record_as_lesson_two_builds_them(llama_url, data_co
                                         and e.collection == entries[0].collection}
 
 
-def test_lesson_5_prompts_record_from_a_server_and_the_lesson_finds_them(llama_url, tmp_path,
-                                                                        capsys):
+def test_lesson_5_prompts_record_from_a_server_and_the_lesson_finds_them(llama_url, tmp_path, capsys):
     """``record attacks --server --attack A04``: one attack's prompts under lesson 5's three
     system prompts; among every attack prompt of the lesson, the transcript then holds
     exactly those, and replays them."""
@@ -266,8 +257,7 @@ def _uncached(messages: list[dict]) -> list[dict]:
     return changed
 
 
-def test_a_prompt_past_the_context_or_a_request_past_its_timeout_is_an_error(llama_url,
-                                                                             inputs):
+def test_a_prompt_past_the_context_or_a_request_past_its_timeout_is_an_error(llama_url, inputs):
     """A prompt far past the server's 2048-token context gets its HTTP 400, naming the
     question. Then the timeout: the engine must really still be working when it fires.
     llama-cpp-python evaluates only what follows the longest prefix a new prompt shares
@@ -307,8 +297,7 @@ def test_the_grammar_through_the_server_and_its_key(llama_url, inputs, tmp_path,
         assert parsed.parse_ok and set(parsed.sources) <= set(retrieved), reply.raw_output
         assert reply.ended_by_eos and not reply.hit_token_cap
         assert reply_matches_gbnf(retrieved, reply.raw_output)
-        gbnf = {**server_reader.settings, "decoding": CONSTRAINED_GBNF,
-                "grammar": build_gbnf(retrieved)}
+        gbnf = {**server_reader.settings, "decoding": CONSTRAINED_GBNF, "grammar": build_gbnf(retrieved)}
         assert reply.settings == gbnf
         assert reply.key == transcript_key(SMOL_ID, server_reader.revision, messages, gbnf)
         live = constrained_settings(server_reader.settings, build_grammar(retrieved))
@@ -335,6 +324,5 @@ def test_the_penalty_reaches_the_reply_but_not_the_prompt(llama_url, inputs):
     reply = ask(ServerReader(harsh, llama_url), messages).raw_output
     tokens = _tokenize(llama_url, reply)
     assert len(tokens) == len(set(tokens)), reply
-    prompt_tokens = set(_tokenize(llama_url, messages[0]["content"] + "\n" +
-                                  messages[1]["content"]))
+    prompt_tokens = set(_tokenize(llama_url, messages[0]["content"] + "\n" + messages[1]["content"]))
     assert len([t for t in tokens if t in prompt_tokens]) >= 5, reply

@@ -12,18 +12,9 @@ from helpers.grammar import build_grammar, constrained_settings
 from runtime.cli import main as runtime_cli
 from runtime.lessons import lesson_reader_inputs
 from runtime.readers import RecordedReader, ReplayError, generate_all, load_reader
-from runtime.records import (
-    FIELDS,
-    GENERATED_LIVE,
-    TRANSCRIBED,
-    TRANSCRIPT_PATH,
-    TranscriptError,
-    merge_entries,
-    read_transcript,
-    record_into,
-    transcript_key,
-    write_transcript,
-)
+from runtime.records import (FIELDS, GENERATED_LIVE, TRANSCRIBED, TRANSCRIPT_PATH, TranscriptError,
+                             merge_entries, read_transcript, record_into, transcript_key,
+                             write_transcript)
 from runtime.registry import WeightsUnavailableError, get_reader_spec, weights_available
 
 QWEN, SMOL = "qwen_1_5b_instruct", "smollm2_135m_instruct"

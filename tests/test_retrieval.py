@@ -21,23 +21,14 @@ from helpers.retrieval import (RANK_COLUMNS, TfidfRetriever, _top, format_candid
                                overlap_table, rank_scores, recall_at_k)
 from helpers.text import STOP_WORDS, content_tokens, tokenize
 
-PRINTED_OVERLAP = {
-    "Q1": ("H08", "stipend, training"),
-    "Q2": ("H14", "applications, close"),
-    "Q3": ("H13", "none"),
-    "Q4": ("H12", "certificate, data, experience, need, support"),
-    "Q5": (None, "none"),
-    "Q6": ("H11", "forklift"),
-}
+PRINTED_OVERLAP = {"Q1": ("H08", "stipend, training"), "Q2": ("H14", "applications, close"),
+                   "Q3": ("H13", "none"), "Q4": ("H12", "certificate, data, experience, need, support"),
+                   "Q5": (None, "none"), "Q6": ("H11", "forklift")}
 
-PRINTED_CANDIDATES = {
-    "Q1": "H08 (#1, 0.356)",
-    "Q2": "H14 (#1, 0.572)",
-    "Q3": "no lexical match",
-    "Q4": "H12 (#1, 0.588); H03 (#2, 0.108); H15 (#3, 0.098)",
-    "Q5": "H03 (#1, 0.311); H01 (#2, 0.297)",
-    "Q6": "H10 (#1, 0.261); H11 (#2, 0.140); H03 (#3, 0.089)",
-}
+PRINTED_CANDIDATES = {"Q1": "H08 (#1, 0.356)", "Q2": "H14 (#1, 0.572)", "Q3": "no lexical match",
+                      "Q4": "H12 (#1, 0.588); H03 (#2, 0.108); H15 (#3, 0.098)",
+                      "Q5": "H03 (#1, 0.311); H01 (#2, 0.297)",
+                      "Q6": "H10 (#1, 0.261); H11 (#2, 0.140); H03 (#3, 0.089)"}
 
 PRINTED_GOLD = {  # the gold evidence label, and recall@3
     "Q1": ("rank 1", True),
@@ -175,8 +166,7 @@ def test_sklearn_tfidf_differs_from_the_lesson_weights(retriever, handbook, ques
     passages = vectorizer.fit_transform(handbook["text"])
     theirs = linear_kernel(vectorizer.transform(questions["question"]), passages)
     ours = retriever.score(questions["question"].tolist())
-    ours_idf = retriever.vocabulary.set_index("term").loc[vectorizer.get_feature_names_out(),
-                                                          "idf"]
+    ours_idf = retriever.vocabulary.set_index("term").loc[vectorizer.get_feature_names_out(), "idf"]
     np.testing.assert_allclose(vectorizer.idf_, ours_idf + 1.0, atol=1e-12)
     h08 = retriever.passage_ids.index("H08")
     assert round(ours[0, h08], 3) == 0.356 and round(theirs[0, h08], 3) != 0.356  # Q1
@@ -355,8 +345,7 @@ def test_rank_matches_a_brute_force_ranking_on_a_larger_handbook(synthetic, k):
     ranked = retriever.rank(questions, k=k)
     got = list(ranked.itertuples(index=False, name=None))
     assert [row[:3] for row in got] == [row[:3] for row in expected]
-    np.testing.assert_allclose([row[3] for row in got], [row[3] for row in expected],
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose([row[3] for row in got], [row[3] for row in expected], rtol=0, atol=1e-12)
     # The duplicated passages do tie: some question's top 3 holds equal scores.
     if k == 3:
         assert (ranked.groupby("question_id")["score"].nunique() < 3).any()

@@ -300,8 +300,7 @@ def test_a_verdict_carries_only_to_the_same_text_for_the_same_request():
         carry_verdicts(reviewed, run([("Q1", "k1", "a"), ("Q1", "k1", "b")]))
 
 
-def test_a_changed_transcript_reply_is_refused_and_its_verdict_no_longer_applies(
-        data_dir, tmp_path):
+def test_a_changed_transcript_reply_is_refused_and_its_verdict_no_longer_applies(data_dir, tmp_path):
     """The review loader reads each reply from the transcript by its collection: a
     re-recorded reply of the same request, with other text, no longer matches the row
     that reviewed it, and its verdict does not carry over."""

@@ -33,10 +33,9 @@ PRINTED_OUTCOMES = [
     ("Q6", "abstain", "flag premise", False, "unexpected action", "not applicable",
      "gold in top 3", "unexpected action"),
 ]
-OUTCOME_COLUMNS = [
-    "question_id", "reader_action", "expected_action", "action_correct",
-    "reader_given_passages", "reference_agreement", "recall_at_3_label", "end_to_end_outcome",
-]
+OUTCOME_COLUMNS = ["question_id", "reader_action", "expected_action", "action_correct",
+                   "reader_given_passages", "reference_agreement", "recall_at_3_label",
+                   "end_to_end_outcome"]
 
 PRINTED_ACTION_TABLE = [  # expected action, observed action, questions
     ("abstain", "abstain", 1), ("abstain", "answer", 0), ("abstain", "flag premise", 0),
@@ -45,11 +44,8 @@ PRINTED_ACTION_TABLE = [  # expected action, observed action, questions
     ("flag premise", "flag premise", 0),
 ]
 
-PRINTED_POLICIES = [
-    ("observed reader", 4, 6, "Q3, Q6"),
-    ("always answer", 4, 6, "Q5, Q6"),
-    ("always abstain", 1, 6, "Q1, Q2, Q3, Q4, Q6"),
-]
+PRINTED_POLICIES = [("observed reader", 4, 6, "Q3, Q6"), ("always answer", 4, 6, "Q5, Q6"),
+                    ("always abstain", 1, 6, "Q1, Q2, Q3, Q4, Q6")]
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +80,7 @@ def test_em_and_f1_per_row(scores):
 
 def test_action_counts_and_tables_match_the_source(scores, questions):
     """3 answers, 3 abstentions, 0 premise flags; the action table; the policy table."""
-    assert action_counts(scores) == {"answer": 3, "abstain": 3, "flag premise": 0,
-                                     "parse failure": 0}
+    assert action_counts(scores) == {"answer": 3, "abstain": 3, "flag premise": 0, "parse failure": 0}
     table = action_table(scores)
     assert list(table.columns) == ["expected_action", "observed_action", "questions"]
     assert [tuple(r) for r in table.itertuples(index=False)] == PRINTED_ACTION_TABLE
@@ -96,8 +91,7 @@ def test_action_counts_and_tables_match_the_source(scores, questions):
 # --- parse failures and other reader behaviours ----------------------------------
 
 
-def test_a_parse_failure_is_an_empty_prediction_and_a_fourth_action(source_raw_outputs,
-                                                                     questions, gold):
+def test_a_parse_failure_is_an_empty_prediction_and_a_fourth_action(source_raw_outputs, questions, gold):
     scores = _scores_with(source_raw_outputs, questions, gold,
                           {"Q1": "Answer: $150 per week\nSources: H08\nHope that helps!",
                            "Q5": "NOT IN HANDBOOK"})

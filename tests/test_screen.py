@@ -44,8 +44,7 @@ def test_screen_table_matches_the_source(parsed, retrieved, handbook):
     screened = screen_table(parsed, retrieved, handbook)
     assert screened["question_id"].tolist() == list(PRINTED_SCREEN)
     for row in screened.itertuples(index=False):
-        shown = (row.parsed_answer, row.cited_ids, row.cited_text, row.failed_checks,
-                 row.screen_label)
+        shown = (row.parsed_answer, row.cited_ids, row.cited_text, row.failed_checks, row.screen_label)
         assert shown == PRINTED_SCREEN[row.question_id], row.question_id
         assert row.human_support_review == "pending"
     # Each check is a column of its own; the screen passes a row that passes all six.
