@@ -131,23 +131,20 @@ def test_hybrid_is_the_weighted_sum(questions, fitted):
                           0.25 * dense_scores + 0.75 * tfidf_scores)
 
 
-@pytest.mark.parametrize(
-    ("make", "error", "message"),
-    [
-        (lambda f, h: HybridRetriever(f["tfidf"], f["dense"], dense_weight=1.5), ValueError,
-         "dense_weight must lie in"),
-        (lambda f, h: HybridRetriever(TfidfRetriever.fit(h.iloc[:5]), f["dense"]), ValueError,
-         "different passages"),
-        (lambda f, h: DenseRetriever.fit(pd.DataFrame({"passage_id": ["A", "A"],
-                                                       "text": ["x", "y"]}), load_encoder()),
-         ValueError, "'A' repeats"),
-        (lambda f, h: DenseRetriever.fit(TWINS, load_encoder(), text_column="body"), KeyError, "body"),
-        (lambda f, h: DenseRetriever.fit(TWINS.iloc[0:0], load_encoder()), ValueError, "empty"),
-        (lambda f, h: dense.weighted_fusion(np.zeros((1, 2)), np.zeros((2, 2))), ValueError,
-         "differ in shape"),
-        (lambda f, h: dense.pair_cosines(["a", "b"], ["a"], load_encoder()), ValueError, "2 texts against 1"),
-    ],
-)
+@pytest.mark.parametrize(("make", "error", "message"), [
+    (lambda f, h: HybridRetriever(f["tfidf"], f["dense"], dense_weight=1.5), ValueError,
+     "dense_weight must lie in"),
+    (lambda f, h: HybridRetriever(TfidfRetriever.fit(h.iloc[:5]), f["dense"]), ValueError,
+     "different passages"),
+    (lambda f, h: DenseRetriever.fit(pd.DataFrame({"passage_id": ["A", "A"],
+                                                   "text": ["x", "y"]}), load_encoder()),
+     ValueError, "'A' repeats"),
+    (lambda f, h: DenseRetriever.fit(TWINS, load_encoder(), text_column="body"), KeyError, "body"),
+    (lambda f, h: DenseRetriever.fit(TWINS.iloc[0:0], load_encoder()), ValueError, "empty"),
+    (lambda f, h: dense.weighted_fusion(np.zeros((1, 2)), np.zeros((2, 2))), ValueError,
+     "differ in shape"),
+    (lambda f, h: dense.pair_cosines(["a", "b"], ["a"], load_encoder()), ValueError, "2 texts against 1"),
+])
 def test_bad_input_is_refused(fitted, handbook, make, error, message):
     with pytest.raises(error, match=message):
         make(fitted, handbook)

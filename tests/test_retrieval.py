@@ -77,15 +77,12 @@ def test_gold_labels_and_recall_at_3_match_the_source(gold):
     assert [recall_at_k(gold, k).tolist()[5] for k in (2, 1)] == [True, False]
 
 
-@pytest.mark.parametrize(
-    ("question", "gold_id", "label"),
-    [
-        # Other passages match, H13 shares no word with the question.
-        ("When does the Saturday workshop start?", "H13", "not retrieved (score 0)"),
-        # Seven passages name the certificate; H09 is not among the first three.
-        ("Data Support Certificate", "H09", "rank {} (outside top 3)"),
-    ],
-)
+@pytest.mark.parametrize(("question", "gold_id", "label"), [
+    # Other passages match, H13 shares no word with the question.
+    ("When does the Saturday workshop start?", "H13", "not retrieved (score 0)"),
+    # Seven passages name the certificate; H09 is not among the first three.
+    ("Data Support Certificate", "H09", "rank {} (outside top 3)"),
+])
 def test_gold_labels_beyond_the_printed_ones(retriever, question, gold_id, label):
     questions = _table(question, gold=[gold_id])
     ranked_all = retriever.rank(questions, k=None)
@@ -102,19 +99,16 @@ def test_gold_labels_beyond_the_printed_ones(retriever, question, gold_id, label
 # --- idf and scores against independent computations ----------------------------
 
 
-@pytest.mark.parametrize(
-    ("term", "passages"),
-    [
-        # Counted by reading the handbook: which passages contain the term.
-        ("stipend", {"H08"}),
-        ("riverton", {"H01", "H03"}),  # H01 uses it twice; df counts passages.
-        ("forklift", {"H03", "H04", "H09", "H11"}),
-        ("data", {"H03", "H06", "H08", "H09", "H12", "H15"}),
-        ("certificate", {"H03", "H06", "H08", "H09", "H10", "H12", "H15"}),
-        ("dsc-104", {"H09"}),
-        ("104", {"H13"}),  # "DSC-104" in H09 is one token, so it does not count.
-    ],
-)
+@pytest.mark.parametrize(("term", "passages"), [
+    # Counted by reading the handbook: which passages contain the term.
+    ("stipend", {"H08"}),
+    ("riverton", {"H01", "H03"}),  # H01 uses it twice; df counts passages.
+    ("forklift", {"H03", "H04", "H09", "H11"}),
+    ("data", {"H03", "H06", "H08", "H09", "H12", "H15"}),
+    ("certificate", {"H03", "H06", "H08", "H09", "H10", "H12", "H15"}),
+    ("dsc-104", {"H09"}),
+    ("104", {"H13"}),  # "DSC-104" in H09 is one token, so it does not count.
+])
 def test_idf_is_ln_n_over_df_by_hand_count(retriever, handbook, term, passages):
     found = {pid for pid, text in zip(handbook["passage_id"], handbook["text"])
              if term in tokenize(text)}
@@ -177,18 +171,15 @@ def test_sklearn_tfidf_differs_from_the_lesson_weights(retriever, handbook, ques
 # --- ranking rules ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("scores", "k", "min_score", "expected"),
-    [
-        # Ties go to the smaller passage ID, whatever the order of the columns.
-        ([0.5, 0.9, 0.5, 0.5, 0.0], None, 0.0, ["H02", "H01", "H09", "H10"]),
-        ([0.5, 0.9, 0.5, 0.5, 0.0], 2, 0.0, ["H02", "H01"]),  # k cuts through the tie
-        ([0.2, 0.1, 0.3, 0.2, 0.05], None, 0.2, ["H10"]),  # the floor is strict
-        ([0.0, -0.5, 0.0, 0.1, -0.5], None, -np.inf, ["H01", "H09", "H10", "H02", "H03"]),
-        # Scores equal once rounded to 12 decimals are tied.
-        ([0.5 + 1e-14, 0.5, 0.0, 0.0, 0.0], None, 0.0, ["H02", "H09"]),
-    ],
-)
+@pytest.mark.parametrize(("scores", "k", "min_score", "expected"), [
+    # Ties go to the smaller passage ID, whatever the order of the columns.
+    ([0.5, 0.9, 0.5, 0.5, 0.0], None, 0.0, ["H02", "H01", "H09", "H10"]),
+    ([0.5, 0.9, 0.5, 0.5, 0.0], 2, 0.0, ["H02", "H01"]),  # k cuts through the tie
+    ([0.2, 0.1, 0.3, 0.2, 0.05], None, 0.2, ["H10"]),  # the floor is strict
+    ([0.0, -0.5, 0.0, 0.1, -0.5], None, -np.inf, ["H01", "H09", "H10", "H02", "H03"]),
+    # Scores equal once rounded to 12 decimals are tied.
+    ([0.5 + 1e-14, 0.5, 0.0, 0.0, 0.0], None, 0.0, ["H02", "H09"]),
+])
 def test_rank_scores_rules(scores, k, min_score, expected):
     matrices = [np.array([scores])] + ([sp.csr_matrix([scores])] if min_score >= 0 else [])
     for matrix in matrices:
@@ -400,30 +391,26 @@ def test_k_must_be_a_positive_whole_number(retriever, questions, k):
 NO_TEXT = pd.DataFrame({"passage_id": ["A", "B"], "text": ["forklift", None]})
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
-    [
-        (lambda r: TfidfRetriever.fit(pd.DataFrame({"passage_id": ["A", "A"],
-                                                    "text": ["one", "two"]})),
-         ValueError, "passage IDs must be unique; 'A' repeats"),
-        (lambda r: TfidfRetriever.fit(NO_TEXT.iloc[:0]), ValueError, "empty passage table"),
-        (lambda r: TfidfRetriever.fit(NO_TEXT), ValueError,
-         r"passage 'B' \(row 2, column 'text'\) has no text"),
-        (lambda r: TfidfRetriever.fit(NO_TEXT, text_column="body"), KeyError,
-         "the passage table has no column 'body'"),
-        (lambda r: TfidfRetriever.fit(NO_TEXT.assign(text=["the and", "Is it?"])), ValueError,
-         "no passage in column 'text' has a content word"),
-        (lambda r: r.rank(pd.DataFrame({"question_id": ["Q1"], "text": ["stipend"]})), KeyError,
-         "the question table has no column 'question'"),
-        (lambda r: r.rank(_table("stipend", np.nan)), TypeError, "question 'T1' is not text: nan"),
-        (lambda r: r.score(["stipend", None]), TypeError, "query 2 is not text: None"),
-        (lambda r: rank_scores(np.zeros((2, 3)), ["A", "B", "C"], ["Q1"]), ValueError,
-         r"score matrix has shape \(2, 3\), expected \(1 questions, 3 passages\)"),
-    ],
-    ids=["duplicate ID", "empty table", "passage without text", "missing text column",
-         "only stop words", "missing question column", "question without text",
-         "query without text", "score matrix shape"],
-)
+@pytest.mark.parametrize(("call", "error", "message"), [
+    (lambda r: TfidfRetriever.fit(pd.DataFrame({"passage_id": ["A", "A"],
+                                                "text": ["one", "two"]})),
+     ValueError, "passage IDs must be unique; 'A' repeats"),
+    (lambda r: TfidfRetriever.fit(NO_TEXT.iloc[:0]), ValueError, "empty passage table"),
+    (lambda r: TfidfRetriever.fit(NO_TEXT), ValueError,
+     r"passage 'B' \(row 2, column 'text'\) has no text"),
+    (lambda r: TfidfRetriever.fit(NO_TEXT, text_column="body"), KeyError,
+     "the passage table has no column 'body'"),
+    (lambda r: TfidfRetriever.fit(NO_TEXT.assign(text=["the and", "Is it?"])), ValueError,
+     "no passage in column 'text' has a content word"),
+    (lambda r: r.rank(pd.DataFrame({"question_id": ["Q1"], "text": ["stipend"]})), KeyError,
+     "the question table has no column 'question'"),
+    (lambda r: r.rank(_table("stipend", np.nan)), TypeError, "question 'T1' is not text: nan"),
+    (lambda r: r.score(["stipend", None]), TypeError, "query 2 is not text: None"),
+    (lambda r: rank_scores(np.zeros((2, 3)), ["A", "B", "C"], ["Q1"]), ValueError,
+     r"score matrix has shape \(2, 3\), expected \(1 questions, 3 passages\)"),
+], ids=["duplicate ID", "empty table", "passage without text", "missing text column",
+        "only stop words", "missing question column", "question without text",
+        "query without text", "score matrix shape"])
 def test_bad_input_is_named(retriever, call, error, message):
     with pytest.raises(error, match=message):
         call(retriever)

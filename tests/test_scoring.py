@@ -128,15 +128,12 @@ def test_flagging_the_premise_is_the_expected_action(source_raw_outputs, questio
         "observed reader", "rows_missed"] == "Q3"
 
 
-@pytest.mark.parametrize(
-    ("replacements", "em_zero", "contains"),
-    [
-        ({}, ["Q2"], [True]),  # lesson 1's render: Q2 carries words the variants lack
-        ({"Q2": "Answer: Oct. 15\nSources: H14"}, [], []),
-        ({"Q1": "Answer: One hundred fifty dollars weekly\nSources: H08"}, ["Q1", "Q2"],
-         [False, True]),
-    ],
-)
+@pytest.mark.parametrize(("replacements", "em_zero", "contains"), [
+    ({}, ["Q2"], [True]),  # lesson 1's render: Q2 carries words the variants lack
+    ({"Q2": "Answer: Oct. 15\nSources: H14"}, [], []),
+    ({"Q1": "Answer: One hundred fifty dollars weekly\nSources: H08"}, ["Q1", "Q2"],
+     [False, True]),
+])
 def test_right_actions_with_em_zero_and_whether_they_hold_a_variant(
         source_raw_outputs, questions, gold, replacements, em_zero, contains):
     """What lesson 1's sentence on exact match 0 reads from the table: the right answers
@@ -174,28 +171,25 @@ def _squad(prediction: str, reference: str) -> tuple[int, float]:
     return int(predicted == gold), 2 * precision * recall / (precision + recall)
 
 
-@pytest.mark.parametrize(
-    ("prediction", "reference", "em", "f1"),
-    [
-        ("$150 per week", "$150 per week", 1, 1.0),
-        ("150 per week", "$150 per week", 1, 1.0),           # "$" is a symbol
-        ("The $150, per week!", "$150 per week", 1, 1.0),    # article and punctuation
-        ("€150 — per  week", "150 per week", 1, 1.0),        # Unicode symbol and dash, spaces
-        ("Oct. 15", "Oct 15", 1, 1.0),
-        ("NO", "No", 1, 1.0),
-        ("$150 a week", "$150 per week", 0, 0.8),            # 2 shared: precision 1, recall 2/3
-        ("Applications close on October 15.", "October 15", 0, 4 / 7),
-        ("$150", "$150 per week", 0, 0.5),                   # precision 1, recall 1/3
-        # Multiset overlap: a repeated token counts only as often as in both.
-        ("150 150 150", "150", 0, 0.5),                      # precision 1/3, recall 1
-        ("week week", "week week", 1, 1.0),                  # a set overlap would give 0.5
-        ("150 150", "150 150 week", 0, 0.8),                 # precision 1, recall 2/3
-        ("week week pay", "week pay pay", 0, 2 / 3),         # 2 shared of 3 and 3
-        ("the a an", "150", 0, 0.0),                         # only articles: empty
-        ("", "150", 0, 0.0),                                 # the empty prediction earns nothing
-        ("NOT IN HANDBOOK", "Room 104", 0, 0.0),
-    ],
-)
+@pytest.mark.parametrize(("prediction", "reference", "em", "f1"), [
+    ("$150 per week", "$150 per week", 1, 1.0),
+    ("150 per week", "$150 per week", 1, 1.0),           # "$" is a symbol
+    ("The $150, per week!", "$150 per week", 1, 1.0),    # article and punctuation
+    ("€150 — per  week", "150 per week", 1, 1.0),        # Unicode symbol and dash, spaces
+    ("Oct. 15", "Oct 15", 1, 1.0),
+    ("NO", "No", 1, 1.0),
+    ("$150 a week", "$150 per week", 0, 0.8),            # 2 shared: precision 1, recall 2/3
+    ("Applications close on October 15.", "October 15", 0, 4 / 7),
+    ("$150", "$150 per week", 0, 0.5),                   # precision 1, recall 1/3
+    # Multiset overlap: a repeated token counts only as often as in both.
+    ("150 150 150", "150", 0, 0.5),                      # precision 1/3, recall 1
+    ("week week", "week week", 1, 1.0),                  # a set overlap would give 0.5
+    ("150 150", "150 150 week", 0, 0.8),                 # precision 1, recall 2/3
+    ("week week pay", "week pay pay", 0, 2 / 3),         # 2 shared of 3 and 3
+    ("the a an", "150", 0, 0.0),                         # only articles: empty
+    ("", "150", 0, 0.0),                                 # the empty prediction earns nothing
+    ("NOT IN HANDBOOK", "Room 104", 0, 0.0),
+])
 def test_exact_match_and_token_f1(prediction, reference, em, f1):
     assert exact_match(prediction, reference) == em
     assert token_f1(prediction, reference) == pytest.approx(f1, abs=1e-12)
@@ -206,22 +200,19 @@ def test_exact_match_and_token_f1(prediction, reference, em, f1):
 VARIANTS = ("$150", "$150 per week", "$150 a week", "150 dollars per week")
 
 
-@pytest.mark.parametrize(
-    ("answer", "variants", "best"),
-    [
-        ("$150 per week", VARIANTS, (1.0, 1.0)),
-        # vs "$150": 2/3; vs "150 dollars per week": precision 1, recall 1/2 -> 2/3.
-        ("150 dollars", VARIANTS, (0.0, 2 / 3)),
-        # "a" goes; vs "150 dollars per week": 3 shared of 3 and 4 -> 6/7.
-        ("150 dollars a week", VARIANTS, (0.0, 6 / 7)),
-        # EM and F1 may come from different variants.
-        ("No", ("No", "no prior data experience is required"), (1.0, 1.0)),
-        ("", ("x",), (0.0, 0.0)),
-        # Nothing to score against, or no answer: NaN.
-        ("x", (), (math.nan, math.nan)),
-        ("x", ("",), (math.nan, math.nan)),
-        (None, ("x",), (math.nan, math.nan)),
-    ],
-)
+@pytest.mark.parametrize(("answer", "variants", "best"), [
+    ("$150 per week", VARIANTS, (1.0, 1.0)),
+    # vs "$150": 2/3; vs "150 dollars per week": precision 1, recall 1/2 -> 2/3.
+    ("150 dollars", VARIANTS, (0.0, 2 / 3)),
+    # "a" goes; vs "150 dollars per week": 3 shared of 3 and 4 -> 6/7.
+    ("150 dollars a week", VARIANTS, (0.0, 6 / 7)),
+    # EM and F1 may come from different variants.
+    ("No", ("No", "no prior data experience is required"), (1.0, 1.0)),
+    ("", ("x",), (0.0, 0.0)),
+    # Nothing to score against, or no answer: NaN.
+    ("x", (), (math.nan, math.nan)),
+    ("x", ("",), (math.nan, math.nan)),
+    (None, ("x",), (math.nan, math.nan)),
+])
 def test_best_reference_scores_take_the_best_variant(answer, variants, best):
     assert best_reference_scores(answer, variants) == pytest.approx(best, nan_ok=True)
