@@ -135,10 +135,9 @@ def lab_server(root: Path, python: str = sys.executable, timeout: float = SERVER
     # A person's session, not a book build, with the progress bars on: as for a student.
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("QUARTO_", "RIVERTON_BOOK_BUILD", "RIVERTON_PROGRESS"))}
     environment.update({name: str(folder) for name, folder in folders.items()}, **(env or {}))
-    command = [python, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-               "--ServerApp.port=0", "--ServerApp.port_retries=0", "--IdentityProvider.token=",
-               "--ServerApp.password=", f"--ServerApp.root_dir={root}",
-               "--LabApp.expose_app_in_browser=True",
+    command = [python, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", "--ServerApp.port=0",
+               "--ServerApp.port_retries=0", "--IdentityProvider.token=", "--ServerApp.password=",
+               f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
                "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
                "--LabApp.news_url="]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -252,8 +251,7 @@ def first_line(source: str) -> str:
     return (source.strip().splitlines() or [""])[0][:80]
 
 
-def wait_for(driver, condition, timeout: float, what: str, poll: float = 0.5,
-             screenshot: Path | None = None):
+def wait_for(driver, condition, timeout: float, what: str, poll: float = 0.5, screenshot: Path | None = None):
     """Poll `condition(state)` until it returns something truthy; fail with what the page
     showed (and, with `screenshot`, save the screen there first)."""
     deadline = time.monotonic() + timeout

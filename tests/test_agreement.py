@@ -90,8 +90,7 @@ def test_exact_interval_matches_statsmodels_and_scipy(level):
             assert (ours.low, ours.high) == pytest.approx((scipy.low, scipy.high), abs=1e-9)
     # With all n trials successes, the lower end solves p^n = a/2 (Clopper and Pearson).
     for n in (1, 3, 10):
-        assert (exact_interval(n, n).low, exact_interval(n, n).high) == pytest.approx(
-            (0.025 ** (1 / n), 1.0))
+        assert (exact_interval(n, n).low, exact_interval(n, n).high) == pytest.approx((0.025 ** (1 / n), 1.0))
         assert (exact_interval(0, n).low, exact_interval(0, n).high) == pytest.approx(
             (0.0, 1 - 0.025 ** (1 / n)))
     assert exact_interval(3, 3).text() == "0.29 to 1.00"
@@ -372,5 +371,4 @@ def test_the_system_rule_is_fitted_on_one_half_and_compared_paired():
 def test_agreement_per_class_takes_the_first_reader_as_reference():
     got = validity.agreement_per_class(UNSUPPORTED, FLAGGED)
     assert got == {"unsupported_too": "2 of 3: 0.67 (0.09 to 0.99)",
-                   "supported_too": "6 of 7: 0.86 (0.42 to 1.00)",
-                   "same": "8 of 10: 0.80 (0.44 to 0.97)"}
+                   "supported_too": "6 of 7: 0.86 (0.42 to 1.00)", "same": "8 of 10: 0.80 (0.44 to 0.97)"}

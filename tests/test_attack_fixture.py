@@ -267,8 +267,7 @@ def _planted_strings(attack) -> list[str]:
              + list(attack.wordings["text"]) + list(attack.wordings["payload"])
              + list(attack.evasions["question"]))
     sentences = [s for text in whole for s in re.split(r"(?<=[.?!])\s+", text) if len(s) > 20]
-    asked = {without_payload(q, p) for q, p in zip(attack.questions["question"],
-                                                   attack.questions["payload"])}
+    asked = {without_payload(q, p) for q, p in zip(attack.questions["question"], attack.questions["payload"])}
     return sorted(set(whole) | set(sentences) - asked)
 
 

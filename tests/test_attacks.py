@@ -170,8 +170,7 @@ def test_tables_by_attack_and_prompt_count_defined_replies_and_answers(attack):
     assert table.loc["no answer", "quoting prompt"] == "1 of 4"
     lesson1 = attacks.per_attack(outcomes[outcomes["prompt"] == "lesson 1 prompt"], chosen)
     row = lesson1.set_index("attack_id").loc["A01"]
-    assert (row["retrieved_rank"], row["followed_first"], row["followed_last"]) == (
-        "#1", "1 of 1", "0 of 1")
+    assert (row["retrieved_rank"], row["followed_first"], row["followed_last"]) == ("#1", "1 of 1", "0 of 1")
     assert lesson1.set_index("attack_id").at["A04", "retrieved_rank"] == "nothing planted"
 
 
@@ -281,8 +280,7 @@ def test_attack_reader_inputs_cover_every_wording_at_both_positions(handbook, at
             assert 1 <= row.planted_rank <= 3  # where tf-idf ranked it before it was moved
     for row in inputs.itertuples():
         for name, column in attacks.PROMPT_COLUMNS.items():
-            assert getattr(row, column) == defences.PROMPTS[name](row.attack_id, row.question,
-                                                                  row.passages)
+            assert getattr(row, column) == defences.PROMPTS[name](row.attack_id, row.question, row.passages)
         assert len(row.retrieved_ids) == len(row.retrieved_scores) <= 3
     assert not any(set(ids) & set(attack.passages["passage_id"]) for ids in clean["retrieved_ids"])
     # The question-borne attack: its payload taken out without the attack, and put before
@@ -340,8 +338,7 @@ def test_run_attacks_refuses_an_unknown_prompt(handbook, attack):
 # --- ordinary questions, replay and recording ---------------------------------------------
 
 
-def test_ordinary_prompts_share_one_retrieval_and_replay_only_their_own_key(riverton, handbook,
-                                                                            retrieved):
+def test_ordinary_prompts_share_one_retrieval_and_replay_only_their_own_key(riverton, handbook, retrieved):
     """Each prompt of an ordinary question has its own messages over the same passages
     (lesson 1's prompt is lesson 1's own, and so are its replies); the transcript serves
     each the constrained reply recorded under its key, and refuses a changed prompt."""

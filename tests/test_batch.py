@@ -22,8 +22,7 @@ from runtime.readers import generate_all
 SMOL = "smollm2_135m_instruct"
 
 
-@pytest.mark.parametrize(("value", "expected"), [(None, batch.DEFAULT_BATCH_SIZE), ("1", 1),
-                                                 (" 16 ", 16)])
+@pytest.mark.parametrize(("value", "expected"), [(None, batch.DEFAULT_BATCH_SIZE), ("1", 1), (" 16 ", 16)])
 def test_the_batch_size_comes_from_the_environment(monkeypatch, value, expected):
     if value is None:
         monkeypatch.delenv(config.BATCH_SIZE, raising=False)

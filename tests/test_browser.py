@@ -110,8 +110,7 @@ def _wide_page(folder: Path, key_columns: int) -> str:
     from runtime.display import bundle
 
     columns = {f"c{n}": f"Column {n}" for n in range(8)}
-    frame = pd.DataFrame(
-        {name: [f"{name} row {r} " + "words " * 12 for r in range(3)] for name in columns})
+    frame = pd.DataFrame({name: [f"{name} row {r} " + "words " * 12 for r in range(3)] for name in columns})
     html = bundle(frame, columns, name="wide", interactive=True, key_columns=key_columns)["text/html"]
     name = f"wide-{key_columns}.html"
     scripts = generate_init_offline_itables_html(itables.options.dt_bundle)

@@ -123,8 +123,7 @@ def test_an_answer_pattern_replaces_the_answer_rule(tokenizer):
     assert f"answer[max_tokens={ANSWER_MAX_TOKENS}]: {DIGITS}" in build_grammar(
         ["H08"], answer_pattern=DIGITS)
     assert grammar.ANSWER_PATTERN in build_grammar(["H08"])
-    assert grammar_accepts(tokenizer, ["H08"], "Answer: $150 per week\nSources: H08",
-                           answer_pattern=DIGITS)
+    assert grammar_accepts(tokenizer, ["H08"], "Answer: $150 per week\nSources: H08", answer_pattern=DIGITS)
     assert not grammar_accepts(tokenizer, ["H08"], "Answer: weekly\nSources: H08", answer_pattern=DIGITS)
     assert grammar_accepts(tokenizer, ["H08"], "Answer: weekly\nSources: H08")
 

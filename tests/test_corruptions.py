@@ -120,8 +120,7 @@ def test_every_corruption_is_reviewed_and_every_disagreement_with_its_rule_is_ex
     made = {r["transcript_key"]: r for r in read(CORRUPTIONS_FILE)}
     rows = book[book["reader"] == CORRUPTION_READER]
     assert sorted(rows["transcript_key"]) == sorted(made)
-    assert {system_label(r, d) for r, d in zip(rows["reader"], rows["decoding"])} == {
-        "rule-made corruption"}
+    assert {system_label(r, d) for r, d in zip(rows["reader"], rows["decoding"])} == {"rule-made corruption"}
     assert list(rows["decoding"]) == [made[k]["kind"] for k in rows["transcript_key"]]
     differs = [(v, r) != (made[k]["expected_verdict"], made[k]["expected_reason"])
                for k, v, r in zip(rows["transcript_key"], rows["verdict"], rows["reason"])]

@@ -11,8 +11,7 @@ import sys
 
 import pytest
 
-from runtime.fixture import (ATTACK_PASSAGES_FILE, HANDBOOK_FILE, METADATA_FILE, fingerprint,
-                             read_metadata)
+from runtime.fixture import ATTACK_PASSAGES_FILE, HANDBOOK_FILE, METADATA_FILE, fingerprint, read_metadata
 from runtime.paths import PROJECT_ROOT
 
 from fixture_edits import field, replace, rows

@@ -297,8 +297,7 @@ def test_lessons_compute_prose_with_the_literal_markdown(lesson):
 def test_a_table_takes_its_labels_and_formats_from_the_vocabulary_or_its_own():
     frame = pd.DataFrame({"question_id": ["Q1", "Q2"], "idf": [0.6931471805, 2.0]})
     shown = display.prepare(frame)
-    assert list(shown.columns) == [display.vocabulary()["question_id"][0],
-                                   display.vocabulary()["idf"][0]]
+    assert list(shown.columns) == [display.vocabulary()["question_id"][0], display.vocabulary()["idf"][0]]
     style = display.vocabulary()["idf"][1]
     assert list(shown.iloc[:, 1]) == [format(v, style) if style else v for v in frame["idf"]]
     own = frame.copy()

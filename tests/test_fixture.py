@@ -150,7 +150,6 @@ DAMAGE = {
 
 
 @pytest.mark.parametrize(("file", "edit", "where", "fragments"), cases(DAMAGE))
-def test_a_damaged_copy_is_refused_naming_file_row_line_and_column(data_copy, file, edit, where,
-                                                                     fragments):
+def test_a_damaged_copy_is_refused_naming_file_row_line_and_column(data_copy, file, edit, where, fragments):
     edit(data_copy / file)
     refused(load_riverton, data_copy, where, *fragments)

@@ -104,8 +104,7 @@ def form(path) -> dict:
         text = source(cell)
         if "Markdown(" in text and re.search(r"\bif\b", text):
             found["if_prose"].append(text.splitlines()[0])
-        if "show_table(" in text and not (re.search(r"#\|\s*label:\s*tbl-", text)
-                                          and "#| tbl-cap:" in text):
+        if "show_table(" in text and not (re.search(r"#\|\s*label:\s*tbl-", text) and "#| tbl-cap:" in text):
             found["untitled_tables"].append(text.splitlines()[0])
         if hidden(cell):
             found["hidden"] += code_lines(cell)

@@ -144,8 +144,7 @@ def test_damage_is_noticed_before_loading(loads, tmp_path, damage, sha, expected
 
 @pytest.mark.parametrize("damage, warned", [(_corrupt_header, "loading it failed"),
                                             (_truncate, "model.safetensors has")])
-def test_a_damaged_cache_is_warned_about_and_rebuilt(loads, tmp_path, monkeypatch, inputs,
-                                                     damage, warned):
+def test_a_damaged_cache_is_warned_about_and_rebuilt(loads, tmp_path, monkeypatch, inputs, damage, warned):
     folder = _damaged_copy(loads["cache"], tmp_path / "cache", damage)
     said = []
     with pytest.warns(ModelCacheWarning, match=f"is damaged: {warned}"):

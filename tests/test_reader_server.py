@@ -31,8 +31,7 @@ from runtime.records import TRANSCRIPT_PATH, read_transcript, transcript_key
 from runtime.registry import file_sha256, get_reader_spec, resolve_revision
 from runtime.server import ServerError, WrongModelError
 
-pytestmark = [pytest.mark.slow, pytest.mark.llama_server,
-              pytest.mark.usefixtures("no_server_environment")]
+pytestmark = [pytest.mark.slow, pytest.mark.llama_server, pytest.mark.usefixtures("no_server_environment")]
 
 SMOL, QWEN = "smollm2_135m_instruct", "qwen_1_5b_instruct"
 SMOL_ID, QWEN_ID = "HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"
@@ -84,8 +83,7 @@ def _tokenize(url: str, text: str) -> list[int]:
         return json.load(response)["tokens"]
 
 
-def test_the_server_is_identified_its_file_checked_and_the_page_says_so(server_reader,
-                                                                        first_run, llama_url):
+def test_the_server_is_identified_its_file_checked_and_the_page_says_so(server_reader, first_run, llama_url):
     info, version = server_reader.server, llama_server_version()
     assert (info.engine.name, info.engine_version, info.revision_checked) == (
         "llama-cpp-python", version, True)
@@ -225,13 +223,11 @@ def test_a_server_of_another_model_is_refused_naming_both(llama_url, tmp_path):
     assert f"{SMOL_ID} (file SmolLM2-135M-Instruct.Q4_1.gguf)" in str(caught.value)
 
 
-def test_the_api_key_opens_a_server_that_names_no_file_and_the_page_says_so(
-        first_run, inputs, monkeypatch):
+def test_the_api_key_opens_a_server_that_names_no_file_and_the_page_says_so(first_run, inputs, monkeypatch):
     """SmolLM2's file under its Hub id (``--model_alias``), behind llama-cpp-python's own
     ``--api_key``: refused without it (the error says which variable to set), served with
     it from the environment, and the page says the file was not checked."""
-    with local_llama_server(smollm2_gguf(), extra_args=("--model_alias", SMOL_ID),
-                            api_key=API_KEY) as url:
+    with local_llama_server(smollm2_gguf(), extra_args=("--model_alias", SMOL_ID), api_key=API_KEY) as url:
         for key in (None, "wrong-key"):
             with pytest.raises(ServerError) as caught:
                 load_reader(SMOL, mode="server", url=url, api_key=key)

@@ -368,5 +368,4 @@ def test_constrained_replies_from_a_server_running_the_llguidance_grammar_replay
     replayed = generate_all(recorded, inputs, constrained=True)
     assert list(replayed["raw_output"]) == [f"Answer: {q}\nSources: none" for q in inputs["question_id"]]
     # The other entries, the unconstrained replies to the same prompts among them, stay.
-    assert [e for e in after if e.decoding != CONSTRAINED] == [
-        e for e in before if e.decoding != CONSTRAINED]
+    assert [e for e in after if e.decoding != CONSTRAINED] == [e for e in before if e.decoding != CONSTRAINED]

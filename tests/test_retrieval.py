@@ -110,8 +110,7 @@ def test_gold_labels_beyond_the_printed_ones(retriever, question, gold_id, label
     ("104", {"H13"}),  # "DSC-104" in H09 is one token, so it does not count.
 ])
 def test_idf_is_ln_n_over_df_by_hand_count(retriever, handbook, term, passages):
-    found = {pid for pid, text in zip(handbook["passage_id"], handbook["text"])
-             if term in tokenize(text)}
+    found = {pid for pid, text in zip(handbook["passage_id"], handbook["text"]) if term in tokenize(text)}
     assert found == passages
     vocabulary = retriever.vocabulary.set_index("term")
     assert vocabulary.at[term, "document_frequency"] == len(passages)
@@ -183,8 +182,7 @@ def test_sklearn_tfidf_differs_from_the_lesson_weights(retriever, handbook, ques
 def test_rank_scores_rules(scores, k, min_score, expected):
     matrices = [np.array([scores])] + ([sp.csr_matrix([scores])] if min_score >= 0 else [])
     for matrix in matrices:
-        ranked = rank_scores(matrix, ["H09", "H02", "H10", "H01", "H03"], ["Q"], k=k,
-                             min_score=min_score)
+        ranked = rank_scores(matrix, ["H09", "H02", "H10", "H01", "H03"], ["Q"], k=k, min_score=min_score)
         assert ranked["passage_id"].tolist() == expected
         assert ranked["rank"].tolist() == list(range(1, len(expected) + 1))
 
@@ -330,8 +328,7 @@ def test_rank_matches_a_brute_force_ranking_on_a_larger_handbook(synthetic, k):
     passages, questions, retriever, scores = synthetic
     expected = []
     for question_id, row in zip(questions["question_id"], scores):
-        ranked = sorted((-round(s, 12), pid, s) for pid, s in zip(passages["passage_id"], row)
-                        if s > 0)[:k]
+        ranked = sorted((-round(s, 12), pid, s) for pid, s in zip(passages["passage_id"], row) if s > 0)[:k]
         expected += [(question_id, pid, rank, s) for rank, (_, pid, s) in enumerate(ranked, 1)]
     ranked = retriever.rank(questions, k=k)
     got = list(ranked.itertuples(index=False, name=None))
@@ -371,8 +368,7 @@ def test_rankings_keep_their_columns_and_dtypes_even_when_empty(retriever, retri
     no_match = _table("", "Where is it at?", "Is there a zeppelin?", "?!", "do you and I")
     assert retriever.score(no_match["question"].tolist()).sum() == 0.0
     frames = [retrieved, retriever.rank(no_match, k=None), retriever.rank(no_match.iloc[:0]),
-              rank_scores(np.zeros((0, 2)), ["A", "B"], []),
-              rank_scores(np.zeros((1, 2)), ["A", "B"], ["Q"])]
+              rank_scores(np.zeros((0, 2)), ["A", "B"], []), rank_scores(np.zeros((1, 2)), ["A", "B"], ["Q"])]
     for frame in frames:
         assert list(frame.columns) == RANK_COLUMNS
         assert frame.dtypes.to_dict() == RANK_DTYPES

@@ -34,8 +34,7 @@ PRINTED_OUTCOMES = [
      "gold in top 3", "unexpected action"),
 ]
 OUTCOME_COLUMNS = ["question_id", "reader_action", "expected_action", "action_correct",
-                   "reader_given_passages", "reference_agreement", "recall_at_3_label",
-                   "end_to_end_outcome"]
+                   "reader_given_passages", "reference_agreement", "recall_at_3_label", "end_to_end_outcome"]
 
 PRINTED_ACTION_TABLE = [  # expected action, observed action, questions
     ("abstain", "abstain", 1), ("abstain", "answer", 0), ("abstain", "flag premise", 0),
@@ -124,8 +123,7 @@ def test_flagging_the_premise_is_the_expected_action(source_raw_outputs, questio
     assert row["reference_agreement"] == "not applicable"
     counts = {(e, o): n for e, o, n in action_table(scores).itertuples(index=False)}
     assert (counts[("flag premise", "flag premise")], counts[("flag premise", "abstain")]) == (1, 0)
-    assert policy_table(scores, questions).set_index("policy").at[
-        "observed reader", "rows_missed"] == "Q3"
+    assert policy_table(scores, questions).set_index("policy").at["observed reader", "rows_missed"] == "Q3"
 
 
 @pytest.mark.parametrize(("replacements", "em_zero", "contains"), [

@@ -65,8 +65,7 @@ def test_control_strings_match_the_source(retrieved, handbook):
 def test_the_six_checks_their_order_and_the_labels():
     assert CHECKS == ("parsed", "cited_exist", "cited_retrieved", "answer_has_citation",
                       "abstain_sources_ok", "numbers_supported")
-    assert (screen_label(True), screen_label(False)) == ("not flagged by screen",
-                                                         "held for human review")
+    assert (screen_label(True), screen_label(False)) == ("not flagged by screen", "held for human review")
     values = dict.fromkeys(CHECKS, True)
     assert failed_checks(values) == "none"
     values.update(numbers_supported=False, parsed=False)

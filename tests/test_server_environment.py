@@ -95,8 +95,7 @@ def test_installing_the_server_as_make_test_does_changes_no_lesson_key(tmp_path)
         pinned_llama_cpp_version()
 
 
-def test_the_server_python_is_named_or_the_server_environment_and_must_hold_the_server(
-        monkeypatch, tmp_path):
+def test_the_server_python_is_named_or_the_server_environment_and_must_hold_the_server(monkeypatch, tmp_path):
     """The default, a named one, a missing interpreter, and one that cannot import
     llama_cpp (a bare venv)."""
     monkeypatch.delenv(SERVER_PYTHON_VARIABLE, raising=False)
