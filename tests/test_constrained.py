@@ -18,19 +18,9 @@ pytest.importorskip("llguidance")
 
 from helpers import grammar, parsing, screen  # noqa: E402
 from helpers.decoding import CONSTRAINED, MAX_NEW_TOKENS  # noqa: E402
-from helpers.grammar import (  # noqa: E402
-    ANSWER_MAX_CHARS,
-    ANSWER_MAX_TOKENS,
-    ConstrainedDecodingError,
-    GrammarMask,
-    build_gbnf,
-    build_grammar,
-    grammar_accepts,
-    reply_grammar,
-    reply_matches_gbnf,
-    reply_token_bound,
-    source_lists,
-)
+from helpers.grammar import (ANSWER_MAX_CHARS, ANSWER_MAX_TOKENS, ConstrainedDecodingError,  # noqa: E402
+                             GrammarMask, build_gbnf, build_grammar, grammar_accepts, reply_grammar,
+                             reply_matches_gbnf, reply_token_bound, source_lists)
 from runtime.lessons import lesson_reader_inputs  # noqa: E402
 from runtime.paths import LESSONS_DIR  # noqa: E402
 from runtime.readers import generate_all, load_reader  # noqa: E402

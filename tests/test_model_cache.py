@@ -20,12 +20,7 @@ import pytest  # noqa: E402
 from runtime import config, readers  # noqa: E402
 from runtime.paths import shown  # noqa: E402
 from runtime.registry import file_sha256, get_reader_spec, package_gguf_path  # noqa: E402
-from runtime.weights import (  # noqa: E402
-    MANIFEST,
-    ModelCacheWarning,
-    gguf_sha256,
-    problem_with,
-)
+from runtime.weights import MANIFEST, ModelCacheWarning, gguf_sha256, problem_with  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

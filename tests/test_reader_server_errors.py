@@ -250,8 +250,8 @@ def test_a_set_url_decides_auto_mode_and_is_never_skipped(monkeypatch):
     with FakeServer("ok") as fake:
         monkeypatch.setenv("RIVERTON_READER_URL", fake.url)
         assert load_reader(SMOL).mode == "server"
-        assert load_reader(SMOL, mode="server", url=fake.url.removesuffix("/v1") + "/"
-                           ).url == fake.url  # /v1 added
+        # /v1 added:
+        assert load_reader(SMOL, mode="server", url=fake.url.removesuffix("/v1") + "/").url == fake.url
         monkeypatch.setenv("RIVERTON_READER_MODE", "recorded")
         assert load_reader(SMOL).mode == "recorded"  # an explicit mode wins
     monkeypatch.delenv("RIVERTON_READER_MODE")

@@ -30,14 +30,9 @@ PRINTED_CANDIDATES = {"Q1": "H08 (#1, 0.356)", "Q2": "H14 (#1, 0.572)", "Q3": "n
                       "Q5": "H03 (#1, 0.311); H01 (#2, 0.297)",
                       "Q6": "H10 (#1, 0.261); H11 (#2, 0.140); H03 (#3, 0.089)"}
 
-PRINTED_GOLD = {  # the gold evidence label, and recall@3
-    "Q1": ("rank 1", True),
-    "Q2": ("rank 1", True),
-    "Q3": ("not retrieved (all scores 0)", False),
-    "Q4": ("rank 1", True),
-    "Q5": ("not applicable", pd.NA),
-    "Q6": ("rank 2", True),
-}
+# The gold evidence label, and recall@3.
+PRINTED_GOLD = {"Q1": ("rank 1", True), "Q2": ("rank 1", True), "Q3": ("not retrieved (all scores 0)", False),
+                "Q4": ("rank 1", True), "Q5": ("not applicable", pd.NA), "Q6": ("rank 2", True)}
 
 TEXT = pd.Series(["x"]).astype("str").dtype
 RANK_DTYPES = {"question_id": TEXT, "passage_id": TEXT, "rank": np.dtype("int64"),

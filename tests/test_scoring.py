@@ -36,12 +36,11 @@ PRINTED_OUTCOMES = [
 OUTCOME_COLUMNS = ["question_id", "reader_action", "expected_action", "action_correct",
                    "reader_given_passages", "reference_agreement", "recall_at_3_label", "end_to_end_outcome"]
 
-PRINTED_ACTION_TABLE = [  # expected action, observed action, questions
-    ("abstain", "abstain", 1), ("abstain", "answer", 0), ("abstain", "flag premise", 0),
-    ("answer", "abstain", 1), ("answer", "answer", 3), ("answer", "flag premise", 0),
-    ("flag premise", "abstain", 1), ("flag premise", "answer", 0),
-    ("flag premise", "flag premise", 0),
-]
+# Expected action, observed action, questions.
+PRINTED_ACTION_TABLE = [("abstain", "abstain", 1), ("abstain", "answer", 0), ("abstain", "flag premise", 0),
+                        ("answer", "abstain", 1), ("answer", "answer", 3), ("answer", "flag premise", 0),
+                        ("flag premise", "abstain", 1), ("flag premise", "answer", 0),
+                        ("flag premise", "flag premise", 0)]
 
 PRINTED_POLICIES = [("observed reader", 4, 6, "Q3, Q6"), ("always answer", 4, 6, "Q5, Q6"),
                     ("always abstain", 1, 6, "Q1, Q2, Q3, Q4, Q6")]
