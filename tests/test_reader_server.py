@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import time
 import urllib.request
 import uuid
@@ -120,12 +119,11 @@ def test_six_lesson_prompts_and_what_their_counts_count(first_run, inputs, llama
 
 
 def test_recording_from_the_server_replaces_its_set_and_replays(first_run, inputs, llama_url,
-                                                                tmp_path, capsys):
+                                                                transcript_copy, capsys):
     """``record reader --server``, four requests in flight: lesson 1's SmolLM2 set is
     replaced by the server's replies (the same greedy replies as one at a time), every
     other entry stays as it was, in its order, and the new entries replay exactly."""
-    transcript = tmp_path / "reader-transcript.jsonl"
-    shutil.copyfile(TRANSCRIPT_PATH, transcript)
+    transcript = transcript_copy
     before = read_transcript(transcript)
     assert runtime_cli(["record", "reader", "--reader", SMOL, "--server", llama_url,
                         "--transcript", str(transcript)]) == 0
@@ -279,7 +277,7 @@ def test_a_prompt_past_the_context_or_a_request_past_its_timeout_is_an_error(lla
     assert caught.value.question_id == "Q2" and llama_url in str(caught.value)
 
 
-def test_the_grammar_through_the_server_and_its_key(llama_url, inputs, tmp_path, capsys):
+def test_the_grammar_through_the_server_and_its_key(llama_url, inputs, transcript_copy, capsys):
     """Lesson 3's reply grammar as GBNF, on Q3 (nothing retrieved) and Q6 (three passages):
     every reply parses and cites only retrieved IDs; it is keyed by the GBNF grammar the
     server ran, never as an unconstrained or a live constrained reply, so ``record
@@ -298,8 +296,7 @@ def test_the_grammar_through_the_server_and_its_key(llama_url, inputs, tmp_path,
         assert reply.key == transcript_key(SMOL_ID, server_reader.revision, messages, gbnf)
         live = constrained_settings(server_reader.settings, build_grammar(retrieved))
         assert reply.key not in {server_reader.key(messages), server_reader.key(messages, live)}
-    transcript = tmp_path / "reader-transcript.jsonl"
-    shutil.copyfile(TRANSCRIPT_PATH, transcript)
+    transcript = transcript_copy
     capsys.readouterr()
     assert runtime_cli(["record", "reader", "--reader", SMOL, "--server", llama_url,
                         "--constrained", "--transcript", str(transcript)]) == 1
