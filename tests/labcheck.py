@@ -160,10 +160,8 @@ def _wait_for_server(process, runtime: Path, server: LabServer, timeout: float) 
     url = None
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AssertionError(
-                f"JupyterLab exited with status {process.returncode} before it served; "
-                f"its log ends:\n{server.log_tail()}"
-            )
+            raise AssertionError(f"JupyterLab exited with status {process.returncode} before it served; "
+                                 f"its log ends:\n{server.log_tail()}")
         if url is None:
             info = runtime / f"jpserver-{process.pid}.json"
             if info.is_file():
@@ -270,9 +268,8 @@ def wait_for(driver, condition, timeout: float, what: str, poll: float = 0.5, sc
                 with contextlib.suppress(Exception):
                     driver.save_screenshot(str(screenshot))
                     saved = f" (screenshot {screenshot})"
-            raise AssertionError(
-                f"timed out after {timeout:.0f} s waiting for {what}; the page showed: {describe(snapshot)}{saved}"
-            )
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; "
+                                 f"the page showed: {describe(snapshot)}{saved}")
         time.sleep(poll)
 
 
@@ -280,11 +277,9 @@ def open_notebook(driver, server: LabServer, path: str, timeout: float = PAGE_TI
                   screenshot: Path | None = None) -> dict:
     """Open `path` (relative to the server root) and wait for its kernel to be idle."""
     driver.get(f"{server.url}lab/tree/{path}")
-    return wait_for(
-        driver,
-        lambda s: s if s.get("ready") and s.get("path") == path and s.get("kernel") == "idle" else None,
-        timeout, f"{path} to open with an idle kernel", screenshot=screenshot,
-    )
+    return wait_for(driver, lambda s: s if s.get("ready") and s.get("path") == path
+                    and s.get("kernel") == "idle" else None,
+                    timeout, f"{path} to open with an idle kernel", screenshot=screenshot)
 
 
 def run_all(driver, timeout: float = RUN_TIMEOUT, screenshot: Path | None = None) -> dict:
@@ -339,10 +334,8 @@ def cell_output_data(driver, label: str, mime: str) -> list:
 
 def notebook_scroller(driver):
     """The element that scrolls the open notebook (what "the page" is inside JupyterLab)."""
-    return driver.execute_script(
-        "const panel = window.jupyterapp.shell.currentWidget;"
-        "return panel.content.outerNode || panel.content.node;"
-    )
+    return driver.execute_script("const panel = window.jupyterapp.shell.currentWidget;"
+                                 "return panel.content.outerNode || panel.content.node;")
 
 
 # The panel of the open notebook whose path is arguments[0], in `panel` (or undefined).

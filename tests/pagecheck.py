@@ -208,13 +208,9 @@ def check_page(url: str, search_term: str, expected_rows_predicate: Callable[[Ro
     try:
         driver.get_log("browser")  # drop entries left by earlier pages of a shared driver
         driver.get(url)
-        n_tables = _wait(
-            lambda: driver.execute_script(
-                _TABLES_JS + "const t = tables(); return t.length && t.every(x => x.querySelector('tbody')) ? t.length : 0;"
-            ),
-            timeout,
-            "an interactive table (table.dataTable) to render",
-        )
+        drawn = "const t = tables(); return t.length && t.every(x => x.querySelector('tbody')) ? t.length : 0;"
+        _wait(lambda: driver.execute_script(_TABLES_JS + drawn), timeout,
+              "an interactive table (table.dataTable) to render")
         time.sleep(0.3)  # let the remaining tables of the page initialise
         n_tables = driver.execute_script(_TABLES_JS + "return tables().length;")
         if table_index is None:
@@ -238,9 +234,8 @@ def check_page(url: str, search_term: str, expected_rows_predicate: Callable[[Ro
     severe = [entry for entry in console if entry.get("level") == "SEVERE"]
     assert not severe, f"{url}: browser console errors: " + "; ".join(e.get("message", "") for e in severe)
     assert after, f"{url}: searching {search_term!r} left no rows"
-    assert len(after) < len(before), (
-        f"{url}: searching {search_term!r} did not reduce the rows ({len(before)} before, {len(after)} after)"
-    )
+    assert len(after) < len(before), (f"{url}: searching {search_term!r} did not reduce the rows "
+                                      f"({len(before)} before, {len(after)} after)")
     wrong = [row for row in after if not expected_rows_predicate(row)]
     assert not wrong, f"{url}: after searching {search_term!r} these rows do not match: {wrong}"
     return PageCheck(n_tables, before, after)
