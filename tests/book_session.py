@@ -34,13 +34,10 @@ from runtime.config import REVIEWS_DIR
 from lesson_outputs import LessonRun, chapter_source
 from projects import clean_environment, copy_project
 
-#: The reader settings of every lesson the session executes or builds.
-SESSION_SETTINGS = {
-    "RIVERTON_READER_MODE": "recorded",
-    # A folder that does not exist (read from the project folder, where lessons run):
-    # lesson 4 finds no student review, whatever a developer keeps in data/reviews.
-    REVIEWS_DIR: "tests/no-student-reviews",
-}
+#: The reader settings of every lesson the session executes or builds. The reviews folder is
+#: one that does not exist (read from the project folder, where lessons run): lesson 4 finds
+#: no student review, whatever a developer keeps in data/reviews.
+SESSION_SETTINGS = {"RIVERTON_READER_MODE": "recorded", REVIEWS_DIR: "tests/no-student-reviews"}
 
 #: What each engine's build prints last (bookkit.build).
 ENGINE_LINE = {"nbclient": "[build] engine: nbclient + nbconvert", "quarto": "[build] engine: Quarto"}
@@ -108,10 +105,8 @@ class SessionBook:
         for source in chapters:
             self.lesson(source)
         started = time.perf_counter()
-        result = subprocess.run(
-            [sys.executable, "-m", "bookkit", "--engine", "nbclient"], cwd=self.root,
-            env=self.env, capture_output=True, text=True, timeout=3600,
-        )
+        result = subprocess.run([sys.executable, "-m", "bookkit", "--engine", "nbclient"], cwd=self.root,
+                                env=self.env, capture_output=True, text=True, timeout=3600)
         report = result.stdout + result.stderr
         assert result.returncode == 0, f"the nbclient build failed:\n{report[-6000:]}"
         assert ENGINE_LINE["nbclient"] in result.stdout, report[-3000:]

@@ -37,14 +37,12 @@ def bench(request):
 # The six raw reader outputs printed on the reference render, with its visible line-break
 # marker. They are a record of one render, kept so that parsing and scoring can be
 # checked without a language model.
-SOURCE_RAW_OUTPUTS_VISIBLE = {
-    "Q1": "Answer: $150 per week ⏎ Sources: H08",
-    "Q2": "Answer: Applications close on October 15. ⏎ Sources: H14",
-    "Q3": "Answer: NOT IN HANDBOOK ⏎ Sources: none",
-    "Q4": "Answer: NO PRIOR DATA EXPERIENCE IS REQUIRED ⏎ Sources: H12",
-    "Q5": "Answer: NOT IN HANDBOOK ⏎ Sources: H01",
-    "Q6": "Answer: NOT IN HANDBOOK ⏎ Sources: H11",
-}
+SOURCE_RAW_OUTPUTS_VISIBLE = {"Q1": "Answer: $150 per week ⏎ Sources: H08",
+                              "Q2": "Answer: Applications close on October 15. ⏎ Sources: H14",
+                              "Q3": "Answer: NOT IN HANDBOOK ⏎ Sources: none",
+                              "Q4": "Answer: NO PRIOR DATA EXPERIENCE IS REQUIRED ⏎ Sources: H12",
+                              "Q5": "Answer: NOT IN HANDBOOK ⏎ Sources: H01",
+                              "Q6": "Answer: NOT IN HANDBOOK ⏎ Sources: H11"}
 
 
 @pytest.fixture()
@@ -222,8 +220,25 @@ def smol_tokenizer():
     from runtime.registry import get_reader_spec, package_gguf_path
 
     path = package_gguf_path(get_reader_spec("smollm2_135m_instruct"))
-    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name,
-                                         local_files_only=True)
+    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+
+
+@pytest.fixture(scope="session")
+def attack():
+    """Lesson 5's attack fixture (``load_attack_fixture()``)."""
+    from runtime.fixture import load_attack_fixture
+
+    return load_attack_fixture()
+
+
+@pytest.fixture
+def transcript_copy(tmp_path):
+    """A copy of the reader transcript that a test may write to."""
+    import shutil
+
+    from runtime.records import TRANSCRIPT_PATH
+
+    return shutil.copyfile(TRANSCRIPT_PATH, tmp_path / "reader-transcript.jsonl")
 
 
 @pytest.fixture(scope="module")

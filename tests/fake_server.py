@@ -135,8 +135,7 @@ def question_of(inputs):
     """A function from a request body to the question whose prompt it carries, looked up
     in ``inputs`` (question_id and messages), as the test knows it: the question id travels
     beside the prompt, so the server is told it, never reads it out of the text."""
-    known = {json.dumps(m, sort_keys=True): q
-             for q, m in zip(inputs["question_id"], inputs["messages"])}
+    known = {json.dumps(m, sort_keys=True): q for q, m in zip(inputs["question_id"], inputs["messages"])}
     return lambda body: known.get(json.dumps(body.get("messages"), sort_keys=True), "?")
 
 

@@ -114,8 +114,7 @@ def _stop_pid(pid: int, grace: float) -> None:
 
 
 @contextlib.contextmanager
-def lab_server(root: Path, python: str = sys.executable,
-               timeout: float = SERVER_START_TIMEOUT,
+def lab_server(root: Path, python: str = sys.executable, timeout: float = SERVER_START_TIMEOUT,
                env: dict[str, str] | None = None) -> Iterator[LabServer]:
     """JupyterLab serving `root` on 127.0.0.1 at a free port, without a token; `env` adds
     variables to the environment that the server and its kernels see."""
@@ -136,15 +135,11 @@ def lab_server(root: Path, python: str = sys.executable,
     # A person's session, not a book build, with the progress bars on: as for a student.
     environment = {k: v for k, v in os.environ.items() if not k.startswith(("QUARTO_", "RIVERTON_BOOK_BUILD", "RIVERTON_PROGRESS"))}
     environment.update({name: str(folder) for name, folder in folders.items()}, **(env or {}))
-    command = [
-        python, "-m", "jupyterlab", "--no-browser",
-        "--ServerApp.ip=127.0.0.1", "--ServerApp.port=0", "--ServerApp.port_retries=0",
-        "--IdentityProvider.token=", "--ServerApp.password=",
-        f"--ServerApp.root_dir={root}",
-        "--LabApp.expose_app_in_browser=True",
-        "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
-        "--LabApp.news_url=",
-    ]
+    command = [python, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", "--ServerApp.port=0",
+               "--ServerApp.port_retries=0", "--IdentityProvider.token=", "--ServerApp.password=",
+               f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
+               "--LabApp.check_for_updates_class=jupyterlab.handlers.announcements.NeverCheckForUpdate",
+               "--LabApp.news_url="]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")
     log = private / "server.log"
@@ -165,10 +160,8 @@ def _wait_for_server(process, runtime: Path, server: LabServer, timeout: float) 
     url = None
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise AssertionError(
-                f"JupyterLab exited with status {process.returncode} before it served; "
-                f"its log ends:\n{server.log_tail()}"
-            )
+            raise AssertionError(f"JupyterLab exited with status {process.returncode} before it served; "
+                                 f"its log ends:\n{server.log_tail()}")
         if url is None:
             info = runtime / f"jpserver-{process.pid}.json"
             if info.is_file():
@@ -256,8 +249,7 @@ def first_line(source: str) -> str:
     return (source.strip().splitlines() or [""])[0][:80]
 
 
-def wait_for(driver, condition, timeout: float, what: str, poll: float = 0.5,
-             screenshot: Path | None = None):
+def wait_for(driver, condition, timeout: float, what: str, poll: float = 0.5, screenshot: Path | None = None):
     """Poll `condition(state)` until it returns something truthy; fail with what the page
     showed (and, with `screenshot`, save the screen there first)."""
     deadline = time.monotonic() + timeout
@@ -276,9 +268,8 @@ def wait_for(driver, condition, timeout: float, what: str, poll: float = 0.5,
                 with contextlib.suppress(Exception):
                     driver.save_screenshot(str(screenshot))
                     saved = f" (screenshot {screenshot})"
-            raise AssertionError(
-                f"timed out after {timeout:.0f} s waiting for {what}; the page showed: {describe(snapshot)}{saved}"
-            )
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; "
+                                 f"the page showed: {describe(snapshot)}{saved}")
         time.sleep(poll)
 
 
@@ -286,11 +277,9 @@ def open_notebook(driver, server: LabServer, path: str, timeout: float = PAGE_TI
                   screenshot: Path | None = None) -> dict:
     """Open `path` (relative to the server root) and wait for its kernel to be idle."""
     driver.get(f"{server.url}lab/tree/{path}")
-    return wait_for(
-        driver,
-        lambda s: s if s.get("ready") and s.get("path") == path and s.get("kernel") == "idle" else None,
-        timeout, f"{path} to open with an idle kernel", screenshot=screenshot,
-    )
+    return wait_for(driver, lambda s: s if s.get("ready") and s.get("path") == path
+                    and s.get("kernel") == "idle" else None,
+                    timeout, f"{path} to open with an idle kernel", screenshot=screenshot)
 
 
 def run_all(driver, timeout: float = RUN_TIMEOUT, screenshot: Path | None = None) -> dict:
@@ -345,10 +334,8 @@ def cell_output_data(driver, label: str, mime: str) -> list:
 
 def notebook_scroller(driver):
     """The element that scrolls the open notebook (what "the page" is inside JupyterLab)."""
-    return driver.execute_script(
-        "const panel = window.jupyterapp.shell.currentWidget;"
-        "return panel.content.outerNode || panel.content.node;"
-    )
+    return driver.execute_script("const panel = window.jupyterapp.shell.currentWidget;"
+                                 "return panel.content.outerNode || panel.content.node;")
 
 
 # The panel of the open notebook whose path is arguments[0], in `panel` (or undefined).

@@ -14,14 +14,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from bookkit.build import (
-    Chapter,
-    _for_cache,
-    cell_options,
-    execute_chapter,
-    load_book_config,
-    read_chapter,
-)
+from bookkit.build import Chapter, _for_cache, cell_options, execute_chapter, load_book_config, read_chapter
 from bookkit.cache import LessonKey, ProjectInputs
 from runtime.display import TABLE_MIME
 from runtime.paths import PROJECT_ROOT
@@ -58,8 +51,7 @@ class LessonRun:
         self.inputs = inputs
         self.key = LessonKey.compute(nb, inputs)
         started = time.perf_counter()
-        self.client = execute_chapter(nb, chapter, options, config, timeout, env=dict(env),
-                                      keep_kernel=True)
+        self.client = execute_chapter(nb, chapter, options, config, timeout, env=dict(env), keep_kernel=True)
         self.seconds = time.perf_counter() - started
         self.nb = _for_cache(nb)
 

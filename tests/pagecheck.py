@@ -83,16 +83,9 @@ def make_driver(width: int = 1280, height: int = 1100):
     chromium, chromedriver = found
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
-    for argument in (
-        "--headless=new",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-dev-shm-usage",
-        "--disable-extensions",
-        "--no-first-run",
-        f"--window-size={width},{height}",
-    ):
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-background-networking", "--disable-dev-shm-usage",
+                     "--disable-extensions", "--no-first-run", f"--window-size={width},{height}"):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     return webdriver.Chrome(service=Service(executable_path=chromedriver), options=options)
@@ -199,16 +192,9 @@ def _wait(condition: Callable[[], object], timeout: float, what: str):
         time.sleep(0.1)
 
 
-def check_page(
-    url: str,
-    search_term: str,
-    expected_rows_predicate: Callable[[Row], bool],
-    *,
-    table_index: int | None = None,
-    screenshot: Path | None = None,
-    timeout: float = 30.0,
-    driver=None,
-) -> PageCheck:
+def check_page(url: str, search_term: str, expected_rows_predicate: Callable[[Row], bool], *,
+               table_index: int | None = None, screenshot: Path | None = None, timeout: float = 30.0,
+               driver=None) -> PageCheck:
     """Open `url`, wait for its interactive tables, search one of them, check the rows.
 
     Fails (AssertionError) when: no interactive table renders; the browser console has a
@@ -222,13 +208,9 @@ def check_page(
     try:
         driver.get_log("browser")  # drop entries left by earlier pages of a shared driver
         driver.get(url)
-        n_tables = _wait(
-            lambda: driver.execute_script(
-                _TABLES_JS + "const t = tables(); return t.length && t.every(x => x.querySelector('tbody')) ? t.length : 0;"
-            ),
-            timeout,
-            "an interactive table (table.dataTable) to render",
-        )
+        drawn = "const t = tables(); return t.length && t.every(x => x.querySelector('tbody')) ? t.length : 0;"
+        _wait(lambda: driver.execute_script(_TABLES_JS + drawn), timeout,
+              "an interactive table (table.dataTable) to render")
         time.sleep(0.3)  # let the remaining tables of the page initialise
         n_tables = driver.execute_script(_TABLES_JS + "return tables().length;")
         if table_index is None:
@@ -252,9 +234,8 @@ def check_page(
     severe = [entry for entry in console if entry.get("level") == "SEVERE"]
     assert not severe, f"{url}: browser console errors: " + "; ".join(e.get("message", "") for e in severe)
     assert after, f"{url}: searching {search_term!r} left no rows"
-    assert len(after) < len(before), (
-        f"{url}: searching {search_term!r} did not reduce the rows ({len(before)} before, {len(after)} after)"
-    )
+    assert len(after) < len(before), (f"{url}: searching {search_term!r} did not reduce the rows "
+                                      f"({len(before)} before, {len(after)} after)")
     wrong = [row for row in after if not expected_rows_predicate(row)]
     assert not wrong, f"{url}: after searching {search_term!r} these rows do not match: {wrong}"
     return PageCheck(n_tables, before, after)
@@ -364,8 +345,7 @@ def measure_table(driver, root, page=None, key_columns: int = 1) -> dict:
 
 
 def table_fit(driver, url: str, selector: str, width: int, height: int = 1000,
-              screenshot: Path | None = None, timeout: float = 60.0,
-              key_columns: int = 1) -> TableFit:
+              screenshot: Path | None = None, timeout: float = 60.0, key_columns: int = 1) -> TableFit:
     """Open `url` in a window `width` px wide and measure the table inside `selector`.
 
     Interactive tables are measured once DataTables has drawn them. With `screenshot`, the

@@ -6,7 +6,6 @@ builds a book goes through it, or through tests/book_session.py for the whole bo
 """
 from __future__ import annotations
 
-import csv
 import os
 import shutil
 import subprocess
@@ -16,9 +15,7 @@ from pathlib import Path
 
 import nbformat
 
-from runtime.data_check import update_metadata
-from runtime.fixture import HANDBOOK_FILE, METADATA_FILE
-from runtime.paths import DATA_DIR, PROJECT_ROOT
+from runtime.paths import PROJECT_ROOT
 
 #: The command that builds the book (what `make book` runs).
 BUILD_COMMAND = [sys.executable, "-m", "bookkit"]
@@ -46,23 +43,6 @@ def copy_project(target: Path, names=COPIED) -> Path:
             target.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)
     return target
-
-
-def question_subset(data: Path, source: str, name: str, count: int, description: str) -> Path:
-    """A question file ``name`` in a new folder ``data``: the first ``count`` questions of the
-    project's ``source`` file, beside copies of the handbook and the metadata, which gets a
-    row for it with its real fingerprint. Returns the file's path."""
-    data.mkdir()
-    for fixture_file in (HANDBOOK_FILE, METADATA_FILE):
-        shutil.copyfile(DATA_DIR / fixture_file, data / fixture_file)
-    with open(DATA_DIR / source, newline="") as handle:
-        rows = list(csv.reader(handle))
-    with open(data / name, "w", newline="") as handle:
-        csv.writer(handle, lineterminator="\n").writerows(rows[:count + 1])
-    with open(data / METADATA_FILE, "a") as handle:
-        handle.write(f"{name},{description},test,CC-BY-4.0,2026-12-02,{count}," + "0" * 64 + "\n")
-    update_metadata([name], data)
-    return data / name
 
 
 def run_book(project: Path, *args: str, env: dict | None = None, cwd: Path = PROJECT_ROOT,

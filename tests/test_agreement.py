@@ -48,8 +48,7 @@ def random_tables(seed: int, how_many: int = 40):
     rng = np.random.default_rng(seed)
     for _ in range(how_many):
         cells = [int(c) for c in rng.integers(0, 25, size=4)]
-        if all((cells[0] + cells[2], cells[1] + cells[3], cells[0] + cells[1],
-                cells[2] + cells[3])):
+        if all((cells[0] + cells[2], cells[1] + cells[3], cells[0] + cells[1], cells[2] + cells[3])):
             yield table(*cells)
 
 
@@ -59,8 +58,7 @@ def random_tables(seed: int, how_many: int = 40):
 def test_confusion_counts_the_four_cells_and_refuses_what_is_not_a_table():
     counts = confusion(FLAGGED, UNSUPPORTED)
     assert counts == Confusion(2, 1, 1, 6) and counts.rows == 10
-    assert ratings_of(counts) == ([T, T, T, F, F, F, F, F, F, F],
-                                  [T, T, F, T, F, F, F, F, F, F])
+    assert ratings_of(counts) == ([T, T, T, F, F, F, F, F, F, F], [T, T, F, T, F, F, F, F, F, F])
     with pytest.raises(ValueError, match="2 signals but 3 verdicts"):
         confusion([T, F], [T, F, F])
     with pytest.raises(TypeError, match=r"flagged\[1\] is 'yes'"):
@@ -93,8 +91,7 @@ def test_exact_interval_matches_statsmodels_and_scipy(level):
             assert (ours.low, ours.high) == pytest.approx((scipy.low, scipy.high), abs=1e-9)
     # With all n trials successes, the lower end solves p^n = a/2 (Clopper and Pearson).
     for n in (1, 3, 10):
-        assert (exact_interval(n, n).low, exact_interval(n, n).high) == pytest.approx(
-            (0.025 ** (1 / n), 1.0))
+        assert (exact_interval(n, n).low, exact_interval(n, n).high) == pytest.approx((0.025 ** (1 / n), 1.0))
         assert (exact_interval(0, n).low, exact_interval(0, n).high) == pytest.approx(
             (0.0, 1 - 0.025 ** (1 / n)))
     assert exact_interval(3, 3).text() == "0.29 to 1.00"
@@ -139,8 +136,7 @@ def test_kappa_and_kappa_max_match_statsmodels_and_scikit_learn():
     for _ in range(20):
         first = rng.integers(0, 3, size=25).tolist()
         second = [x if rng.random() < 0.6 else int(rng.integers(0, 3)) for x in first]
-        assert cohen_kappa(first, second).value == pytest.approx(
-            cohen_kappa_score(first, second))
+        assert cohen_kappa(first, second).value == pytest.approx(cohen_kappa_score(first, second))
     for counts in random_tables(3):
         flagged, unsupported = ratings_of(counts)
         reference = cohens_kappa(matrix(counts))
@@ -243,8 +239,7 @@ def test_degenerate_tables_report_a_number_only_where_one_is_defined(name):
 
 def test_coefficients_of_no_reply_or_one_category_are_undefined():
     assert all(c.value is None for c in table_coefficients(table(0, 0, 0, 0)).values())
-    assert pabak([T, T], [T, T]).value is None and pabak([T, T], [T, T]).text().startswith(
-        "undefined: ")
+    assert pabak([T, T], [T, T]).value is None and pabak([T, T], [T, T]).text().startswith("undefined: ")
     assert pabak([T, T], [T, T], (T, F)).value == 1.0
     assert gwet_ac1(["a"], ["a"]).value is None
     with pytest.raises(ValueError, match="outside the categories"):
@@ -261,8 +256,7 @@ def test_coefficients_of_no_reply_or_one_category_are_undefined():
 
 
 def frame(flagged, unsupported, questions, **more):
-    return pd.DataFrame({"held": flagged, "unsupported": unsupported, "question_id": questions,
-                         **more})
+    return pd.DataFrame({"held": flagged, "unsupported": unsupported, "question_id": questions, **more})
 
 
 def test_distinct_replies_count_a_reply_once_per_group_and_question():

@@ -14,10 +14,9 @@ import pytest
 
 from helpers.attack_rules import DEFENCE_NAMES, EVASION_STYLES, without_payload
 from helpers.defences import DEFENCES
-from runtime.fixture import (ATTACK_EVASIONS_FILE, ATTACK_FILES, ATTACK_KINDS_FILE,
-                             ATTACK_PASSAGES_FILE, ATTACK_QUESTIONS_FILE, ATTACK_WORDINGS_FILE,
-                             HANDBOOK_FILE, METADATA_FILE, fingerprint, load_attack_fixture,
-                             load_riverton, read_metadata)
+from runtime.fixture import (ATTACK_EVASIONS_FILE, ATTACK_FILES, ATTACK_KINDS_FILE, ATTACK_PASSAGES_FILE,
+                             ATTACK_QUESTIONS_FILE, ATTACK_WORDINGS_FILE, HANDBOOK_FILE, METADATA_FILE,
+                             fingerprint, load_attack_fixture, load_riverton, read_metadata)
 from runtime.paths import DATA_DIR, LESSONS_DIR
 
 from fixture_edits import cases, field, recorded, refused, replace, rows
@@ -45,11 +44,6 @@ NORMAL_FINGERPRINTS = {
 #: Lesson 4's review and the files made from it grow as replies are reviewed; the planted
 #: strings are kept out of them by the test below, not by a pin.
 UNPINNED = {"support-review.csv", "corrupted-replies.csv", "second-reading.csv"}
-
-
-@pytest.fixture(scope="module")
-def attack():
-    return load_attack_fixture()
 
 
 # --- the committed attack fixture --------------------------------------------------
@@ -276,8 +270,7 @@ def _planted_strings(attack) -> list[str]:
              + list(attack.wordings["text"]) + list(attack.wordings["payload"])
              + list(attack.evasions["question"]))
     sentences = [s for text in whole for s in re.split(r"(?<=[.?!])\s+", text) if len(s) > 20]
-    asked = {without_payload(q, p) for q, p in zip(attack.questions["question"],
-                                                   attack.questions["payload"])}
+    asked = {without_payload(q, p) for q, p in zip(attack.questions["question"], attack.questions["payload"])}
     return sorted(set(whole) | set(sentences) - asked)
 
 

@@ -14,7 +14,7 @@ from helpers.agreement import Count
 from helpers.intervals import cluster_bootstrap, holm, mcnemar_exact
 from helpers.parsing import parse_reader_output
 from runtime import attack_runs, config, progress
-from runtime.fixture import load_attack_fixture, load_riverton
+from runtime.fixture import load_riverton
 from runtime.lessons import lesson_reader_inputs
 from runtime.readers import ReplayError, generate_all, load_reader
 
@@ -22,11 +22,6 @@ from runtime.readers import ReplayError, generate_all, load_reader
 METADATA = load_riverton().metadata
 
 ECHO = "Answer: <short answer, NOT IN HANDBOOK, or PREMISE NOT SUPPORTED: correction>\nSources: none"
-
-
-@pytest.fixture(scope="module")
-def attack():
-    return load_attack_fixture()
 
 
 # --- success rules --------------------------------------------------------------------
@@ -291,8 +286,7 @@ def test_attack_reader_inputs_cover_every_wording_at_both_positions(handbook, at
             assert 1 <= row.planted_rank <= 3  # where tf-idf ranked it before it was moved
     for row in inputs.itertuples():
         for name, column in attacks.PROMPT_COLUMNS.items():
-            assert getattr(row, column) == defences.PROMPTS[name](row.attack_id, row.question,
-                                                                  row.passages)
+            assert getattr(row, column) == defences.PROMPTS[name](row.attack_id, row.question, row.passages)
         assert len(row.retrieved_ids) == len(row.retrieved_scores) <= 3
     assert not any(set(ids) & set(attack.passages["passage_id"]) for ids in clean["retrieved_ids"])
     # The question-borne attack: its payload taken out without the attack, and put before
@@ -350,8 +344,7 @@ def test_run_attacks_refuses_an_unknown_prompt(handbook, attack):
 # --- ordinary questions, replay and recording ---------------------------------------------
 
 
-def test_ordinary_prompts_share_one_retrieval_and_replay_only_their_own_key(riverton, handbook,
-                                                                            retrieved):
+def test_ordinary_prompts_share_one_retrieval_and_replay_only_their_own_key(riverton, handbook, retrieved):
     """Each prompt of an ordinary question has its own messages over the same passages
     (lesson 1's prompt is lesson 1's own, and so are its replies); the transcript serves
     each the constrained reply recorded under its key, and refuses a changed prompt."""

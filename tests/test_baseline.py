@@ -32,8 +32,7 @@ def baseline(questions, retrieved, handbook):
     return sentence_baseline(questions, retrieved, handbook)
 
 
-def test_the_baseline_is_the_first_sentence_of_the_top_passage_as_printed(baseline, retrieved,
-                                                                          handbook):
+def test_the_baseline_is_the_first_sentence_of_the_top_passage_as_printed(baseline, retrieved, handbook):
     assert baseline["question_id"].tolist() == list(PRINTED_BASELINE)
     assert str(baseline["contains_acceptable_answer"].dtype) == "boolean"
     texts = dict(zip(handbook["passage_id"], handbook["text"]))
@@ -97,8 +96,7 @@ def test_baseline_replies_keep_the_sentences_and_are_keyed_by_what_was_read(
         baseline_replies(questions, handbook, "bm25")
 
 
-def test_the_transcript_holds_what_the_baseline_computes_and_record_baseline_writes_it(
-        tmp_path, capsys):
+def test_the_transcript_holds_what_the_baseline_computes_and_record_baseline_writes_it(tmp_path, capsys):
     """The committed transcript's tf-idf baseline entries are the baseline's replies
     computed now; ``python -m runtime record baseline`` replaces exactly the baseline's
     collections of a transcript with them."""
@@ -112,8 +110,7 @@ def test_the_transcript_holds_what_the_baseline_computes_and_record_baseline_wri
         (COMPUTED, None, "python -m runtime record baseline")}
     path = tmp_path / "transcript.jsonl"
     others = [e for e in read_transcript() if e.model_id != BASELINE_MODEL]
-    path.write_text("".join(e.to_json() + "\n" for e in others + computed[:3]),
-                    encoding="utf-8")
+    path.write_text("".join(e.to_json() + "\n" for e in others + computed[:3]), encoding="utf-8")
     assert cli.main(["record", "baseline", "--transcript", str(path)]) == 0
     written = read_transcript(path)
     assert f"wrote {len(written) - len(others)} baseline replies" in capsys.readouterr().out

@@ -22,8 +22,7 @@ from runtime.readers import generate_all
 SMOL = "smollm2_135m_instruct"
 
 
-@pytest.mark.parametrize(("value", "expected"), [(None, batch.DEFAULT_BATCH_SIZE), ("1", 1),
-                                                 (" 16 ", 16)])
+@pytest.mark.parametrize(("value", "expected"), [(None, batch.DEFAULT_BATCH_SIZE), ("1", 1), (" 16 ", 16)])
 def test_the_batch_size_comes_from_the_environment(monkeypatch, value, expected):
     if value is None:
         monkeypatch.delenv(config.BATCH_SIZE, raising=False)
@@ -103,8 +102,7 @@ def _grammar_processor(tokenizer, grammar: str, prompt_length: int):
             self.mask = GrammarMask(tokenizer, grammar)
 
         def __call__(self, input_ids, scores):
-            allowed = self.mask.allowed_after(input_ids[0, prompt_length:].tolist(),
-                                              scores.shape[-1])
+            allowed = self.mask.allowed_after(input_ids[0, prompt_length:].tolist(), scores.shape[-1])
             return scores.masked_fill(~allowed, float("-inf"))
 
     return GrammarProcessor()

@@ -17,8 +17,7 @@ SCRIPT = PROJECT_ROOT / "benchmarks" / "bench_reader.py"  # loaded by the `bench
     (2.0, 1.96, "so the bound bought nothing on this server"),  # one request at a time
     (2.0, 2.5, "the bound cost time on this server"),
 ])
-def test_the_note_on_the_bound_follows_the_measured_figures(bench, sequential, batched,
-                                                            verdict):
+def test_the_note_on_the_bound_follows_the_measured_figures(bench, sequential, batched, verdict):
     sentence = bench.bound_sentence(sequential, batched, 4)
     assert verdict in sentence
     others = {"the bound paid on this server", "so the bound bought nothing on this server",

@@ -110,8 +110,7 @@ def _wide_page(folder: Path, key_columns: int) -> str:
     from runtime.display import bundle
 
     columns = {f"c{n}": f"Column {n}" for n in range(8)}
-    frame = pd.DataFrame(
-        {name: [f"{name} row {r} " + "words " * 12 for r in range(3)] for name in columns})
+    frame = pd.DataFrame({name: [f"{name} row {r} " + "words " * 12 for r in range(3)] for name in columns})
     html = bundle(frame, columns, name="wide", interactive=True, key_columns=key_columns)["text/html"]
     name = f"wide-{key_columns}.html"
     scripts = generate_init_offline_itables_html(itables.options.dt_bundle)
@@ -196,10 +195,9 @@ def test_lesson_page_loads_without_console_errors_and_search_filters(browser, si
     """Every lesson page has a title, no console error (check_page fails on one), tables
     that render offline, each in the helpers' box, and a search box that filters rows."""
     with pagecheck.serve_folder(site.folder) as base:
-        result = pagecheck.check_page(
-            base + _page(lesson), term, predicate,
-            screenshot=tmp_path / f"{Path(lesson).stem}.png", driver=browser, timeout=60,
-        )
+        result = pagecheck.check_page(base + _page(lesson), term, predicate,
+                                      screenshot=tmp_path / f"{Path(lesson).stem}.png", driver=browser,
+                                      timeout=60)
         title = browser.execute_script("const h = document.querySelector('h1'); return h && h.textContent;")
         boxes = browser.execute_script("return document.querySelectorAll('div.riverton-table').length;")
         loose = pagecheck.loose_tables(browser)
@@ -266,8 +264,7 @@ def _lessons_with_exercises() -> list[str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lesson", _lessons_with_exercises(),
-                         ids=lambda lesson: Path(lesson).stem[:2])
+@pytest.mark.parametrize("lesson", _lessons_with_exercises(), ids=lambda lesson: Path(lesson).stem[:2])
 def test_solutions_are_collapsed_on_the_page_until_opened(browser, site, lesson):
     from exercise_cells import exercise_cells
 

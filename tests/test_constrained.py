@@ -18,19 +18,9 @@ pytest.importorskip("llguidance")
 
 from helpers import grammar, parsing, screen  # noqa: E402
 from helpers.decoding import CONSTRAINED, MAX_NEW_TOKENS  # noqa: E402
-from helpers.grammar import (  # noqa: E402
-    ANSWER_MAX_CHARS,
-    ANSWER_MAX_TOKENS,
-    ConstrainedDecodingError,
-    GrammarMask,
-    build_gbnf,
-    build_grammar,
-    grammar_accepts,
-    reply_grammar,
-    reply_matches_gbnf,
-    reply_token_bound,
-    source_lists,
-)
+from helpers.grammar import (ANSWER_MAX_CHARS, ANSWER_MAX_TOKENS, ConstrainedDecodingError,  # noqa: E402
+                             GrammarMask, build_gbnf, build_grammar, grammar_accepts, reply_grammar,
+                             reply_matches_gbnf, reply_token_bound, source_lists)
 from runtime.lessons import lesson_reader_inputs  # noqa: E402
 from runtime.paths import LESSONS_DIR  # noqa: E402
 from runtime.readers import generate_all, load_reader  # noqa: E402
@@ -105,8 +95,7 @@ def test_what_a_grammar_cannot_hold_is_refused(make, message):
     (["H08", "H11"], "Answer: x", False),  # no Sources line
     (["H08", "H11"], "Answer: x\nSources: ", False),  # an empty Sources line
 ])
-def test_both_forms_of_the_grammar_admit_the_same_two_line_replies(tokenizer, ids, text,
-                                                                   accepted):
+def test_both_forms_of_the_grammar_admit_the_same_two_line_replies(tokenizer, ids, text, accepted):
     assert grammar_accepts(tokenizer, ids, text) is accepted
     assert reply_matches_gbnf(ids, text) is accepted
 
@@ -117,18 +106,15 @@ def test_the_answer_is_bounded_in_tokens_by_llguidance_and_in_characters_by_gbnf
     assert grammar_accepts(tokenizer, ["H08"], short)
     assert not grammar_accepts(tokenizer, ["H08"], long)
     assert reply_matches_gbnf(["H08"], "Answer: " + "x" * ANSWER_MAX_CHARS + "\nSources: H08")
-    assert not reply_matches_gbnf(["H08"], "Answer: " + "x" * (ANSWER_MAX_CHARS + 1)
-                                  + "\nSources: H08")
+    assert not reply_matches_gbnf(["H08"], "Answer: " + "x" * (ANSWER_MAX_CHARS + 1) + "\nSources: H08")
 
 
 def test_an_answer_pattern_replaces_the_answer_rule(tokenizer):
     assert f"answer[max_tokens={ANSWER_MAX_TOKENS}]: {DIGITS}" in build_grammar(
         ["H08"], answer_pattern=DIGITS)
     assert grammar.ANSWER_PATTERN in build_grammar(["H08"])
-    assert grammar_accepts(tokenizer, ["H08"], "Answer: $150 per week\nSources: H08",
-                           answer_pattern=DIGITS)
-    assert not grammar_accepts(tokenizer, ["H08"], "Answer: weekly\nSources: H08",
-                               answer_pattern=DIGITS)
+    assert grammar_accepts(tokenizer, ["H08"], "Answer: $150 per week\nSources: H08", answer_pattern=DIGITS)
+    assert not grammar_accepts(tokenizer, ["H08"], "Answer: weekly\nSources: H08", answer_pattern=DIGITS)
     assert grammar_accepts(tokenizer, ["H08"], "Answer: weekly\nSources: H08")
 
 
@@ -192,8 +178,7 @@ def test_every_recorded_constrained_reply_parses_and_cites_what_its_grammar_allo
     aside): lesson 1's and the extended questions, and the 42 ordinary questions under
     lesson 5's quoting and datamarking prompts. Each parses, cites only IDs its own
     grammar lists, ended with end of sequence and stayed under the cap."""
-    replies = [e for e in read_transcript() if e.decoding == CONSTRAINED
-               and e.collection != "judge"]
+    replies = [e for e in read_transcript() if e.decoding == CONSTRAINED and e.collection != "judge"]
     assert len(replies) >= 6 + 36 + 42 * 2
     for entry in replies:
         assert entry.settings["grammar"] == build_grammar(entry.passage_ids)

@@ -89,9 +89,8 @@ def test_the_rules_make_one_reply_per_kind_and_question_and_never_the_same_twice
     made = corrupt_review(review, questions, TEXTS, {i: ("H08", "H05") for i, *_ in rows})
     by_kind = made.groupby("kind", sort=False)["source_review_id"].agg(list).to_dict()
     assert by_kind == {"number changed": ["S1", "S4"], "negation": ["S2", "S4"],
-                       "right figure, wrong item": ["S1", "S4"],
-                       "other programme's fact": ["S2", "S4"], "citation moved": ["S1", "S4"],
-                       "unsupported addition": ["S1", "S4"]}
+                       "right figure, wrong item": ["S1", "S4"], "other programme's fact": ["S2", "S4"],
+                       "citation moved": ["S1", "S4"], "unsupported addition": ["S1", "S4"]}
     assert not made.duplicated(["question_id", "reply"]).any()
     assert set(made["expected_verdict"]) == {"not supported"}
 
@@ -105,8 +104,7 @@ def test_the_committed_corruptions_are_the_rules_applied_to_the_review_now(monke
     rows, entries = corruption_replies()
     committed = read(CORRUPTIONS_FILE)
     assert [list(r.values()) for r in committed] == rows
-    assert len(rows) >= 40 and all(
-        sum(r[1] == kind for r in rows) >= 8 for kind in corruptions.KINDS)
+    assert len(rows) >= 40 and all(sum(r[1] == kind for r in rows) >= 8 for kind in corruptions.KINDS)
     recorded = {e.key: e for e in read_transcript() if e.collection == "corruptions"}
     assert list(recorded) == [e.key for e in entries]
     assert all(dataclasses.replace(e, recorded_on=recorded[e.key].recorded_on) == recorded[e.key]
@@ -122,8 +120,7 @@ def test_every_corruption_is_reviewed_and_every_disagreement_with_its_rule_is_ex
     made = {r["transcript_key"]: r for r in read(CORRUPTIONS_FILE)}
     rows = book[book["reader"] == CORRUPTION_READER]
     assert sorted(rows["transcript_key"]) == sorted(made)
-    assert {system_label(r, d) for r, d in zip(rows["reader"], rows["decoding"])} == {
-        "rule-made corruption"}
+    assert {system_label(r, d) for r, d in zip(rows["reader"], rows["decoding"])} == {"rule-made corruption"}
     assert list(rows["decoding"]) == [made[k]["kind"] for k in rows["transcript_key"]]
     differs = [(v, r) != (made[k]["expected_verdict"], made[k]["expected_reason"])
                for k, v, r in zip(rows["transcript_key"], rows["verdict"], rows["reason"])]
@@ -136,8 +133,7 @@ def test_every_corruption_is_reviewed_and_every_disagreement_with_its_rule_is_ex
     ("source_review_id", "R999", "value 'R999' is not a review_id of support-review.csv"),
     ("kind", "typo", "is not one of number changed"),
 ])
-def test_a_bad_corruption_row_is_refused_naming_its_row_and_column(tmp_path, column, value,
-                                                                    message):
+def test_a_bad_corruption_row_is_refused_naming_its_row_and_column(tmp_path, column, value, message):
     for name in (REVIEW_FILE, CORRUPTIONS_FILE):
         shutil.copyfile(DATA_DIR / name, tmp_path / name)
     rows = read(CORRUPTIONS_FILE)

@@ -11,8 +11,7 @@ import sys
 
 import pytest
 
-from runtime.fixture import (ATTACK_PASSAGES_FILE, HANDBOOK_FILE, METADATA_FILE, fingerprint,
-                             read_metadata)
+from runtime.fixture import ATTACK_PASSAGES_FILE, HANDBOOK_FILE, METADATA_FILE, fingerprint, read_metadata
 from runtime.paths import PROJECT_ROOT
 
 from fixture_edits import field, replace, rows
@@ -63,8 +62,7 @@ def test_update_metadata_records_a_deliberate_edit(data_copy, artifact, edit, co
     (HANDBOOK_FILE, 2, "duplicate ID 'H01'"),
     (ATTACK_PASSAGES_FILE, 1, "value 'H01' does not match"),
 ], ids=["duplicate handbook ID", "borrowed planted ID"])
-def test_update_metadata_refuses_an_invalid_file_and_leaves_the_metadata(data_copy, artifact, row,
-                                                                        says):
+def test_update_metadata_refuses_an_invalid_file_and_leaves_the_metadata(data_copy, artifact, row, says):
     field(row, passage_id="H01")(data_copy / artifact)
     before = (data_copy / METADATA_FILE).read_bytes()
     result = data("--data-dir", str(data_copy), "update-metadata", artifact)

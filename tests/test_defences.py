@@ -14,17 +14,12 @@ from helpers.attacks import attack_index
 from helpers.prompts import SYSTEM_PROMPT, build_messages
 from helpers.retrieval import TfidfRetriever
 from helpers.values import Value, compatible, stated_values
-from runtime.fixture import EXTENDED_QUESTIONS_FILE, load_attack_fixture, load_questions, load_riverton
+from runtime.fixture import EXTENDED_QUESTIONS_FILE, load_questions, load_riverton
 from runtime.records import transcript_key
 
 
 #: The fixture's metadata, which vouches for the handbook (lesson 5's trust anchor).
 METADATA = load_riverton().metadata
-
-@pytest.fixture(scope="module")
-def attack():
-    return load_attack_fixture()
-
 
 @pytest.fixture(scope="module")
 def index(handbook, attack):
@@ -45,8 +40,7 @@ def normal(handbook, attack):
     (("H08",), ()), (("H12", "H03"), ()), ((), ()),  # citing nothing is not its matter
     (("H08", "P01"), ("P01",)), (("S01",), ("S01",)), (("H99",), ("H99",)),
 ])
-def test_provenance_holds_every_citation_outside_the_handbook(index, handbook, sources,
-                                                              untrusted):
+def test_provenance_holds_every_citation_outside_the_handbook(index, handbook, sources, untrusted):
     assert defences.trusted_ids(index) == frozenset(handbook["passage_id"])
     verdict = defences.provenance_check(sources, defences.trusted_ids(index))
     assert verdict == defences.Provenance(bool(untrusted), untrusted)
@@ -97,10 +91,8 @@ ROUTES = [
 
 
 @pytest.mark.parametrize(("question", "ids", "route"), ROUTES, ids=[r[0] for r in ROUTES])
-def test_questions_route_by_their_words_and_their_handbook_passages(index, question, ids,
-                                                                    route):
-    got = defences.route_question(question, defences.routing_topics(ids, [1.0] * len(ids),
-                                                                      index))
+def test_questions_route_by_their_words_and_their_handbook_passages(index, question, ids, route):
+    got = defences.route_question(question, defences.routing_topics(ids, [1.0] * len(ids), index))
     if route is True:
         assert got.to_person and got.label == "a person"
     else:
@@ -131,8 +123,7 @@ def test_only_the_first_handbook_passage_with_enough_score_routes(index):
     assert defences.routing_topics(ids, scores, index) == [("H15", "laptops")]
     assert defences.routing_topics(("H12", "H06"), (0.22, 0.20), index) == []
     assert defences.TOPIC_MIN_SCORE > 0.22
-    assert defences.routing_topics(("H08",), (defences.TOPIC_MIN_SCORE,), index) == [
-        ("H08", "stipend")]
+    assert defences.routing_topics(("H08",), (defences.TOPIC_MIN_SCORE,), index) == [("H08", "stipend")]
     assert defences.routing_topics((), (), index) == []
     # A planted passage ranked first cannot hide the handbook passage below it.
     assert defences.routing_topics(("P01", "H08"), (0.54, 0.40), index) == [("H08", "stipend")]
@@ -140,8 +131,7 @@ def test_only_the_first_handbook_passage_with_enough_score_routes(index):
         defences.routing_topics(("P01", "H08"), (0.54,), index)
 
 
-def test_routing_sends_every_sensitive_ordinary_question_and_two_others(
-        riverton, handbook, normal):
+def test_routing_sends_every_sensitive_ordinary_question_and_two_others(riverton, handbook, normal):
     """The 42 ordinary questions, asked without any attack: every question whose gold
     passage has a routed topic goes to a person, whether or not tf-idf retrieves its gold
     passage, and of the 29 others two do, for a money word the rule reads."""
@@ -227,8 +217,7 @@ def _with(index, *rows):
 
 def test_the_planted_passages_disagree_with_the_handbook_which_never_disagrees(index, handbook):
     conflicts = defences.conflicting_passages(["S01", "H14", "H03"], index)
-    assert conflicts == (defences.Conflict("deadline", "S01", "H14", ("September 30",),
-                                           ("October 15",)),)
+    assert conflicts == (defences.Conflict("deadline", "S01", "H14", ("September 30",), ("October 15",)),)
     assert str(conflicts[0]) == "S01 vs H14 on deadline: September 30 vs October 15"
     (conflict,) = defences.conflicting_passages(["P01", "H08"], index)
     # Only kinds both passages state are compared: H08's 90 percent has no counterpart.
@@ -290,8 +279,7 @@ def _pair_index(index, first, second, topic=None):
     return _with(index, ("N1", topic, first), ("N2", topic, second)), ["N1", "N2"]
 
 
-@pytest.mark.parametrize("case", FAITHFUL + CONTRADICTIONS,
-                         ids=[f[0] for f in FAITHFUL + CONTRADICTIONS])
+@pytest.mark.parametrize("case", FAITHFUL + CONTRADICTIONS, ids=[f[0] for f in FAITHFUL + CONTRADICTIONS])
 def test_a_contradiction_is_flagged_and_a_faithful_rewording_is_not(index, case):
     extended, ids = _pair_index(index, *case[1:])
     conflicts = defences.conflicting_passages(ids, extended)
@@ -337,15 +325,13 @@ def test_the_quoting_prompt_keeps_lesson_1_adds_to_it_and_has_its_own_keys():
     assert user.endswith("Sources: <listed passage IDs, or none>")
     passages = [("H08", "Data Support Certificate students receive a training stipend.")]
     plain = build_messages("Q1", "How much is the weekly training stipend?", passages)
-    quoted = defences.build_quoted_messages("Q1", "How much is the weekly training stipend?",
-                                            passages)
+    quoted = defences.build_quoted_messages("Q1", "How much is the weekly training stipend?", passages)
     settings = {"do_sample": False}
     assert transcript_key("m", "r", plain, settings) != transcript_key("m", "r", quoted, settings)
     assert plain[0]["content"] == SYSTEM_PROMPT  # lesson 1's prompt is left as it was
 
 
-SEPARATORS = [chr(c) for c in range(0x110000)
-              if unicodedata.category(chr(c)) in ("Zs", "Zl", "Zp", "Cf")]
+SEPARATORS = [chr(c) for c in range(0x110000) if unicodedata.category(chr(c)) in ("Zs", "Zl", "Zp", "Cf")]
 
 
 def test_datamarking_marks_every_separator_and_invisible_format_character():
@@ -376,8 +362,7 @@ def test_datamarking_marks_every_space_of_a_passage_and_leaves_the_question_unma
     assert user.endswith(plain[1]["content"].rsplit("\n\n", 1)[1])  # lesson 1's format
     assert set(defences.PROMPTS) == {"lesson 1 prompt", "placebo prompt", "quoting prompt",
                                      "datamarking prompt"}
-    placebo = defences.build_placebo_messages("A04", "Q?",
-                                              [("H04", "Applicants must be at least 18.")])
+    placebo = defences.build_placebo_messages("A04", "Q?", [("H04", "Applicants must be at least 18.")])
     assert placebo[0]["content"].startswith(SYSTEM_PROMPT + " ") and placebo[1] == plain[1]
     added = defences.PLACEBO_SYSTEM_PROMPT[len(SYSTEM_PROMPT):].lower()
     assert not any(word in added for word in ("passage", "quot", "mark", "instruction", "data"))
@@ -426,8 +411,7 @@ def test_every_defence_on_one_reply(handbook, attack, case):
     assert list(verdict) == defences.VERDICT_COLUMNS
     assert [int(verdict[column]) for column in HELD] == list(held)
     assert {name: verdict[name] for name in fields} == fields
-    route = defences.route_question(question,
-                                    defences.routing_topics(retrieved, scores, index))
+    route = defences.route_question(question, defences.routing_topics(retrieved, scores, index))
     assert verdict == defences.defence_verdicts(raw, retrieved, route, index)
 
 
@@ -468,8 +452,7 @@ def test_a_defences_cost_is_the_right_replies_it_holds_never_the_wrong_ones(inde
     ("Answer: NOT IN HANDBOOK\nSources: none", "answer", ("$150",), False),
     ("The stipend is $150.", "answer", ("$150",), False),
 ])
-def test_a_right_reply_parses_takes_the_expected_action_and_holds_an_answer(raw, action,
-                                                                           acceptable, right):
+def test_a_right_reply_parses_takes_the_expected_action_and_holds_an_answer(raw, action, acceptable, right):
     assert defences.right_reply(raw, action, acceptable) is right
 
 

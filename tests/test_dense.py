@@ -19,8 +19,7 @@ RETRIEVERS = {"dense": DenseRetriever, "hybrid": HybridRetriever}
 
 @pytest.fixture(scope="module")
 def fitted(handbook):
-    return {"tfidf": TfidfRetriever.fit(handbook),
-            "dense": DenseRetriever.fit(handbook, load_encoder()),
+    return {"tfidf": TfidfRetriever.fit(handbook), "dense": DenseRetriever.fit(handbook, load_encoder()),
             "hybrid": HybridRetriever.fit(handbook, load_encoder())}
 
 
@@ -112,8 +111,7 @@ def test_interface_matches_tfidf(handbook, questions, fitted):
         ranked = retriever.rank(questions, k=3)
         assert ranked.dtypes.to_dict() == reference.dtypes.to_dict()
         # With no score floor every question gets exactly k passages, in rank order.
-        assert ranked["question_id"].tolist() == [q for q in questions["question_id"]
-                                                  for _ in range(3)]
+        assert ranked["question_id"].tolist() == [q for q in questions["question_id"] for _ in range(3)]
         for _, group in ranked.groupby("question_id"):
             assert group["rank"].tolist() == [1, 2, 3]
             assert group["score"].is_monotonic_decreasing
@@ -133,23 +131,20 @@ def test_hybrid_is_the_weighted_sum(questions, fitted):
                           0.25 * dense_scores + 0.75 * tfidf_scores)
 
 
-@pytest.mark.parametrize(
-    ("make", "error", "message"),
-    [
-        (lambda f, h: HybridRetriever(f["tfidf"], f["dense"], dense_weight=1.5), ValueError,
-         "dense_weight must lie in"),
-        (lambda f, h: HybridRetriever(TfidfRetriever.fit(h.iloc[:5]), f["dense"]), ValueError,
-         "different passages"),
-        (lambda f, h: DenseRetriever.fit(pd.DataFrame({"passage_id": ["A", "A"],
-                                                       "text": ["x", "y"]}), load_encoder()),
-         ValueError, "'A' repeats"),
-        (lambda f, h: DenseRetriever.fit(TWINS, load_encoder(), text_column="body"), KeyError, "body"),
-        (lambda f, h: DenseRetriever.fit(TWINS.iloc[0:0], load_encoder()), ValueError, "empty"),
-        (lambda f, h: dense.weighted_fusion(np.zeros((1, 2)), np.zeros((2, 2))), ValueError,
-         "differ in shape"),
-        (lambda f, h: dense.pair_cosines(["a", "b"], ["a"], load_encoder()), ValueError, "2 texts against 1"),
-    ],
-)
+@pytest.mark.parametrize(("make", "error", "message"), [
+    (lambda f, h: HybridRetriever(f["tfidf"], f["dense"], dense_weight=1.5), ValueError,
+     "dense_weight must lie in"),
+    (lambda f, h: HybridRetriever(TfidfRetriever.fit(h.iloc[:5]), f["dense"]), ValueError,
+     "different passages"),
+    (lambda f, h: DenseRetriever.fit(pd.DataFrame({"passage_id": ["A", "A"],
+                                                   "text": ["x", "y"]}), load_encoder()),
+     ValueError, "'A' repeats"),
+    (lambda f, h: DenseRetriever.fit(TWINS, load_encoder(), text_column="body"), KeyError, "body"),
+    (lambda f, h: DenseRetriever.fit(TWINS.iloc[0:0], load_encoder()), ValueError, "empty"),
+    (lambda f, h: dense.weighted_fusion(np.zeros((1, 2)), np.zeros((2, 2))), ValueError,
+     "differ in shape"),
+    (lambda f, h: dense.pair_cosines(["a", "b"], ["a"], load_encoder()), ValueError, "2 texts against 1"),
+])
 def test_bad_input_is_refused(fitted, handbook, make, error, message):
     with pytest.raises(error, match=message):
         make(fitted, handbook)
@@ -211,13 +206,11 @@ def test_pair_cosines_are_the_cosines_of_each_pair():
 
 
 @pytest.mark.slow
-def test_lesson_executes_with_every_table_the_q3_figure_and_dense_recall(book, handbook,
-                                                                         questions):
+def test_lesson_executes_with_every_table_the_q3_figure_and_dense_recall(book, handbook, questions):
     executed = book.lesson(LESSONS_DIR / "02-when-words-dont-match.ipynb").nb
     tables = lesson_tables(executed)
     for name in ("question_kinds", "extended_questions", "q6_terms", "dense_top3", "fusions",
-                 "weight_sweep", "gold_ranks", "metrics", "unanswerable", "thresholds",
-                 "small_reader"):
+                 "weight_sweep", "gold_ranks", "metrics", "unanswerable", "thresholds", "small_reader"):
         assert name in tables, name
     figure_cells = [c for c in executed.cells if c.cell_type == "code"
                     and c.source.startswith("#| label: fig-q3-scores")]

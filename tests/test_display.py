@@ -23,12 +23,9 @@ from runtime import claims, config, display
 from runtime.paths import PROJECT_ROOT
 
 # Several dollar pairs per cell, the way answers, control strings and raw replies hold them.
-DOLLARS = [
-    "$150|$150 per week|$150 a week|150 dollars per week",
-    "Answer: $2 fare ⏎ Sources: H05, then $150 and $200",
-    "$$x$$ and \\$5 and $ alone",
-    "<b>$1</b> & $2",
-]
+DOLLARS = ["$150|$150 per week|$150 a week|150 dollars per week",
+           "Answer: $2 fare ⏎ Sources: H05, then $150 and $200", "$$x$$ and \\$5 and $ alone",
+           "<b>$1</b> & $2"]
 
 
 class _Cells(html.parser.HTMLParser):
@@ -60,12 +57,16 @@ class _Cells(html.parser.HTMLParser):
             self._text.append(data)
 
 
+#: The display labels of the columns of _frame().
+LABELS = {"question_id": "Question", "text": "Text"}
+
+
 def _frame() -> pd.DataFrame:
     return pd.DataFrame({"question_id": [f"Q{i}" for i in range(1, len(DOLLARS) + 1)], "text": DOLLARS})
 
 
 def test_static_table_cells_keep_every_dollar_pair():
-    bundle = display.bundle(_frame(), {"question_id": "Question", "text": "Text"}, name="dollars")
+    bundle = display.bundle(_frame(), LABELS, name="dollars")
     parser = _Cells()
     parser.feed(bundle["text/html"])
     texts = [text for text, _ in parser.cells]
@@ -77,8 +78,7 @@ def test_static_table_cells_keep_every_dollar_pair():
 
 
 def test_interactive_table_data_keep_every_dollar_pair():
-    bundle = display.bundle(_frame(), {"question_id": "Question", "text": "Text"}, name="dollars",
-                            interactive=True)
+    bundle = display.bundle(_frame(), LABELS, name="dollars", interactive=True)
     page = bundle["text/html"]
     # itables embeds the rows as JSON in its script; the strings must come back unchanged.
     match = re.search(r'"data_json": ("(?:[^"\\]|\\.)*")', page)
@@ -96,13 +96,13 @@ def test_interactive_table_data_keep_every_dollar_pair():
 
 def test_long_text_columns_get_a_minimum_width_and_the_first_column_is_pinned():
     frame = pd.DataFrame({"id": ["Q1", "Q2"], "reply": ["x " * 30, "short"], "flag": [True, False]})
-    static = display.bundle(frame, {"id": "ID", "reply": "Reply", "flag": "Flag"}, name="t")["text/html"]
-    assert display.long_text_columns(display.prepare(frame, {"id": "ID", "reply": "Reply", "flag": "Flag"})) == [1]
+    labels = {"id": "ID", "reply": "Reply", "flag": "Flag"}
+    static = display.bundle(frame, labels, name="t")["text/html"]
+    assert display.long_text_columns(display.prepare(frame, labels)) == [1]
     assert static.count(f'class="{display.LONG_CLASS}"') == 3  # header and two rows
     assert "riverton-pin-first" in static
     assert 'data-quarto-disable-processing="true"' in static
-    interactive = display.bundle(frame, {"id": "ID", "reply": "Reply", "flag": "Flag"}, name="t",
-                                 interactive=True, key_columns=2)["text/html"]
+    interactive = display.bundle(frame, labels, name="t", interactive=True, key_columns=2)["text/html"]
     assert '"fixedColumns": {"start": 2}' in interactive
     assert f'"className": "{display.LONG_CLASS}", "targets": [1]' in interactive
 
@@ -122,10 +122,8 @@ def test_key_columns_are_checked():
 
 def test_every_table_bundle_carries_a_markdown_table_for_print():
     for interactive in (False, True):
-        bundle = display.bundle(_frame(), {"question_id": "Question", "text": "Text"}, name="dollars",
-                                interactive=interactive)
-        assert bundle["text/markdown"] == display.markdown_table(
-            display.prepare(_frame(), {"question_id": "Question", "text": "Text"}))
+        bundle = display.bundle(_frame(), LABELS, name="dollars", interactive=interactive)
+        assert bundle["text/markdown"] == display.markdown_table(display.prepare(_frame(), LABELS))
         assert bundle["text/markdown"].startswith("| Question | Text |\n")
 
 
@@ -135,7 +133,7 @@ def test_markdown_table_cells_read_back_literally_with_quartos_pandoc(quarto):
     mathematics, no markup, no cell border taken from a `|`)."""
     values = DOLLARS + ["*not emphasis* and _not_ either", "`not code` [not a link](x) @tbl-x #1 <i>"]
     frame = pd.DataFrame({"question_id": [f"Q{i}" for i in range(len(values))], "text": values})
-    table = display.markdown_table(display.prepare(frame, {"question_id": "Question", "text": "Text"}))
+    table = display.markdown_table(display.prepare(frame, LABELS))
     rendered = subprocess.run([quarto, "pandoc", "--from", "markdown", "--to", "html", "--wrap=none"],
                               input=table, capture_output=True, text=True, check=True).stdout
     parser = _Cells()
@@ -181,11 +179,11 @@ def test_a_long_table_prints_its_first_rows_and_says_how_many_there_are():
 def test_printed_cells_are_the_html_tables_text():
     frame = pd.DataFrame({"id": ["Q1", "Q2"], "score": [0.356123, 1.0], "n": [3, 12],
                           "ok": [True, None], "text": ["two\nlines", "x"]})
-    shown = display.prepare(frame, {"id": "ID", "score": "Score", "n": "N", "ok": "OK", "text": "Text"})
+    labels = {"id": "ID", "score": "Score", "n": "N", "ok": "OK", "text": "Text"}
+    shown = display.prepare(frame, labels)
     with pd.option_context("display.precision", 3):
         html_cells = _Cells()
-        html_cells.feed(display.bundle(frame, {"id": "ID", "score": "Score", "n": "N", "ok": "OK",
-                                               "text": "Text"}, name="t")["text/html"])
+        html_cells.feed(display.bundle(frame, labels, name="t")["text/html"])
         printed = display.cell_texts(shown)
     assert [cell for row in printed for cell in row] == [" ".join(t.split()) for t, _ in html_cells.cells]
     assert printed[0][:4] == ["Q1", "0.356", "3", "True"] and printed[1][3] == "NA"
@@ -300,8 +298,7 @@ def test_lessons_compute_prose_with_the_literal_markdown(lesson):
 def test_a_table_takes_its_labels_and_formats_from_the_vocabulary_or_its_own():
     frame = pd.DataFrame({"question_id": ["Q1", "Q2"], "idf": [0.6931471805, 2.0]})
     shown = display.prepare(frame)
-    assert list(shown.columns) == [display.vocabulary()["question_id"][0],
-                                   display.vocabulary()["idf"][0]]
+    assert list(shown.columns) == [display.vocabulary()["question_id"][0], display.vocabulary()["idf"][0]]
     style = display.vocabulary()["idf"][1]
     assert list(shown.iloc[:, 1]) == [format(v, style) if style else v for v in frame["idf"]]
     own = frame.copy()

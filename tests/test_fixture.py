@@ -17,10 +17,9 @@ from fixture_edits import cases, field, raw, refused, replace, rows
 
 # The handbook's topics as printed in the reference render ("The complete fictional
 # handbook ..."); its bytes are pinned in test_attack_fixture.py (NORMAL_FINGERPRINTS).
-PRINTED_TOPICS = ["location", "contact", "programs", "forklift eligibility", "transit",
-                  "data schedule", "enrollment documents", "stipend", "course codes",
-                  "refresher workshop", "forklift schedule", "data eligibility", "child care",
-                  "deadline", "laptops"]
+PRINTED_TOPICS = ["location", "contact", "programs", "forklift eligibility", "transit", "data schedule",
+                  "enrollment documents", "stipend", "course codes", "refresher workshop",
+                  "forklift schedule", "data eligibility", "child care", "deadline", "laptops"]
 
 # "Author-written reference actions and answer variants", as printed.
 PRINTED_QUESTIONS = [
@@ -47,10 +46,9 @@ def test_handbook_and_questions_are_the_printed_ones(handbook, questions):
                                       "Street in Riverton.")
     assert handbook.at[13, "text"] == "Applications for both fall programs close on October 15."
     assert handbook["source"].str.len().gt(0).all()
-    assert list(questions.columns) == [
-        "question_id", "question", "probe_type", "expected_action", "gold_passage_id",
-        "acceptable_answers", "author_note", "acceptable_list",
-    ]
+    assert list(questions.columns) == ["question_id", "question", "probe_type", "expected_action",
+                                       "gold_passage_id", "acceptable_answers", "author_note",
+                                       "acceptable_list"]
     shown = [tuple(r) for r in questions[
         ["question_id", "question", "expected_action", "gold_passage_id", "acceptable_answers"]
     ].itertuples(index=False)]
@@ -152,7 +150,6 @@ DAMAGE = {
 
 
 @pytest.mark.parametrize(("file", "edit", "where", "fragments"), cases(DAMAGE))
-def test_a_damaged_copy_is_refused_naming_file_row_line_and_column(data_copy, file, edit, where,
-                                                                     fragments):
+def test_a_damaged_copy_is_refused_naming_file_row_line_and_column(data_copy, file, edit, where, fragments):
     edit(data_copy / file)
     refused(load_riverton, data_copy, where, *fragments)

@@ -72,26 +72,18 @@ def write_checks_notebook(path: Path) -> None:
                   "c": "Action C", "d": "Agreement", "e": "Failed checks"}
         """
     )
-    nb.cells = [
-        nbformat.v4.new_code_cell(setup),
-        nbformat.v4.new_code_cell("#| label: tbl-wide-static\nshow_table(wide, labels, name='wide_static')"),
-        nbformat.v4.new_code_cell(
-            "#| label: tbl-wide-interactive\n"
-            "show_table(wide, labels, name='wide_interactive', interactive=True, key_columns=2)"
-        ),
-        nbformat.v4.new_code_cell(
-            "#| label: progress\n"
-            "with QuestionProgress(4, 'probe reader (live)') as bar:\n"
-            "    for question_id, _ in bar.track((f'Q{n}', n) for n in range(1, 5)):\n"
-            "        time.sleep(0.3)"
-        ),
-        nbformat.v4.new_code_cell("#| label: build-detector\nprint('book build:', book_build())"),
-        nbformat.v4.new_code_cell(
-            "#| label: mathjax-control\n"
-            "from IPython.display import HTML\n"
-            "HTML('<p>$a$ and $b$</p>')"
-        ),
-    ]
+    nb.cells = [nbformat.v4.new_code_cell(source) for source in (
+        setup,
+        "#| label: tbl-wide-static\nshow_table(wide, labels, name='wide_static')",
+        "#| label: tbl-wide-interactive\n"
+        "show_table(wide, labels, name='wide_interactive', interactive=True, key_columns=2)",
+        "#| label: progress\n"
+        "with QuestionProgress(4, 'probe reader (live)') as bar:\n"
+        "    for question_id, _ in bar.track((f'Q{n}', n) for n in range(1, 5)):\n"
+        "        time.sleep(0.3)",
+        "#| label: build-detector\nprint('book build:', book_build())",
+        "#| label: mathjax-control\nfrom IPython.display import HTML\nHTML('<p>$a$ and $b$</p>')",
+    )]
     nbformat.write(nb, path)
 
 
@@ -132,11 +124,8 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab") / "project"
     shutil.copytree(PROJECT_ROOT / "lessons", root / "lessons")
     write_checks_notebook(root / CHECKS)
-    broken = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("x = 1"),
-        nbformat.v4.new_code_cell("raise ValueError('deliberate failure in cell 2')"),
-        nbformat.v4.new_code_cell("y = 2"),
-    ])
+    broken = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in (
+        "x = 1", "raise ValueError('deliberate failure in cell 2')", "y = 2")])
     broken.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(broken, root / BROKEN)
     write_prose_notebook([PROJECT_ROOT / "lessons" / name for name in LESSON_FILES], root / PROSE)

@@ -19,9 +19,8 @@ def lesson(book):
 
 
 def test_every_source_table_has_a_counterpart(lesson):
-    expected = {"model", "handbook", "questions", "overlap", "retrieval", "baseline",
-                "budget", "raw_outputs", "parsed", "scores", "scores_reference", "screen",
-                "controls", "actions", "policies"}
+    expected = {"model", "handbook", "questions", "overlap", "retrieval", "baseline", "budget", "raw_outputs",
+                "parsed", "scores", "scores_reference", "screen", "controls", "actions", "policies"}
     assert expected <= set(tables(lesson))
     assert tables(lesson)["model"]["columns"] == ["Model", "Revision", "License", "Use in this course"]
 
@@ -95,11 +94,10 @@ def test_lesson_1_shows_the_reference_render_s_values(lesson, table, label, expe
 
 def test_action_table(lesson):
     actions = {(r["Expected action"], r["Observed action"]): r["Questions"] for r in table_rows(lesson, "actions")}
-    assert actions == {
-        ("abstain", "abstain"): 1, ("abstain", "answer"): 0, ("abstain", "flag premise"): 0,
-        ("answer", "abstain"): 1, ("answer", "answer"): 3, ("answer", "flag premise"): 0,
-        ("flag premise", "abstain"): 1, ("flag premise", "answer"): 0, ("flag premise", "flag premise"): 0,
-    }
+    assert actions == {("abstain", "abstain"): 1, ("abstain", "answer"): 0,
+                       ("abstain", "flag premise"): 0, ("answer", "abstain"): 1, ("answer", "answer"): 3,
+                       ("answer", "flag premise"): 0, ("flag premise", "abstain"): 1,
+                       ("flag premise", "answer"): 0, ("flag premise", "flag premise"): 0}
 
 
 def test_the_page_states_its_findings_and_its_mode(lesson):
@@ -113,7 +111,6 @@ def test_the_page_states_its_findings_and_its_mode(lesson):
                      "every one of the six\nreplies parsed", "caps a prompt at 768 tokens and a reply at 48 new tokens"):
         assert " ".join(sentence.split()) in " ".join(prose.split()), sentence
     computed = markdown_outputs(lesson)
-    for sentence in ("**Reader mode for this render:** recorded",
-                     "989aa7980e4cf806f80c7fef2b1adb7bc71aa306",
+    for sentence in ("**Reader mode for this render:** recorded", "989aa7980e4cf806f80c7fef2b1adb7bc71aa306",
                      "transcribed by hand from the printed reference render"):
         assert sentence in computed

@@ -48,8 +48,7 @@ def replay_qwen(body):
     assert body["repetition_penalty"] == 1.05 and body["temperature"] == 0
     finish = "stop" if entry.ended_by_eos else "length"
     # vLLM counts the end-of-sequence token, as the transcript does.
-    return 200, good_reply(entry.raw_output, finish, entry.prompt_tokens,
-                           entry.output_tokens), 0.0
+    return 200, good_reply(entry.raw_output, finish, entry.prompt_tokens, entry.output_tokens), 0.0
 
 
 def test_the_page_says_it_ran_on_a_server_and_shows_the_pinned_readers_replies():

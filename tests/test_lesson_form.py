@@ -29,7 +29,6 @@ from runtime.paths import LESSONS_DIR
 LESSONS = sorted(LESSONS_DIR.glob("[0-9][0-9]-*.ipynb"))
 MAX_HIDDEN_SHARE = 0.10
 MAX_SHOW_TABLE_LINES = 40
-MAX_STATIC_COLUMNS = 7
 
 
 def cells(path):
@@ -48,8 +47,7 @@ def hidden(cell) -> bool:
 
 
 def body(cell):
-    text = "\n".join(line for line in source(cell).splitlines()
-                     if not line.startswith(("#|", "%", "!")))
+    text = "\n".join(line for line in source(cell).splitlines() if not line.startswith(("#|", "%", "!")))
     return ast.parse(text)
 
 
@@ -106,8 +104,7 @@ def form(path) -> dict:
         text = source(cell)
         if "Markdown(" in text and re.search(r"\bif\b", text):
             found["if_prose"].append(text.splitlines()[0])
-        if "show_table(" in text and not (re.search(r"#\|\s*label:\s*tbl-", text)
-                                          and "#| tbl-cap:" in text):
+        if "show_table(" in text and not (re.search(r"#\|\s*label:\s*tbl-", text) and "#| tbl-cap:" in text):
             found["untitled_tables"].append(text.splitlines()[0])
         if hidden(cell):
             found["hidden"] += code_lines(cell)

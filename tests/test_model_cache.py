@@ -20,12 +20,7 @@ import pytest  # noqa: E402
 from runtime import config, readers  # noqa: E402
 from runtime.paths import shown  # noqa: E402
 from runtime.registry import file_sha256, get_reader_spec, package_gguf_path  # noqa: E402
-from runtime.weights import (  # noqa: E402
-    MANIFEST,
-    ModelCacheWarning,
-    gguf_sha256,
-    problem_with,
-)
+from runtime.weights import MANIFEST, ModelCacheWarning, gguf_sha256, problem_with  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -73,8 +68,7 @@ def loads(tmp_path_factory, inputs):
                          if n not in one or n not in two or not torch.equal(one[n], two[n]))
         dtypes = {str(p.dtype) for p in second.model.parameters()}
     return {"cache": cache, "gguf": gguf_tokens, "cached": cached_tokens, "unequal": unequal,
-            "n_tensors": len(two), "said_gguf": said_gguf, "said_cached": said_cached,
-            "dtypes": dtypes}
+            "n_tensors": len(two), "said_gguf": said_gguf, "said_cached": said_cached, "dtypes": dtypes}
 
 
 def test_the_cached_load_generates_the_gguf_load_token_for_token_and_says_so(loads):
@@ -145,8 +139,7 @@ def test_damage_is_noticed_before_loading(loads, tmp_path, damage, sha, expected
 
 @pytest.mark.parametrize("damage, warned", [(_corrupt_header, "loading it failed"),
                                             (_truncate, "model.safetensors has")])
-def test_a_damaged_cache_is_warned_about_and_rebuilt(loads, tmp_path, monkeypatch, inputs,
-                                                     damage, warned):
+def test_a_damaged_cache_is_warned_about_and_rebuilt(loads, tmp_path, monkeypatch, inputs, damage, warned):
     folder = _damaged_copy(loads["cache"], tmp_path / "cache", damage)
     said = []
     with pytest.warns(ModelCacheWarning, match=f"is damaged: {warned}"):

@@ -205,15 +205,10 @@ def test_benchmark_extras_stay_out_of_the_book():
 # Distributions that the project's packages import without pinning them, each installed as
 # a requirement of a pinned package (checked below through the installed packages'
 # metadata). Anything else they import must be pinned in pyproject.toml.
-UNPINNED_IMPORTS = {
-    "ipython": "comes with ipykernel",
-    "huggingface-hub": "comes with transformers",
-    "jinja2": "comes with nbconvert",
-    "pygments": "comes with nbconvert",
-    "jupyter-core": "comes with nbclient",
-    "traitlets": "comes with nbclient",
-    "pyzmq": "comes with ipykernel",
-}
+UNPINNED_IMPORTS = {"ipython": "comes with ipykernel", "huggingface-hub": "comes with transformers",
+                    "jinja2": "comes with nbconvert", "pygments": "comes with nbconvert",
+                    "jupyter-core": "comes with nbclient", "traitlets": "comes with nbclient",
+                    "pyzmq": "comes with ipykernel"}
 # Import names whose distribution may not be installed here (an extra built from source).
 IMPORT_TO_DISTRIBUTION = {"llama_cpp": "llama-cpp-python"}
 

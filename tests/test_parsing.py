@@ -13,14 +13,12 @@ from helpers.parsing import (ReplyParseError, assert_all_parsed, parse_outputs,
                              parse_reader_output, show_line_breaks)
 
 # The reference render's table "Strictly parsed reader outputs".
-PRINTED_PARSED = {
-    "Q1": ("$150 per week", "H08", "answer", "answer"),
-    "Q2": ("Applications close on October 15.", "H14", "answer", "answer"),
-    "Q3": ("NOT IN HANDBOOK", "none", "abstain", "answer"),
-    "Q4": ("NO PRIOR DATA EXPERIENCE IS REQUIRED", "H12", "answer", "answer"),
-    "Q5": ("NOT IN HANDBOOK", "H01", "abstain", "abstain"),
-    "Q6": ("NOT IN HANDBOOK", "H11", "abstain", "flag premise"),
-}
+PRINTED_PARSED = {"Q1": ("$150 per week", "H08", "answer", "answer"),
+                  "Q2": ("Applications close on October 15.", "H14", "answer", "answer"),
+                  "Q3": ("NOT IN HANDBOOK", "none", "abstain", "answer"),
+                  "Q4": ("NO PRIOR DATA EXPERIENCE IS REQUIRED", "H12", "answer", "answer"),
+                  "Q5": ("NOT IN HANDBOOK", "H01", "abstain", "abstain"),
+                  "Q6": ("NOT IN HANDBOOK", "H11", "abstain", "flag premise")}
 
 
 def test_six_recorded_replies_parse_as_printed(source_raw_outputs, parsed, questions):
@@ -42,30 +40,27 @@ def test_six_recorded_replies_parse_as_printed(source_raw_outputs, parsed, quest
 # --- malformed replies: each is a parse failure ---------------------------------
 
 
-@pytest.mark.parametrize(
-    ("reply", "problem_part"),
-    [
-        ("Answer: $150\n\nSources: H08", "3 lines"),                 # a blank line between
-        ("Answer: $150\nSources: H08\nThanks!", "3 lines"),          # a third line
-        ("Answer: $150", "no second line"),                          # missing Sources:
-        ("Answer: $150\nSee H08", "second line"),                    # wrong second key
-        ("answer: $150\nsources: H08", "first line"),                # lower-case keys
-        ("ANSWER: $150\nSOURCES: H08", "first line"),                # upper-case keys
-        ("Answer: $150\nsources: H08", "second line"),               # one lower-case key
-        ("Answer:$150\nSources: H08", "first line"),                 # no space after key
-        ("Sources: H08\nAnswer: $150", "first line"),                # swapped lines
-        ("Answer:  \nSources: H08", "answer is empty"),              # empty answer
-        ("Answer: \nSources: H08", "nothing after"),                 # empty answer
-        ("Answer: $150\nSources: ", "second line"),                  # empty Sources
-        ("Answer: $150\nSources: H08,", "empty ID"),                 # trailing comma
-        ("Answer: $150\nSources: H08,,H11", "empty ID"),             # double comma
-        ("Answer: $150\rSources: H08", "no second line"),            # a bare CR
-        ("", "empty"),
-        ("   \n  ", "empty"),
-        (None, "no reply"),
-        ("- Answer: $150\n- Sources: H08", "first line"),            # bullets
-    ],
-)
+@pytest.mark.parametrize(("reply", "problem_part"), [
+    ("Answer: $150\n\nSources: H08", "3 lines"),                 # a blank line between
+    ("Answer: $150\nSources: H08\nThanks!", "3 lines"),          # a third line
+    ("Answer: $150", "no second line"),                          # missing Sources:
+    ("Answer: $150\nSee H08", "second line"),                    # wrong second key
+    ("answer: $150\nsources: H08", "first line"),                # lower-case keys
+    ("ANSWER: $150\nSOURCES: H08", "first line"),                # upper-case keys
+    ("Answer: $150\nsources: H08", "second line"),               # one lower-case key
+    ("Answer:$150\nSources: H08", "first line"),                 # no space after key
+    ("Sources: H08\nAnswer: $150", "first line"),                # swapped lines
+    ("Answer:  \nSources: H08", "answer is empty"),              # empty answer
+    ("Answer: \nSources: H08", "nothing after"),                 # empty answer
+    ("Answer: $150\nSources: ", "second line"),                  # empty Sources
+    ("Answer: $150\nSources: H08,", "empty ID"),                 # trailing comma
+    ("Answer: $150\nSources: H08,,H11", "empty ID"),             # double comma
+    ("Answer: $150\rSources: H08", "no second line"),            # a bare CR
+    ("", "empty"),
+    ("   \n  ", "empty"),
+    (None, "no reply"),
+    ("- Answer: $150\n- Sources: H08", "first line"),            # bullets
+])
 def test_malformed_replies_fail(reply, problem_part):
     result = parse_reader_output(reply)
     assert result.parse_ok is False
@@ -78,37 +73,34 @@ def test_malformed_replies_fail(reply, problem_part):
 # --- documented acceptances --------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("reply", "answer", "sources", "action"),
-    [
-        ("Answer: $150 per week\r\nSources: H08\r\n", "$150 per week", ("H08",), "answer"),
-        # White space around the reply and around each field is trimmed...
-        ("  Answer: $150 per week   \nSources:   H08 , H11  \n\n", "$150 per week",
-         ("H08", "H11"), "answer"),
-        # ...but the answer is otherwise kept as written: inner spacing, case, punctuation.
-        ("Answer: no  prior  DATA, experience.\nSources: H12", "no  prior  DATA, experience.",
-         ("H12",), "answer"),
-        ("Answer: NOT IN HANDBOOK\nSources: none", "NOT IN HANDBOOK", (), "abstain"),
-        ("Answer: NOT IN HANDBOOK\nSources: None", "NOT IN HANDBOOK", (), "abstain"),
-        ("Answer: NOT IN HANDBOOK\nSources: NONE", "NOT IN HANDBOOK", (), "abstain"),
-        # Sources are split on commas only; an ID that names no passage parses as written
-        # (the screen reports it), and without a comma two IDs are one.
-        ("Answer: x\nSources: H03,H11, H10", "x", ("H03", "H11", "H10"), "answer"),
-        ("Answer: x\nSources: H08, H99", "x", ("H08", "H99"), "answer"),
-        ("Answer: x\nSources: H08 H11", "x", ("H08 H11",), "answer"),
-        # The action comes from exact, case-sensitive answer prefixes.
-        ("Answer: NOT IN HANDBOOK. Ask the desk.\nSources: none",
-         "NOT IN HANDBOOK. Ask the desk.", (), "abstain"),
-        ("Answer: PREMISE NOT SUPPORTED: no weekend classes.\nSources: H11",
-         "PREMISE NOT SUPPORTED: no weekend classes.", ("H11",), "flag premise"),
-        ("Answer: PREMISE NOT SUPPORTED\nSources: none", "PREMISE NOT SUPPORTED", (),
-         "flag premise"),
-        ("Answer: not in handbook\nSources: none", "not in handbook", (), "answer"),
-        ("Answer: The premise is not supported.\nSources: none", "The premise is not supported.",
-         (), "answer"),
-        ("Answer: Sadly NOT IN HANDBOOK\nSources: none", "Sadly NOT IN HANDBOOK", (), "answer"),
-    ],
-)
+@pytest.mark.parametrize(("reply", "answer", "sources", "action"), [
+    ("Answer: $150 per week\r\nSources: H08\r\n", "$150 per week", ("H08",), "answer"),
+    # White space around the reply and around each field is trimmed...
+    ("  Answer: $150 per week   \nSources:   H08 , H11  \n\n", "$150 per week",
+     ("H08", "H11"), "answer"),
+    # ...but the answer is otherwise kept as written: inner spacing, case, punctuation.
+    ("Answer: no  prior  DATA, experience.\nSources: H12", "no  prior  DATA, experience.",
+     ("H12",), "answer"),
+    ("Answer: NOT IN HANDBOOK\nSources: none", "NOT IN HANDBOOK", (), "abstain"),
+    ("Answer: NOT IN HANDBOOK\nSources: None", "NOT IN HANDBOOK", (), "abstain"),
+    ("Answer: NOT IN HANDBOOK\nSources: NONE", "NOT IN HANDBOOK", (), "abstain"),
+    # Sources are split on commas only; an ID that names no passage parses as written
+    # (the screen reports it), and without a comma two IDs are one.
+    ("Answer: x\nSources: H03,H11, H10", "x", ("H03", "H11", "H10"), "answer"),
+    ("Answer: x\nSources: H08, H99", "x", ("H08", "H99"), "answer"),
+    ("Answer: x\nSources: H08 H11", "x", ("H08 H11",), "answer"),
+    # The action comes from exact, case-sensitive answer prefixes.
+    ("Answer: NOT IN HANDBOOK. Ask the desk.\nSources: none",
+     "NOT IN HANDBOOK. Ask the desk.", (), "abstain"),
+    ("Answer: PREMISE NOT SUPPORTED: no weekend classes.\nSources: H11",
+     "PREMISE NOT SUPPORTED: no weekend classes.", ("H11",), "flag premise"),
+    ("Answer: PREMISE NOT SUPPORTED\nSources: none", "PREMISE NOT SUPPORTED", (),
+     "flag premise"),
+    ("Answer: not in handbook\nSources: none", "not in handbook", (), "answer"),
+    ("Answer: The premise is not supported.\nSources: none", "The premise is not supported.",
+     (), "answer"),
+    ("Answer: Sadly NOT IN HANDBOOK\nSources: none", "Sadly NOT IN HANDBOOK", (), "answer"),
+])
 def test_documented_acceptances(reply, answer, sources, action):
     result = parse_reader_output(reply)
     assert (result.parse_ok, result.answer, result.sources, result.action, result.problem) == (

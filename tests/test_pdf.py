@@ -176,27 +176,18 @@ def test_one_execution_serves_the_website_and_the_pdf(quarto, poppler, tmp_path)
 # --------------------------------------------------------------------------- the whole book
 
 #: Lesson 1's figures from the source page, as test_lesson1.py checks them in the notebook.
-LESSON_1_FIGURES = [
-    "Qwen/Qwen2.5-1.5B-Instruct",
-    "989aa7980e4cf806f80c7fef2b1adb7bc71aa306",
-    "$150|$150 per week|$150 a week|150 dollars per week",
-    "stipend, training",
-    "certificate, data, experience, need, support",
-    "H08 (#1, 0.356)",
-    "H12 (#1, 0.588); H03 (#2, 0.108); H15 (#3, 0.098)",
-    "H10 (#1, 0.261); H11 (#2, 0.140); H03 (#3, 0.089)",
-    "not retrieved (all scores 0)",
-    "Answer: $150 per week ⏎ Sources: H08",
-    "Answer: NO PRIOR DATA EXPERIENCE IS REQUIRED ⏎ Sources: H12",
-    "EM 0; F1 0.57",
-    "reasonable abstention from retrieved passages",
-    "failed before reading",
-    "held for human review",
-    "control-unsupported-number",
-    "The reader answered three questions and abstained on three; it flagged no premise.",
-    "Its action matched the declared one on 4 of the 6 questions",
-    "The screen holds two rows, Q5 and Q6, both abstentions that cite a passage",
-]
+LESSON_1_FIGURES = ["Qwen/Qwen2.5-1.5B-Instruct", "989aa7980e4cf806f80c7fef2b1adb7bc71aa306",
+                    "$150|$150 per week|$150 a week|150 dollars per week", "stipend, training",
+                    "certificate, data, experience, need, support", "H08 (#1, 0.356)",
+                    "H12 (#1, 0.588); H03 (#2, 0.108); H15 (#3, 0.098)",
+                    "H10 (#1, 0.261); H11 (#2, 0.140); H03 (#3, 0.089)", "not retrieved (all scores 0)",
+                    "Answer: $150 per week ⏎ Sources: H08",
+                    "Answer: NO PRIOR DATA EXPERIENCE IS REQUIRED ⏎ Sources: H12", "EM 0; F1 0.57",
+                    "reasonable abstention from retrieved passages", "failed before reading",
+                    "held for human review", "control-unsupported-number",
+                    "The reader answered three questions and abstained on three; it flagged no premise.",
+                    "Its action matched the declared one on 4 of the 6 questions",
+                    "The screen holds two rows, Q5 and Q6, both abstentions that cite a passage"]
 
 
 @dataclass
@@ -323,8 +314,7 @@ def test_every_table_of_the_pdf_shows_its_rows(printed_book):
 def test_pdf_pages_are_not_blank(printed_book, tmp_path):
     pdf, pages = printed_book.pdf, printed_book.pages
     def first(caption: str) -> int:
-        return next(number for number, page in enumerate(pages, start=1)
-                    if re.search(caption, page))
+        return next(number for number, page in enumerate(pages, start=1) if re.search(caption, page))
 
     picked = sorted({1, first(r"Table\s+1\.1:"), first(r"Figure\s+\d+\.\d+:"), len(pages)})
     for picture in pdfcheck.page_pictures(pdf, picked, tmp_path):

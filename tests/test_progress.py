@@ -54,8 +54,7 @@ def test_book_build_and_the_switch_are_read_from_the_environment(extra, build, s
     assert progress.book_build(environ) == build
     assert progress.bars_enabled(environ) is shown
     base = {"PATH": "/bin"}
-    assert progress.build_environment("nbclient", base) == {"PATH": "/bin",
-                                                            config.BOOK_BUILD: "nbclient"}
+    assert progress.build_environment("nbclient", base) == {"PATH": "/bin", config.BOOK_BUILD: "nbclient"}
     assert base == {"PATH": "/bin"}  # a copy is marked
 
 

@@ -71,12 +71,10 @@ def test_a_web_server_running_as_another_user_serves_every_page(site):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         statuses = {}
-        for page in ["index.html", *(Path(lesson).with_suffix(".html").as_posix()
-                                     for lesson in LESSONS)]:
+        for page in ["index.html", *(Path(lesson).with_suffix(".html").as_posix() for lesson in LESSONS)]:
             for _ in range(50):  # the server needs a moment to listen
                 try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/{page}",
-                                                timeout=5) as response:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}/{page}", timeout=5) as response:
                         statuses[page] = response.status
                     break
                 except urllib.error.HTTPError as error:

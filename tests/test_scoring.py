@@ -33,23 +33,17 @@ PRINTED_OUTCOMES = [
     ("Q6", "abstain", "flag premise", False, "unexpected action", "not applicable",
      "gold in top 3", "unexpected action"),
 ]
-OUTCOME_COLUMNS = [
-    "question_id", "reader_action", "expected_action", "action_correct",
-    "reader_given_passages", "reference_agreement", "recall_at_3_label", "end_to_end_outcome",
-]
+OUTCOME_COLUMNS = ["question_id", "reader_action", "expected_action", "action_correct",
+                   "reader_given_passages", "reference_agreement", "recall_at_3_label", "end_to_end_outcome"]
 
-PRINTED_ACTION_TABLE = [  # expected action, observed action, questions
-    ("abstain", "abstain", 1), ("abstain", "answer", 0), ("abstain", "flag premise", 0),
-    ("answer", "abstain", 1), ("answer", "answer", 3), ("answer", "flag premise", 0),
-    ("flag premise", "abstain", 1), ("flag premise", "answer", 0),
-    ("flag premise", "flag premise", 0),
-]
+# Expected action, observed action, questions.
+PRINTED_ACTION_TABLE = [("abstain", "abstain", 1), ("abstain", "answer", 0), ("abstain", "flag premise", 0),
+                        ("answer", "abstain", 1), ("answer", "answer", 3), ("answer", "flag premise", 0),
+                        ("flag premise", "abstain", 1), ("flag premise", "answer", 0),
+                        ("flag premise", "flag premise", 0)]
 
-PRINTED_POLICIES = [
-    ("observed reader", 4, 6, "Q3, Q6"),
-    ("always answer", 4, 6, "Q5, Q6"),
-    ("always abstain", 1, 6, "Q1, Q2, Q3, Q4, Q6"),
-]
+PRINTED_POLICIES = [("observed reader", 4, 6, "Q3, Q6"), ("always answer", 4, 6, "Q5, Q6"),
+                    ("always abstain", 1, 6, "Q1, Q2, Q3, Q4, Q6")]
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +78,7 @@ def test_em_and_f1_per_row(scores):
 
 def test_action_counts_and_tables_match_the_source(scores, questions):
     """3 answers, 3 abstentions, 0 premise flags; the action table; the policy table."""
-    assert action_counts(scores) == {"answer": 3, "abstain": 3, "flag premise": 0,
-                                     "parse failure": 0}
+    assert action_counts(scores) == {"answer": 3, "abstain": 3, "flag premise": 0, "parse failure": 0}
     table = action_table(scores)
     assert list(table.columns) == ["expected_action", "observed_action", "questions"]
     assert [tuple(r) for r in table.itertuples(index=False)] == PRINTED_ACTION_TABLE
@@ -96,8 +89,7 @@ def test_action_counts_and_tables_match_the_source(scores, questions):
 # --- parse failures and other reader behaviours ----------------------------------
 
 
-def test_a_parse_failure_is_an_empty_prediction_and_a_fourth_action(source_raw_outputs,
-                                                                     questions, gold):
+def test_a_parse_failure_is_an_empty_prediction_and_a_fourth_action(source_raw_outputs, questions, gold):
     scores = _scores_with(source_raw_outputs, questions, gold,
                           {"Q1": "Answer: $150 per week\nSources: H08\nHope that helps!",
                            "Q5": "NOT IN HANDBOOK"})
@@ -130,19 +122,15 @@ def test_flagging_the_premise_is_the_expected_action(source_raw_outputs, questio
     assert row["reference_agreement"] == "not applicable"
     counts = {(e, o): n for e, o, n in action_table(scores).itertuples(index=False)}
     assert (counts[("flag premise", "flag premise")], counts[("flag premise", "abstain")]) == (1, 0)
-    assert policy_table(scores, questions).set_index("policy").at[
-        "observed reader", "rows_missed"] == "Q3"
+    assert policy_table(scores, questions).set_index("policy").at["observed reader", "rows_missed"] == "Q3"
 
 
-@pytest.mark.parametrize(
-    ("replacements", "em_zero", "contains"),
-    [
-        ({}, ["Q2"], [True]),  # lesson 1's render: Q2 carries words the variants lack
-        ({"Q2": "Answer: Oct. 15\nSources: H14"}, [], []),
-        ({"Q1": "Answer: One hundred fifty dollars weekly\nSources: H08"}, ["Q1", "Q2"],
-         [False, True]),
-    ],
-)
+@pytest.mark.parametrize(("replacements", "em_zero", "contains"), [
+    ({}, ["Q2"], [True]),  # lesson 1's render: Q2 carries words the variants lack
+    ({"Q2": "Answer: Oct. 15\nSources: H14"}, [], []),
+    ({"Q1": "Answer: One hundred fifty dollars weekly\nSources: H08"}, ["Q1", "Q2"],
+     [False, True]),
+])
 def test_right_actions_with_em_zero_and_whether_they_hold_a_variant(
         source_raw_outputs, questions, gold, replacements, em_zero, contains):
     """What lesson 1's sentence on exact match 0 reads from the table: the right answers
@@ -180,28 +168,25 @@ def _squad(prediction: str, reference: str) -> tuple[int, float]:
     return int(predicted == gold), 2 * precision * recall / (precision + recall)
 
 
-@pytest.mark.parametrize(
-    ("prediction", "reference", "em", "f1"),
-    [
-        ("$150 per week", "$150 per week", 1, 1.0),
-        ("150 per week", "$150 per week", 1, 1.0),           # "$" is a symbol
-        ("The $150, per week!", "$150 per week", 1, 1.0),    # article and punctuation
-        ("€150 — per  week", "150 per week", 1, 1.0),        # Unicode symbol and dash, spaces
-        ("Oct. 15", "Oct 15", 1, 1.0),
-        ("NO", "No", 1, 1.0),
-        ("$150 a week", "$150 per week", 0, 0.8),            # 2 shared: precision 1, recall 2/3
-        ("Applications close on October 15.", "October 15", 0, 4 / 7),
-        ("$150", "$150 per week", 0, 0.5),                   # precision 1, recall 1/3
-        # Multiset overlap: a repeated token counts only as often as in both.
-        ("150 150 150", "150", 0, 0.5),                      # precision 1/3, recall 1
-        ("week week", "week week", 1, 1.0),                  # a set overlap would give 0.5
-        ("150 150", "150 150 week", 0, 0.8),                 # precision 1, recall 2/3
-        ("week week pay", "week pay pay", 0, 2 / 3),         # 2 shared of 3 and 3
-        ("the a an", "150", 0, 0.0),                         # only articles: empty
-        ("", "150", 0, 0.0),                                 # the empty prediction earns nothing
-        ("NOT IN HANDBOOK", "Room 104", 0, 0.0),
-    ],
-)
+@pytest.mark.parametrize(("prediction", "reference", "em", "f1"), [
+    ("$150 per week", "$150 per week", 1, 1.0),
+    ("150 per week", "$150 per week", 1, 1.0),           # "$" is a symbol
+    ("The $150, per week!", "$150 per week", 1, 1.0),    # article and punctuation
+    ("€150 — per  week", "150 per week", 1, 1.0),        # Unicode symbol and dash, spaces
+    ("Oct. 15", "Oct 15", 1, 1.0),
+    ("NO", "No", 1, 1.0),
+    ("$150 a week", "$150 per week", 0, 0.8),            # 2 shared: precision 1, recall 2/3
+    ("Applications close on October 15.", "October 15", 0, 4 / 7),
+    ("$150", "$150 per week", 0, 0.5),                   # precision 1, recall 1/3
+    # Multiset overlap: a repeated token counts only as often as in both.
+    ("150 150 150", "150", 0, 0.5),                      # precision 1/3, recall 1
+    ("week week", "week week", 1, 1.0),                  # a set overlap would give 0.5
+    ("150 150", "150 150 week", 0, 0.8),                 # precision 1, recall 2/3
+    ("week week pay", "week pay pay", 0, 2 / 3),         # 2 shared of 3 and 3
+    ("the a an", "150", 0, 0.0),                         # only articles: empty
+    ("", "150", 0, 0.0),                                 # the empty prediction earns nothing
+    ("NOT IN HANDBOOK", "Room 104", 0, 0.0),
+])
 def test_exact_match_and_token_f1(prediction, reference, em, f1):
     assert exact_match(prediction, reference) == em
     assert token_f1(prediction, reference) == pytest.approx(f1, abs=1e-12)
@@ -212,22 +197,19 @@ def test_exact_match_and_token_f1(prediction, reference, em, f1):
 VARIANTS = ("$150", "$150 per week", "$150 a week", "150 dollars per week")
 
 
-@pytest.mark.parametrize(
-    ("answer", "variants", "best"),
-    [
-        ("$150 per week", VARIANTS, (1.0, 1.0)),
-        # vs "$150": 2/3; vs "150 dollars per week": precision 1, recall 1/2 -> 2/3.
-        ("150 dollars", VARIANTS, (0.0, 2 / 3)),
-        # "a" goes; vs "150 dollars per week": 3 shared of 3 and 4 -> 6/7.
-        ("150 dollars a week", VARIANTS, (0.0, 6 / 7)),
-        # EM and F1 may come from different variants.
-        ("No", ("No", "no prior data experience is required"), (1.0, 1.0)),
-        ("", ("x",), (0.0, 0.0)),
-        # Nothing to score against, or no answer: NaN.
-        ("x", (), (math.nan, math.nan)),
-        ("x", ("",), (math.nan, math.nan)),
-        (None, ("x",), (math.nan, math.nan)),
-    ],
-)
+@pytest.mark.parametrize(("answer", "variants", "best"), [
+    ("$150 per week", VARIANTS, (1.0, 1.0)),
+    # vs "$150": 2/3; vs "150 dollars per week": precision 1, recall 1/2 -> 2/3.
+    ("150 dollars", VARIANTS, (0.0, 2 / 3)),
+    # "a" goes; vs "150 dollars per week": 3 shared of 3 and 4 -> 6/7.
+    ("150 dollars a week", VARIANTS, (0.0, 6 / 7)),
+    # EM and F1 may come from different variants.
+    ("No", ("No", "no prior data experience is required"), (1.0, 1.0)),
+    ("", ("x",), (0.0, 0.0)),
+    # Nothing to score against, or no answer: NaN.
+    ("x", (), (math.nan, math.nan)),
+    ("x", ("",), (math.nan, math.nan)),
+    (None, ("x",), (math.nan, math.nan)),
+])
 def test_best_reference_scores_take_the_best_variant(answer, variants, best):
     assert best_reference_scores(answer, variants) == pytest.approx(best, nan_ok=True)

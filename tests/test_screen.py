@@ -44,8 +44,7 @@ def test_screen_table_matches_the_source(parsed, retrieved, handbook):
     screened = screen_table(parsed, retrieved, handbook)
     assert screened["question_id"].tolist() == list(PRINTED_SCREEN)
     for row in screened.itertuples(index=False):
-        shown = (row.parsed_answer, row.cited_ids, row.cited_text, row.failed_checks,
-                 row.screen_label)
+        shown = (row.parsed_answer, row.cited_ids, row.cited_text, row.failed_checks, row.screen_label)
         assert shown == PRINTED_SCREEN[row.question_id], row.question_id
         assert row.human_support_review == "pending"
     # Each check is a column of its own; the screen passes a row that passes all six.
@@ -66,8 +65,7 @@ def test_control_strings_match_the_source(retrieved, handbook):
 def test_the_six_checks_their_order_and_the_labels():
     assert CHECKS == ("parsed", "cited_exist", "cited_retrieved", "answer_has_citation",
                       "abstain_sources_ok", "numbers_supported")
-    assert (screen_label(True), screen_label(False)) == ("not flagged by screen",
-                                                         "held for human review")
+    assert (screen_label(True), screen_label(False)) == ("not flagged by screen", "held for human review")
     values = dict.fromkeys(CHECKS, True)
     assert failed_checks(values) == "none"
     values.update(numbers_supported=False, parsed=False)
@@ -77,25 +75,22 @@ def test_the_six_checks_their_order_and_the_labels():
 # --- numbers_in ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("text", "numbers"),
-    [
-        ("$150 per week", ["150"]),
-        # H08-style citation tokens are removed before looking for figures.
-        ("See H08: $150 per week (H08, H11)", ["150"]),
-        ("H08 H14", []),
-        # Digits glued to a preceding letter are not figures; a hyphen does not glue.
-        ("Room104 and x2", []),
-        ("H080 and H1", []),
-        ("DSC-105", ["105"]),
-        ("9 a.m. to 5 p.m.", ["9", "5"]),
-        ("3rd floor", ["3"]),
-        # Number words are not numerals: the screen cannot see them.
-        ("one hundred fifty dollars", []),
-        ("", []),
-        (None, []),
-    ],
-)
+@pytest.mark.parametrize(("text", "numbers"), [
+    ("$150 per week", ["150"]),
+    # H08-style citation tokens are removed before looking for figures.
+    ("See H08: $150 per week (H08, H11)", ["150"]),
+    ("H08 H14", []),
+    # Digits glued to a preceding letter are not figures; a hyphen does not glue.
+    ("Room104 and x2", []),
+    ("H080 and H1", []),
+    ("DSC-105", ["105"]),
+    ("9 a.m. to 5 p.m.", ["9", "5"]),
+    ("3rd floor", ["3"]),
+    # Number words are not numerals: the screen cannot see them.
+    ("one hundred fifty dollars", []),
+    ("", []),
+    (None, []),
+])
 def test_numbers_in(text, numbers):
     assert numbers_in(text) == numbers
 
@@ -107,25 +102,22 @@ def test_strip_citation_tokens():
 # --- screen_reply on single replies ----------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("reply", "retrieved_ids", "failed"),
-    [
-        ("Answer: $150 per week\nSources: H08", ["H08"], "none"),
-        ("Answer: $150 per week", ["H08"], "parsed"),  # a parse failure fails only that
-        ("Answer: $150 per week\nSources: none", ["H08"], "answer_has_citation, numbers_supported"),
-        ("Answer: NOT IN HANDBOOK\nSources: H01", ["H03", "H01"], "abstain_sources_ok"),
-        # A premise flag may cite.
-        ("Answer: PREMISE NOT SUPPORTED: no weekend forklift classes\nSources: H11",
-         ["H10", "H11", "H03"], "none"),
-        ("Answer: $150 per week\nSources: H08, H99", ["H08"], "cited_exist, cited_retrieved"),
-        # 90 is in H08, but the answer cites H14 only (which was retrieved).
-        ("Answer: Attend 90 percent\nSources: H14", ["H14"], "numbers_supported"),
-        # The citation token in the answer is not read as the figure 08.
-        ("Answer: $150 per week (H08)\nSources: H08", ["H08"], "none"),
-        # A known limit: 90 appears in H08, so a wrong attachment passes the screen.
-        ("Answer: $90 per week\nSources: H08", ["H08"], "none"),
-    ],
-)
+@pytest.mark.parametrize(("reply", "retrieved_ids", "failed"), [
+    ("Answer: $150 per week\nSources: H08", ["H08"], "none"),
+    ("Answer: $150 per week", ["H08"], "parsed"),  # a parse failure fails only that
+    ("Answer: $150 per week\nSources: none", ["H08"], "answer_has_citation, numbers_supported"),
+    ("Answer: NOT IN HANDBOOK\nSources: H01", ["H03", "H01"], "abstain_sources_ok"),
+    # A premise flag may cite.
+    ("Answer: PREMISE NOT SUPPORTED: no weekend forklift classes\nSources: H11",
+     ["H10", "H11", "H03"], "none"),
+    ("Answer: $150 per week\nSources: H08, H99", ["H08"], "cited_exist, cited_retrieved"),
+    # 90 is in H08, but the answer cites H14 only (which was retrieved).
+    ("Answer: Attend 90 percent\nSources: H14", ["H14"], "numbers_supported"),
+    # The citation token in the answer is not read as the figure 08.
+    ("Answer: $150 per week (H08)\nSources: H08", ["H08"], "none"),
+    # A known limit: 90 appears in H08, so a wrong attachment passes the screen.
+    ("Answer: $90 per week\nSources: H08", ["H08"], "none"),
+])
 def test_screen_reply(handbook, reply, retrieved_ids, failed):
     result = parse_reader_output(reply)
     values = screen_reply(result, retrieved_ids, dict(zip(handbook["passage_id"], handbook["text"])))

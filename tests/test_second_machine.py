@@ -24,16 +24,9 @@ from lesson_outputs import LessonRun
 from runtime.paths import LESSONS_DIR, PROJECT_ROOT
 
 #: The second machine: another CPU code path, thread count and batch size.
-SECOND_MACHINE = {
-    "ATEN_CPU_CAPABILITY": "default",
-    "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
-    "ONEDNN_MAX_CPU_ISA": "SSE41",
-    "OPENBLAS_CORETYPE": "Prescott",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "OPENBLAS_NUM_THREADS": "1",
-    "RIVERTON_BATCH_SIZE": "3",
-}
+SECOND_MACHINE = {"ATEN_CPU_CAPABILITY": "default", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2",
+                  "ONEDNN_MAX_CPU_ISA": "SSE41", "OPENBLAS_CORETYPE": "Prescott", "OMP_NUM_THREADS": "1",
+                  "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "RIVERTON_BATCH_SIZE": "3"}
 
 LESSONS = sorted(p.relative_to(PROJECT_ROOT).as_posix() for p in LESSONS_DIR.glob("[0-9][0-9]-*.ipynb"))
 

@@ -26,15 +26,9 @@ import pytest
 
 from bookkit.build import load_book_config, read_chapter
 from bookkit.cache import LessonKey, ProjectInputs, explain, has_code
-from runtime.llama_server import (
-    SERVER_PYTHON_VARIABLE,
-    SERVER_VENV,
-    LlamaServerError,
-    llama_server_installed,
-    llama_server_version,
-    local_llama_server,
-    server_python,
-)
+from runtime.llama_server import (SERVER_PYTHON_VARIABLE, SERVER_VENV, LlamaServerError,
+                                  llama_server_installed, llama_server_version, local_llama_server,
+                                  server_python)
 from runtime.paths import PROJECT_ROOT
 
 REQUIRE = "BOOK_REQUIRE_LLAMA_CPP"
@@ -47,15 +41,13 @@ def lesson_keys() -> dict[str, LessonKey]:
     inputs = ProjectInputs.collect(PROJECT_ROOT, config.kernel)
     notebooks = {chapter.source: read_chapter(PROJECT_ROOT, chapter) for chapter in
                  config.chapters if chapter.source.endswith(".ipynb") and chapter.present}
-    return {source: LessonKey.compute(nb, inputs) for source, nb in notebooks.items()
-            if has_code(nb)}
+    return {source: LessonKey.compute(nb, inputs) for source, nb in notebooks.items() if has_code(nb)}
 
 
 def pinned_llama_cpp_version() -> str:
     extra = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
         "project"]["optional-dependencies"]["test-server"]
-    return next(re.search(r"==([^;\s]+)", r).group(1) for r in extra
-                if r.startswith("llama-cpp-python"))
+    return next(re.search(r"==([^;\s]+)", r).group(1) for r in extra if r.startswith("llama-cpp-python"))
 
 
 @pytest.mark.slow
@@ -103,8 +95,7 @@ def test_installing_the_server_as_make_test_does_changes_no_lesson_key(tmp_path)
         pinned_llama_cpp_version()
 
 
-def test_the_server_python_is_named_or_the_server_environment_and_must_hold_the_server(
-        monkeypatch, tmp_path):
+def test_the_server_python_is_named_or_the_server_environment_and_must_hold_the_server(monkeypatch, tmp_path):
     """The default, a named one, a missing interpreter, and one that cannot import
     llama_cpp (a bare venv)."""
     monkeypatch.delenv(SERVER_PYTHON_VARIABLE, raising=False)

@@ -18,23 +18,20 @@ def test_stop_words_are_the_source_list():
     assert len(STOP_WORDS) == 31
 
 
-@pytest.mark.parametrize(
-    ("text", "tokens"),
-    [
-        ("How much is the weekly training stipend?",
-         ["how", "much", "is", "the", "weekly", "training", "stipend"]),
-        # Hyphenated course codes stay one token; "$" and the full stops are dropped.
-        ("course DSC-104 and FOL-210", ["course", "dsc-104", "and", "fol-210"]),
-        ("$150 per week", ["150", "per", "week"]),
-        ("from 9 a.m. to 5 p.m.", ["from", "9", "a", "m", "to", "5", "p", "m"]),
-        # A token cannot start with a hyphen; letters outside ASCII count as letters.
-        ("-x café-au-lait Über", ["x", "café-au-lait", "über"]),
-        # The underscore is neither a letter nor a digit, so it splits.
-        ("snake_case", ["snake", "case"]),
-        ("", []),
-        ("?! ... $", []),
-    ],
-)
+@pytest.mark.parametrize(("text", "tokens"), [
+    ("How much is the weekly training stipend?",
+     ["how", "much", "is", "the", "weekly", "training", "stipend"]),
+    # Hyphenated course codes stay one token; "$" and the full stops are dropped.
+    ("course DSC-104 and FOL-210", ["course", "dsc-104", "and", "fol-210"]),
+    ("$150 per week", ["150", "per", "week"]),
+    ("from 9 a.m. to 5 p.m.", ["from", "9", "a", "m", "to", "5", "p", "m"]),
+    # A token cannot start with a hyphen; letters outside ASCII count as letters.
+    ("-x café-au-lait Über", ["x", "café-au-lait", "über"]),
+    # The underscore is neither a letter nor a digit, so it splits.
+    ("snake_case", ["snake", "case"]),
+    ("", []),
+    ("?! ... $", []),
+])
 def test_tokenize(text, tokens):
     assert tokenize(text) == tokens
 
@@ -66,42 +63,36 @@ def test_q3_words_that_match_are_all_stop_words(questions, handbook):
     assert set(content_words(q3)).isdisjoint(handbook_words)
 
 
-@pytest.mark.parametrize(
-    ("text", "normalized"),
-    [
-        ("$150 per week", "150 per week"),
-        ("Oct. 15", "oct 15"),
-        # Articles go only as whole words; "then" and "another" keep theirs.
-        ("The answer is an apple, then another", "answer is apple then another"),
-        ("  A  cat,   and AN   apple ", "cat and apple"),
-        # Unicode punctuation and symbols go, not only ASCII: euro sign, em dash, curly
-        # quotes, copyright and multiplication signs, a caret. They are deleted, not
-        # replaced by a space, as in SQuAD's script.
-        ("The €150—fee!", "150fee"),
-        ("“Room 104” ©×^", "room 104"),
-        # A vulgar fraction is a number (No), not a symbol, so it stays.
-        ("½ day", "½ day"),
-        ("NO PRIOR DATA EXPERIENCE IS REQUIRED", "no prior data experience is required"),
-        ("", ""),
-        ("The", ""),
-    ],
-)
+@pytest.mark.parametrize(("text", "normalized"), [
+    ("$150 per week", "150 per week"),
+    ("Oct. 15", "oct 15"),
+    # Articles go only as whole words; "then" and "another" keep theirs.
+    ("The answer is an apple, then another", "answer is apple then another"),
+    ("  A  cat,   and AN   apple ", "cat and apple"),
+    # Unicode punctuation and symbols go, not only ASCII: euro sign, em dash, curly
+    # quotes, copyright and multiplication signs, a caret. They are deleted, not
+    # replaced by a space, as in SQuAD's script.
+    ("The €150—fee!", "150fee"),
+    ("“Room 104” ©×^", "room 104"),
+    # A vulgar fraction is a number (No), not a symbol, so it stays.
+    ("½ day", "½ day"),
+    ("NO PRIOR DATA EXPERIENCE IS REQUIRED", "no prior data experience is required"),
+    ("", ""),
+    ("The", ""),
+])
 def test_normalize_answer(text, normalized):
     assert normalize_answer(text) == normalized
     assert normalize_answer(normalized) == normalized  # normalising twice changes nothing
 
 
-@pytest.mark.parametrize(
-    ("text", "sentences"),
-    [
-        ("One. Two! Three? Four", ["One.", "Two!", "Three?", "Four"]),
-        ("  Leading and trailing.  ", ["Leading and trailing."]),
-        ("No end mark", ["No end mark"]),
-        ("Code DSC-105.Next", ["Code DSC-105.Next"]),
-        ("Lines.\nBreak.", ["Lines.", "Break."]),
-        ("", []),
-    ],
-)
+@pytest.mark.parametrize(("text", "sentences"), [
+    ("One. Two! Three? Four", ["One.", "Two!", "Three?", "Four"]),
+    ("  Leading and trailing.  ", ["Leading and trailing."]),
+    ("No end mark", ["No end mark"]),
+    ("Code DSC-105.Next", ["Code DSC-105.Next"]),
+    ("Lines.\nBreak.", ["Lines.", "Break."]),
+    ("", []),
+])
 def test_split_sentences(text, sentences):
     assert split_sentences(text) == sentences
 
@@ -111,8 +102,6 @@ def test_every_handbook_sentence_split_rejoins_to_the_text(handbook):
         assert " ".join(split_sentences(text)) == text
     # The simple rule cuts H02 after "a.m."; the lessons say so rather than hide it.
     h02 = handbook.set_index("passage_id").at["H02", "text"]
-    assert split_sentences(h02) == [
-        "The enrollment desk answers phone calls from 9 a.m.",
-        "to 5 p.m., Monday to Friday.",
-        "Messages left after hours are returned the next business day.",
-    ]
+    assert split_sentences(h02) == ["The enrollment desk answers phone calls from 9 a.m.",
+                                    "to 5 p.m., Monday to Friday.",
+                                    "Messages left after hours are returned the next business day."]
