@@ -16,7 +16,7 @@ import importlib
 _NAMES = {
     # the fixture (lesson 1, "Load the reader and the handbook")
     "fixture": "load_riverton load_attack_fixture read_metadata QUESTIONS_FILE "
-               "EXTENDED_QUESTIONS_FILE",
+               "EXTENDED_QUESTIONS_FILE BLIND_READING_FILE",
     "paths": "DATA_DIR PROJECT_ROOT",
     # readers (lesson 1, "Ask the reader for two lines"; lessons 2-5)
     "readers": "load_reader generate_all mode_sentence live_check ReplayError",

@@ -60,6 +60,8 @@ REVIEW_FILE = "support-review.csv"
 #: sample of the review (listed in the metadata once it has rows).
 CORRUPTIONS_FILE = "corrupted-replies.csv"
 SECOND_READING_FILE = "second-reading.csv"
+#: The same sample read again by a reader given only its blind texts, no file of the project.
+BLIND_READING_FILE = "blind-reading.csv"
 # The attack fixture of lesson 5, kept in files of its own: lessons 1 to 4 never read them.
 #: The kinds of attack, each with what carries it (a planted passage or the question).
 ATTACK_KINDS_FILE = "riverton-attack-kinds.csv"
@@ -464,7 +466,7 @@ _QUESTIONS = Schema({
     "author_note": OPTIONAL}, needs=(HANDBOOK_FILE,))
 _ATTACK_ID = Column(ref=f"{ATTACK_QUESTIONS_FILE}.attack_id")
 
-#: Every file of the fixture and what it must hold.
+#: Every file of the fixture and what it must hold (the blind reading's: the second's).
 SCHEMAS: dict[str, Schema] = {
     HANDBOOK_FILE: _HANDBOOK,
     QUESTIONS_FILE: _QUESTIONS,
@@ -529,6 +531,7 @@ SCHEMAS: dict[str, Schema] = {
     VARIANT_HANDBOOK_FILE: Schema(
         {**_HANDBOOK.columns, "passage_id": Column(pattern=r"V[0-9]{2}", unique=UNIQUE)}),
 }
+SCHEMAS[BLIND_READING_FILE] = SCHEMAS[SECOND_READING_FILE]
 METADATA_COLUMNS = tuple(SCHEMAS[METADATA_FILE].columns)
 
 

@@ -448,12 +448,13 @@ def _second_rows(path: Path, rows: list[Row], book: pd.DataFrame) -> list[Row]:
 
 
 def load_second_reading(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRANSCRIPT_PATH,
-                        book: pd.DataFrame | None = None,
-                        metadata: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The second reading so far (``second-reading.csv``), validated: every row a reply of
-    the sample, read once, its reason one of its verdict's, the file as the metadata
-    records it. A missing file, or one with its header only, is a reading not begun."""
-    path = Path(data_dir) / SECOND_READING_FILE
+                        book: pd.DataFrame | None = None, metadata: pd.DataFrame | None = None,
+                        file: str = SECOND_READING_FILE) -> pd.DataFrame:
+    """The second reading so far (``second-reading.csv``, or ``file``: the blind reading),
+    validated: every row a reply of the sample, read once, its reason one of its verdict's,
+    the file as the metadata records it. A missing file, or one with its header only, is a
+    reading not begun."""
+    path = Path(data_dir) / file
     if not path.exists() or path.read_text(encoding="utf-8") == ",".join(SECOND_COLUMNS) + "\n":
         return pd.DataFrame(columns=list(SECOND_COLUMNS))
     book = load_review(data_dir, transcript) if book is None else book

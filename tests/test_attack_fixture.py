@@ -40,6 +40,8 @@ NORMAL_FINGERPRINTS = {
     # Held out for lesson 5's routing (data/riverton/analysis-plan.md): never edited.
     "riverton-routing-heldout.csv":
         "60f9b512753a90cb80026f6ff9dfbc7fd9bff4aaa9e43bd98bed2a999b886903",
+    # The blind reading of lesson 4's second sample: read once, never edited.
+    "blind-reading.csv": "24bf443222723b53f45fccd24bd1af2f29ff8c3b8ada29ab8d88166c46d003f3",
 }
 #: Lesson 4's review and the files made from it grow as replies are reviewed; the planted
 #: strings are kept out of them by the test below, not by a pin.
