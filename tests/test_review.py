@@ -26,8 +26,9 @@ from runtime import cli, config, reviews
 from runtime.reviews import escape_reply, unescape_reply
 from runtime.data_check import check_all, update_metadata
 from runtime.files import write_csv_atomic
-from runtime.fixture import CORRUPTIONS_FILE, EXTENDED_QUESTIONS_FILE, METADATA_COLUMNS, \
-    METADATA_FILE, QUESTIONS_FILE, REVIEW_FILE, SECOND_READING_FILE, FixtureError, read_metadata
+from runtime.fixture import BLIND_READING_FILE, CORRUPTIONS_FILE, EXTENDED_QUESTIONS_FILE, \
+    METADATA_COLUMNS, METADATA_FILE, QUESTIONS_FILE, REVIEW_FILE, SECOND_READING_FILE, FixtureError, \
+    read_metadata
 from runtime.paths import DATA_DIR
 from runtime.readers import ReplayError, load_reader
 from runtime.records import read_transcript, write_transcript
@@ -78,12 +79,12 @@ def data_dir(tmp_path):
     write_rows(folder / REVIEW_FILE, qwen_rows())
     # the corruptions' sources and the second reading's rows are the book's review's rows,
     # which this one lacks
-    for name in (CORRUPTIONS_FILE, SECOND_READING_FILE):
+    for name in (CORRUPTIONS_FILE, SECOND_READING_FILE, BLIND_READING_FILE):
         (folder / name).unlink()
     metadata = read_metadata(folder)
     write_csv_atomic(folder / METADATA_FILE, METADATA_COLUMNS, (
         [str(v) for v in row] for row in metadata.itertuples(index=False)
-        if row.artifact not in (CORRUPTIONS_FILE, SECOND_READING_FILE)))
+        if row.artifact not in (CORRUPTIONS_FILE, SECOND_READING_FILE, BLIND_READING_FILE)))
     update_metadata([REVIEW_FILE], folder)
     return folder
 
