@@ -44,13 +44,6 @@ def fit_retriever(name: str, handbook: pd.DataFrame):
     raise ValueError(f"unknown retriever {name!r}; expected one of {', '.join(RETRIEVERS)}")
 
 
-def lesson_retrieval(questions: str = QUESTIONS_FILE, data_dir: PathLike = DATA_DIR,
-                     k: int = RETRIEVAL_K, retriever: str = "tfidf"):
-    """The validated fixture and its top-``k`` retrieval (tf-idf: scores above zero)."""
-    fixture = load_riverton(Path(data_dir), questions)
-    return fixture, fit_retriever(retriever, fixture.handbook).rank(fixture.questions, k=k)
-
-
 def lesson_reader_inputs(questions: str = QUESTIONS_FILE, data_dir: PathLike = DATA_DIR,
                          k: int = RETRIEVAL_K, retriever: str = "tfidf") -> pd.DataFrame:
     """:func:`helpers.prompts.retrieve_and_prompt`'s inputs for a question file and one

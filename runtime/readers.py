@@ -182,11 +182,6 @@ class LiveReader(Reader):
         return list(self.tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, return_dict=True)["input_ids"])
 
-    def prompt_text(self, messages: list[dict]) -> str:
-        """The chat-formatted prompt as text (for display)."""
-        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                  tokenize=False)
-
     def prompt_tokens(self, messages: list[dict], question_id: str = "?") -> int:
         return len(self.encode(messages))
 

@@ -82,8 +82,10 @@ def write_checks_notebook(path: Path) -> None:
         nbformat.v4.new_code_cell(
             "#| label: progress\n"
             "with QuestionProgress(4, 'probe reader (live)') as bar:\n"
-            "    for question_id, _ in bar.track((f'Q{n}', n) for n in range(1, 5)):\n"
-            "        time.sleep(0.3)"
+            "    for n in range(1, 5):\n"
+            "        bar.working_on_batch([f'Q{n}'])\n"
+            "        time.sleep(0.3)\n"
+            "        bar.finished()"
         ),
         nbformat.v4.new_code_cell("#| label: build-detector\nprint('book build:', book_build())"),
         nbformat.v4.new_code_cell(
