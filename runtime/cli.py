@@ -82,7 +82,9 @@ def entries_of(reader, inputs: pd.DataFrame, replies: list, collection,
 def _reader(args):
     """The reader to record from, live or a server's. A constrained reply is keyed by lesson
     3's llguidance grammar, so it is recorded live or from a server that runs that grammar
-    (vLLM), never from llama.cpp's GBNF."""
+    (vLLM), never from llama.cpp's GBNF. A damaged transcript is refused first, before the
+    reader loads and before any reply is made."""
+    read_transcript(args.transcript)
     if not args.server:
         return load_reader(args.reader, mode="live", allow_download=args.allow_download)
     reader = load_reader(args.reader, mode="server", url=args.server,
@@ -108,7 +110,6 @@ def _record(args, reader, inputs, collection: str, command: str) -> list[Reply]:
 
 
 def record_reader(args) -> list[Reply]:
-    read_transcript(args.transcript)  # a damaged transcript is refused before any reply is made
     questions = Path(args.questions)
     data_dir = questions.parent if questions.parent != Path(".") else DATA_DIR
     reader = _reader(args)
@@ -146,7 +147,6 @@ def record_judge(args) -> list[Reply]:
 
 
 def record_attacks(args) -> list[Reply]:
-    read_transcript(args.transcript)  # a damaged transcript is refused before any reply is made
     inputs = record_prompts(args.prompts, attack_ids=args.attack)
     return _record(args, _reader(args), inputs, "collection",
                    f"python -m runtime record attacks --prompts {args.prompts}")
