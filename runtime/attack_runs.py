@@ -17,6 +17,7 @@ from helpers.defences import PROMPTS
 from helpers.prompts import retrieve_and_prompt
 
 from .fixture import EXTENDED_QUESTIONS_FILE, load_attack_fixture, load_riverton
+from .lessons import ATTACK_COLLECTION, ORDINARY_COLLECTION
 from .paths import DATA_DIR
 from .readers import generate_all
 
@@ -108,7 +109,7 @@ def record_prompts(which: str, data_dir=DATA_DIR,
         asked = attack_prompts(attack_reader_inputs(chosen, riverton.handbook, fixture.passages,
                                                     fixture.wordings, metadata=riverton.metadata))
         asked = asked.assign(question_id=asked["attack_id"],
-                             collection="attack prompts, " + asked["attack_id"])
+                             collection=ATTACK_COLLECTION + asked["attack_id"])
         return asked[["question_id", "messages", "retrieved_ids", "collection"]]
     if which == "ordinary":
         extended = load_riverton(data_dir, EXTENDED_QUESTIONS_FILE).questions
@@ -116,5 +117,5 @@ def record_prompts(which: str, data_dir=DATA_DIR,
         retrieved, _ = retrieve_and_prompt(questions, riverton.handbook)
         inputs = ordinary_inputs(questions, retrieved, riverton.handbook,
                                  prompts=tuple(PROMPT_COLUMNS)[1:])
-        return inputs.assign(collection="ordinary questions, " + inputs["prompt"])
+        return inputs.assign(collection=ORDINARY_COLLECTION + inputs["prompt"])
     raise ValueError(f"unknown prompt set {which!r}; use one of {', '.join(RECORD_SETS)}")

@@ -82,7 +82,9 @@ def entries_of(reader, inputs: pd.DataFrame, replies: list, collection,
 def _reader(args):
     """The reader to record from, live or a server's. A constrained reply is keyed by lesson
     3's llguidance grammar, so it is recorded live or from a server that runs that grammar
-    (vLLM), never from llama.cpp's GBNF."""
+    (vLLM), never from llama.cpp's GBNF. A damaged transcript is refused first, before the
+    reader loads and before any reply is made."""
+    read_transcript(args.transcript)
     if not args.server:
         return load_reader(args.reader, mode="live", allow_download=args.allow_download)
     reader = load_reader(args.reader, mode="server", url=args.server,
@@ -108,7 +110,6 @@ def _record(args, reader, inputs, collection: str, command: str) -> list[Reply]:
 
 
 def record_reader(args) -> list[Reply]:
-    read_transcript(args.transcript)  # a damaged transcript is refused before any reply is made
     questions = Path(args.questions)
     data_dir = questions.parent if questions.parent != Path(".") else DATA_DIR
     reader = _reader(args)
@@ -146,7 +147,6 @@ def record_judge(args) -> list[Reply]:
 
 
 def record_attacks(args) -> list[Reply]:
-    read_transcript(args.transcript)  # a damaged transcript is refused before any reply is made
     inputs = record_prompts(args.prompts, attack_ids=args.attack)
     return _record(args, _reader(args), inputs, "collection",
                    f"python -m runtime record attacks --prompts {args.prompts}")
@@ -224,23 +224,26 @@ def review_second(args) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m runtime", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    # the options several commands share, as parent parsers
+    transcript, data_dir, asks = (argparse.ArgumentParser(add_help=False) for _ in range(3))
+    transcript.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
+    data_dir.add_argument("--data-dir", default=str(DATA_DIR))
+    asks.add_argument("--reader", required=True, choices=sorted(REGISTRY))
+    asks.add_argument("--server", metavar="URL", help="record from an OpenAI-compatible "
+                      "server instead of running the model here; an API key comes from "
+                      f"{config.READER_API_KEY}")
+    asks.add_argument("--concurrency", type=int, help="server requests in flight (4)")
+    asks.add_argument("--timeout", type=float, help="seconds per server request (60)")
+    asks.add_argument("--constrained", action="store_true", help="decode under lesson "
+                      "3's reply grammar (live, or vLLM with the guidance backend)")
+    asks.add_argument("--allow-download", action="store_true",
+                      help="let transformers download missing pinned weights")
     commands = parser.add_subparsers(dest="command", required=True)
     record = commands.add_parser("record", help="record replies into the transcript")
     kinds = record.add_subparsers(dest="kind", required=True)
-    for kind in ("reader", "baseline", "judge", "attacks", "corruptions"):
-        sub = kinds.add_parser(kind)
-        sub.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
-        if kind in ("reader", "attacks"):
-            sub.add_argument("--reader", required=True, choices=sorted(REGISTRY))
-            sub.add_argument("--server", metavar="URL", help="record from an OpenAI-compatible "
-                             "server instead of running the model here; an API key comes from "
-                             f"{config.READER_API_KEY}")
-            sub.add_argument("--concurrency", type=int, help="server requests in flight (4)")
-            sub.add_argument("--timeout", type=float, help="seconds per server request (60)")
-            sub.add_argument("--constrained", action="store_true", help="decode under lesson "
-                             "3's reply grammar (live, or vLLM with the guidance backend)")
-            sub.add_argument("--allow-download", action="store_true",
-                             help="let transformers download missing pinned weights")
+    for kind, parents in (("reader", [asks]), ("baseline", []), ("judge", []),
+                          ("attacks", [asks]), ("corruptions", [data_dir])):
+        kinds.add_parser(kind, parents=[transcript, *parents])
     reader, judge, attacks = (kinds.choices[kind] for kind in ("reader", "judge", "attacks"))
     reader.add_argument("--questions", default=QUESTIONS_FILE)
     reader.add_argument("--retriever", default="tfidf", choices=RETRIEVERS)
@@ -248,21 +251,18 @@ def _parser() -> argparse.ArgumentParser:
     judge.add_argument("--only-missing", action="store_true")
     attacks.add_argument("--prompts", default="attacks", choices=("attacks", "ordinary"))
     attacks.add_argument("--attack", action="append", metavar="ID")
-    kinds.choices["corruptions"].add_argument("--data-dir", default=str(DATA_DIR))
-    show = commands.add_parser("show", help="list the entries of a transcript")
-    show.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
+    commands.add_parser("show", help="list the entries of a transcript", parents=[transcript])
     review = commands.add_parser("review", help="check reviews or start one")
     review_commands = review.add_subparsers(dest="action", required=True)
     review_commands.add_parser("check")
     review_commands.add_parser("template").add_argument("path")
-    second = review_commands.add_parser("second", help="the second reading, blind")
+    second = review_commands.add_parser("second", help="the second reading, blind",
+                                        parents=[data_dir, transcript])
     second.add_argument("--next", action="store_true", help="print the next unread reply")
     second.add_argument("--answer", nargs=4, metavar=("REVIEW_ID", "VERDICT", "REASON", "NOTE"))
     second.add_argument("--reviewer", help="the second reader's name")
-    second.add_argument("--data-dir", default=str(DATA_DIR))
-    second.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
-    data = commands.add_parser("data", help="check the fixture or update its metadata")
-    data.add_argument("--data-dir", default=str(DATA_DIR))
+    data = commands.add_parser("data", help="check the fixture or update its metadata",
+                               parents=[data_dir])
     data_commands = data.add_subparsers(dest="action", required=True)
     data_commands.add_parser("check")
     data_commands.add_parser("update-metadata").add_argument("artifacts", nargs="+")

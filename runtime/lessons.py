@@ -19,7 +19,8 @@ from helpers.decoding import DECODING_FIELD
 from helpers.prompts import RETRIEVAL_K, retrieve_and_prompt
 from helpers.retrieval import TfidfRetriever
 
-from .fixture import EXTENDED_QUESTIONS_FILE, QUESTIONS_FILE, PathLike, load_riverton
+from .fixture import EXTENDED_QUESTIONS_FILE, HELDOUT_QUESTIONS_FILE, QUESTIONS_FILE, \
+    PathLike, load_riverton
 from .paths import DATA_DIR
 from .records import Reply, computed_reply, recorded, transcript_key
 
@@ -43,13 +44,6 @@ def fit_retriever(name: str, handbook: pd.DataFrame):
     raise ValueError(f"unknown retriever {name!r}; expected one of {', '.join(RETRIEVERS)}")
 
 
-def lesson_retrieval(questions: str = QUESTIONS_FILE, data_dir: PathLike = DATA_DIR,
-                     k: int = RETRIEVAL_K, retriever: str = "tfidf"):
-    """The validated fixture and its top-``k`` retrieval (tf-idf: scores above zero)."""
-    fixture = load_riverton(Path(data_dir), questions)
-    return fixture, fit_retriever(retriever, fixture.handbook).rank(fixture.questions, k=k)
-
-
 def lesson_reader_inputs(questions: str = QUESTIONS_FILE, data_dir: PathLike = DATA_DIR,
                          k: int = RETRIEVAL_K, retriever: str = "tfidf") -> pd.DataFrame:
     """:func:`helpers.prompts.retrieve_and_prompt`'s inputs for a question file and one
@@ -62,6 +56,13 @@ def lesson_reader_inputs(questions: str = QUESTIONS_FILE, data_dir: PathLike = D
 def collection_name(questions: str, retriever: str = "tfidf", k: int = RETRIEVAL_K) -> str:
     """The transcript collection of a question file's prompts over one retriever's top k."""
     return f"{questions}, {retriever} top {k}"
+
+
+#: The question files ``python -m runtime record reader --questions`` records.
+QUESTION_FILES = (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE, HELDOUT_QUESTIONS_FILE)
+#: The collections of lesson 5's recorded prompts begin with these, followed by the
+#: attack's ID or the prompt's name (:func:`runtime.attack_runs.record_prompts`).
+ATTACK_COLLECTION, ORDINARY_COLLECTION = "attack prompts, ", "ordinary questions, "
 
 
 # ------------------------------------------------------------------ the sentence baseline

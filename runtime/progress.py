@@ -23,15 +23,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from . import config
 
 #: Environment variables that ``quarto render`` sets in the kernel executing a document.
 QUARTO_MARKERS = ("QUARTO_DOCUMENT_PATH", "QUARTO_EXECUTE_INFO")
-
-T = TypeVar("T")
 
 
 def book_build(environ: Mapping[str, str] | None = None) -> str | None:
@@ -59,11 +57,10 @@ def build_environment(engine: str, base: Mapping[str, str] | None = None) -> dic
 class QuestionProgress:
     """A progress bar over questions, shown only while a person runs the code.
 
-    Use it as a context manager and iterate :meth:`track` over ``(question_id, item)``
-    pairs: the bar names the question being worked on and counts it once the loop body
-    has finished with it. If the body raises, the bar closes where it stopped (red in
-    JupyterLab) and names the question that failed. With ``show=False``, in a book build
-    or with ``RIVERTON_PROGRESS=0`` nothing is displayed.
+    Use it as a context manager: :meth:`working_on_batch` names the questions being worked
+    on and :meth:`finished` counts them once they are done. If the work raises, the bar
+    closes where it stopped (red in JupyterLab) and names the questions that failed. With
+    ``show=False``, in a book build or with ``RIVERTON_PROGRESS=0`` nothing is displayed.
     """
 
     def __init__(self, total: int, desc: str, *, show: bool = True, unit: str = "question"):
@@ -92,13 +89,6 @@ class QuestionProgress:
         ids = [str(q) for q in question_ids]
         label = ", ".join(ids) if len(ids) <= 4 else f"{ids[0]} … {ids[-1]} ({len(ids)} together)"
         self._bar.set_postfix_str(label, refresh=True)
-
-    def track(self, pairs: Iterable[tuple[str, T]]) -> Iterator[tuple[str, T]]:
-        """Yield each ``(question_id, item)``, naming it on the bar first, counting it after."""
-        for question_id, item in pairs:
-            self.working_on_batch([question_id])
-            yield question_id, item
-            self.finished()
 
 
 @contextlib.contextmanager

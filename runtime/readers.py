@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -35,6 +34,8 @@ from helpers.parsing import show_line_breaks
 from helpers.prompts import check_input_budget
 
 from . import batch, server, config
+from .lessons import ATTACK_COLLECTION, ORDINARY_COLLECTION, QUESTION_FILES, RETRIEVERS, \
+    collection_name
 from .paths import shown
 from .progress import QuestionProgress, quiet_loading
 from .records import GENERATED_LIVE, REPLY_COLUMNS, TRANSCRIBED, TRANSCRIPT_PATH, Reply, \
@@ -181,11 +182,6 @@ class LiveReader(Reader):
         return list(self.tokenizer.apply_chat_template(
             messages, add_generation_prompt=True, return_dict=True)["input_ids"])
 
-    def prompt_text(self, messages: list[dict]) -> str:
-        """The chat-formatted prompt as text (for display)."""
-        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
-                                                  tokenize=False)
-
     def prompt_tokens(self, messages: list[dict], question_id: str = "?") -> int:
         return len(self.encode(messages))
 
@@ -328,13 +324,13 @@ def record_command(key: str, entry=None, constrained: bool = False) -> str:
     flag = " --constrained" if constrained else ""
     if collection == "judge":
         return "python -m runtime record judge"
-    if collection.startswith(("attack prompts, ", "ordinary questions, ")):
-        which = (f"--attack {collection.split(', ', 1)[1]}" if collection.startswith("attack")
-                 else "--prompts ordinary")
+    if collection.startswith((ATTACK_COLLECTION, ORDINARY_COLLECTION)):
+        which = (f"--attack {collection.removeprefix(ATTACK_COLLECTION)}"
+                 if collection.startswith(ATTACK_COLLECTION) else "--prompts ordinary")
         return f"python -m runtime record attacks --reader {key} {which}{flag}"
-    found = re.fullmatch(r"(.+), (\w+) top \d+", collection)
-    files = f" --questions {found[1]} --retriever {found[2]}" if found else ""
-    return f"python -m runtime record reader --reader {key}{files}{flag}"
+    files = {collection_name(name, retriever): f" --questions {name} --retriever {retriever}"
+             for name in QUESTION_FILES for retriever in RETRIEVERS}
+    return f"python -m runtime record reader --reader {key}{files.get(collection, '')}{flag}"
 
 
 # --------------------------------------------------------------------------- server

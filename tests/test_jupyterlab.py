@@ -79,8 +79,10 @@ def write_checks_notebook(path: Path) -> None:
         "show_table(wide, labels, name='wide_interactive', interactive=True, key_columns=2)",
         "#| label: progress\n"
         "with QuestionProgress(4, 'probe reader (live)') as bar:\n"
-        "    for question_id, _ in bar.track((f'Q{n}', n) for n in range(1, 5)):\n"
-        "        time.sleep(0.3)",
+        "    for n in range(1, 5):\n"
+        "        bar.working_on_batch([f'Q{n}'])\n"
+        "        time.sleep(0.3)\n"
+        "        bar.finished()",
         "#| label: build-detector\nprint('book build:', book_build())",
         "#| label: mathjax-control\nfrom IPython.display import HTML\nHTML('<p>$a$ and $b$</p>')",
     )]

@@ -24,9 +24,10 @@ from statsmodels.stats.proportion import proportion_confint
 from bookkit.build import ChapterFailure
 from helpers import judge, parsing, review, screen
 from helpers.baseline import BASELINE_READER
+from helpers.prompts import RETRIEVAL_K
 from runtime import config, reviews
 from runtime.fixture import CORRUPTIONS_FILE, REVIEW_FILE, SECOND_READING_FILE, load_riverton
-from runtime.lessons import lesson_retrieval
+from runtime.lessons import fit_retriever
 from runtime.paths import DATA_DIR, LESSONS_DIR
 from runtime.readers import load_reader
 
@@ -78,7 +79,8 @@ def expected():
     given = {}
     for name in ("riverton-handbook-questions.csv", "riverton-extended-questions.csv"):
         for retriever in ("tfidf", "hybrid"):
-            _, ranked = lesson_retrieval(name, retriever=retriever)
+            riverton = load_riverton(questions=name)
+            ranked = fit_retriever(retriever, riverton.handbook).rank(riverton.questions, k=RETRIEVAL_K)
             for qid, group in ranked.sort_values("rank").groupby("question_id"):
                 given[(retriever, qid)] = tuple(group["passage_id"])
     rows, by_id = [], {}

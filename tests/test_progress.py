@@ -63,9 +63,11 @@ def test_book_build_and_the_switch_are_read_from_the_environment(extra, build, s
 
 def _loop(n_fail: int | None = None):
     with progress.QuestionProgress(3, LABEL) as bar:
-        for question_id, n in bar.track((f"Q{n}", n) for n in range(1, 4)):
+        for n in range(1, 4):
+            bar.working_on_batch([f"Q{n}"])
             if n == n_fail:
-                raise RuntimeError(f"stopped at {question_id}")
+                raise RuntimeError(f"stopped at Q{n}")
+            bar.finished()
     return bar
 
 
@@ -98,8 +100,9 @@ LOOP_CELL = textwrap.dedent(
     f"""\
     from runtime import QuestionProgress
     with QuestionProgress(3, {LABEL[:6]!r} + {LABEL[6:]!r}) as bar:
-        for question_id, _ in bar.track((f"Q{{n}}", n) for n in range(1, 4)):
-            pass
+        for n in range(1, 4):
+            bar.working_on_batch([f"Q{{n}}"])
+            bar.finished()
     """
 )
 

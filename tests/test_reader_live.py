@@ -38,7 +38,8 @@ def test_auto_mode_runs_live_on_a_model_loaded_once(reader, inputs):
     assert auto.mode == reader.mode == "live"
     assert auto.model is reader.model is load_model_and_tokenizer(reader.spec)[0]
     messages = inputs["messages"].iloc[2]
-    text = reader.prompt_text(messages)
+    text = reader.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                tokenize=False)
     assert messages[0]["content"] in text and messages[1]["content"] in text
     assert text.rstrip("\n").endswith("assistant")  # the open assistant turn
     assert reader.prompt_tokens(messages) == len(

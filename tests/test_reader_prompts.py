@@ -3,9 +3,10 @@ import pandas as pd
 import pytest
 
 from helpers.decoding import MAX_INPUT_TOKENS, MAX_NEW_TOKENS, REPETITION_PENALTY
-from helpers.prompts import (NO_PASSAGES, OUTPUT_FORMAT, SYSTEM_PROMPT, InputBudgetError, build_messages,
-                             build_user_prompt, check_input_budget, format_passage_block, reader_inputs)
-from runtime.lessons import lesson_reader_inputs, lesson_retrieval
+from helpers.prompts import (NO_PASSAGES, OUTPUT_FORMAT, RETRIEVAL_K, SYSTEM_PROMPT, InputBudgetError,
+                             build_messages, build_user_prompt, check_input_budget,
+                             format_passage_block, reader_inputs)
+from runtime.lessons import fit_retriever, lesson_reader_inputs
 from runtime.readers import generate_all, load_reader, resolve_mode
 from runtime.registry import REGISTRY, ReaderError, get_reader_spec
 
@@ -30,8 +31,8 @@ def test_system_prompt_is_the_nine_strings_joined_by_spaces():
     )
 
 
-def test_lesson_retrieval_matches_the_reference_render():
-    _, retrieved = lesson_retrieval()
+def test_lesson_retrieval_matches_the_reference_render(riverton):
+    retrieved = fit_retriever("tfidf", riverton.handbook).rank(riverton.questions, k=RETRIEVAL_K)
     got = {qid: tuple(group.sort_values("rank")["passage_id"])
            for qid, group in retrieved.groupby("question_id")}
     assert {qid: got.get(qid, ()) for qid in REFERENCE_RETRIEVAL} == REFERENCE_RETRIEVAL
