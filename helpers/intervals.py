@@ -98,31 +98,33 @@ class Spread:
 @dataclass(frozen=True)
 class Estimate:
     """A figure and its interval, as numbers, with the count it comes from if any. A table
-    shows it as "5 of 30: 0.17 (0.05 to 0.33)", signed when it is a difference."""
+    shows it as "5 of 30: 0.17 (0.05 to 0.33)", signed when it is a difference; with no
+    interval (``low`` None: every resample gave the figure) it says so."""
 
     value: float
-    low: float
-    high: float
+    low: float | None
+    high: float | None
     count: object = None  # a helpers.agreement.Count, shown before the figure
     signed: bool = False
 
     def __str__(self) -> str:
         style = "+.2f" if self.signed else ".2f"
-        text = f"{self.value:{style}} ({self.low:{style}} to {self.high:{style}})"
+        text = (f"{self.value:{style}} (the same in every resample)" if self.low is None else
+                f"{self.value:{style}} ({self.low:{style}} to {self.high:{style}})")
         return f"{self.count}: {text}" if self.count else text
 
 
-def percentile(values: Sequence[float | None], level: float = 0.95,
-               observed: float | None = None) -> Spread:
+def percentile(values: Sequence[float | None], level: float = 0.95) -> Spread:
     """The central ``level`` interval of the defined values, and how many were undefined
     (None or NaN: a resample with nothing to measure is left out, never scored 0).
 
-    A share ``observed`` at 0 or 1 gets none: every resample that can measure it gives the
-    same value, so the interval would be that point (lesson 4, "Count each reply once")."""
+    Values that every resample gives alike (a share of 0 or 1 does) get none: the interval
+    would be that point, not a statement of how sure it is (lesson 4, "Count each reply
+    once")."""
     values = np.array([np.nan if v is None else v for v in values], dtype=float)
     kept = values[~np.isnan(values)]
-    if not kept.size or observed in (0, 1):
-        reason = f"none: every resample gives {observed:.0f}" if observed in (0, 1) else ""
+    if not kept.size or kept.min() == kept.max():
+        reason = f"none: every resample gives {kept[0]:g}" if kept.size else ""
         return Spread(None, None, int(np.isnan(values).sum()), reason)
     low, high = np.quantile(kept, [(1 - level) / 2, (1 + level) / 2])
     return Spread(float(low), float(high), int(np.isnan(values).sum()))
@@ -136,7 +138,8 @@ def cluster_bootstrap(numerators: Sequence[float], denominators: Sequence[float]
     successes and its replies) with replacement. Lesson 5, "Did the attack cause it?".
 
     Returns ``(estimate, low, high)``. A resample whose denominators sum to 0 is left
-    out. With one cluster the interval is the point: there is nothing to resample.
+    out. When every resample gives the same ratio (one cluster, or a pooled rate of 0 in
+    every cluster) there is no interval: ``low`` and ``high`` are None.
     """
     numerators, denominators = np.asarray(numerators, float), np.asarray(denominators, float)
     if len(numerators) != len(denominators) or not len(numerators) or denominators.sum() <= 0:

@@ -88,8 +88,9 @@ def _share(part: np.ndarray, whole: np.ndarray) -> float | None:
 def bootstrap_rates(flagged: Sequence[bool], unsupported: Sequence[bool], questions: Sequence,
                     resamples: int = BOOTSTRAP_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> dict:
     """Sensitivity, specificity and J on every reply, with percentile intervals from
-    resampling whole questions; a share of 0 or 1 gets none (:func:`percentile`): its
-    exact interval says how sure it is. Lesson 4, "Count each reply once"."""
+    resampling whole questions; a share of 0 or 1, the same in every resample, gets none
+    (:func:`percentile`): its exact interval says how sure it is. Lesson 4, "Count each
+    reply once"."""
     flagged, bad = np.asarray(flagged, bool), np.asarray(unsupported, bool)
     se, sp, j = [], [], []
     for rows in question_resamples(questions, resamples, seed):
@@ -98,8 +99,7 @@ def bootstrap_rates(flagged: Sequence[bool], unsupported: Sequence[bool], questi
         sp.append(_share(~f & ~b, ~b))
         j.append(None if se[-1] is None or sp[-1] is None else se[-1] + sp[-1] - 1)
     return {"replies": len(bad), "questions": len(set(questions)),
-            "sensitivity": percentile(se, observed=_share(flagged & bad, bad)),
-            "specificity": percentile(sp, observed=_share(~flagged & ~bad, ~bad)),
+            "sensitivity": percentile(se), "specificity": percentile(sp),
             "youden_j": percentile(j)}
 
 
@@ -135,9 +135,8 @@ def corrected_pass_rate(calibration: pd.DataFrame, batch: pd.DataFrame, flag: st
 
     drawn = zip(question_resamples(calibration["question_id"], resamples, seed),
                 question_resamples(batch["question_id"], resamples, seed + 1))
-    corrected = estimate(slice(None), slice(None))
-    return {"pass_rate": passed.mean(), "corrected": corrected,
-            "interval": percentile([estimate(c, b) for c, b in drawn], observed=corrected),
+    return {"pass_rate": passed.mean(), "corrected": estimate(slice(None), slice(None)),
+            "interval": percentile([estimate(c, b) for c, b in drawn]),
             "true_share": 1 - batch["unsupported"].mean()}
 
 

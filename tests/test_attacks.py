@@ -188,7 +188,7 @@ def test_prompts_are_compared_on_inputs_defined_under_both(attack):
     assert (first["inputs"], first["caused_pair"], first["discordant"]) == (2, (1, 0), (1, 0))
     assert first["p"] == 1.0 and first["p_holm"] == "primary, not adjusted"
     assert table.iloc[1]["p_holm"] == 1.0
-    assert str(first["difference"]) == "-0.50 (-0.50 to -0.50)"
+    assert str(first["difference"]) == "-0.50 (the same in every resample)"
 
 
 # --- McNemar's exact test, Holm's adjustment and a bootstrap over clusters -----------------
@@ -212,7 +212,8 @@ def test_a_cluster_bootstrap_resamples_whole_clusters_and_is_seeded():
     estimate, low, high = cluster_bootstrap([3, 0, 0], [6, 6, 6])
     assert estimate == pytest.approx(1 / 6) and low == 0 and high == pytest.approx(0.5)
     assert cluster_bootstrap([3, 0, 0], [6, 6, 6]) == (estimate, low, high)
-    assert cluster_bootstrap([2], [5]) == (0.4, 0.4, 0.4)  # one cluster: nothing to resample
+    assert cluster_bootstrap([2], [5]) == (0.4, None, None)  # one cluster: no interval
+    assert cluster_bootstrap([0, 0], [3, 4]) == (0.0, None, None)  # 0 in every resample
     with pytest.raises(ValueError, match="as many numerators"):
         cluster_bootstrap([1, 2], [3])
 

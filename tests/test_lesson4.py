@@ -176,6 +176,21 @@ def test_the_judge_beside_its_floors_and_the_graded_scores(lesson, expected):
     assert graded["Area under the ROC curve"] == f"{roc_auc_score([r['bad'] for r in kept], [r['doubt'] for r in kept]):.2f}"
 
 
+def test_no_share_at_0_or_1_is_shown_with_a_percentile_interval(lesson, expected):
+    """Every resample gives a share of 0 or 1 again, so its percentile interval would be a
+    point: the bootstrap and correction tables send the reader elsewhere instead."""
+    kept = [r for r in expected if r["verdict"] in YES_NO]
+    for row in table_rows(lesson, "bootstrap"):
+        bad = [r["held"] for r in kept if r["group"] == row["System"] and r["bad"]]
+        good = [not r["held"] for r in kept if r["group"] == row["System"] and not r["bad"]]
+        for label, calls in (("Sensitivity", bad), ("Specificity", good)):
+            at_bound = bool(calls) and sum(calls) in (0, len(calls))
+            assert row[label].startswith("none: every resample gives") == at_bound, (
+                row["System"], label, row[label])
+    assert not [value for row in table_rows(lesson, "bootstrap") + table_rows(lesson, "corrected")
+                for value in row.values() if str(value).startswith(("0.00 to 0.00", "1.00 to 1.00"))]
+
+
 def test_the_corrected_pass_rate_says_its_batch_and_its_truth(lesson, expected):
     kept = [r for r in distinct(expected) if r["verdict"] in YES_NO and r["group"] != CORRUPTED]
     shifted = table_rows(lesson, "corrected")[1]
@@ -228,7 +243,7 @@ EDITS = {
         lambda project: recorded(field(1, verdict=review.SUPPORTED,
                                        reason="answer stated in cited passage"))(
             project / "data/riverton" / SECOND_READING_FILE),
-        "72 read (17, 25, 30); same verdict 71"),
+        "72 read (17, 25, 30); 35 fixed by construction, all agreed; 36 of the other 37"),
 }
 
 

@@ -109,7 +109,7 @@ def test_the_primary_comparison_is_an_exact_mcnemar_test_on_the_same_inputs(run,
         b = sum(x and not y for x, y in pairs)
         c = sum(y and not x for x, y in pairs)
         assert row["Attacked inputs"] == len(pairs)
-        assert row["Pairs caused by the first only, the second only"] == f"{b} and {c}"
+        assert row["Pairs caused by the first only, the second only"] == f"{b}, {c}"
         p = binomtest(b, b + c, 0.5).pvalue if b + c else 1.0
         assert float(row["McNemar exact p"]) == pytest.approx(p, abs=1e-3)  # shown to three decimals
 

@@ -47,9 +47,11 @@ LAYER_NAMES = {0: "tools", 1: "stages", 2: "lesson content"}
 #: holds the pruning of its fast path, which only the 100,000-passage benchmark needs.
 MODULE_BUDGET = 200
 LARGER_BUDGETS = {"retrieval": 250}
-#: Code lines of whole parts of the project.
-TOTAL_BUDGETS = {"helpers": 2600, "exercises": 1300,
-                 "runtime and bookkit": 4550, "tests": 10500}
+#: Code lines of whole parts of the project. Helpers and tests are at their targets; the
+#: exercises (target 1,200) and runtime and bookkit (target 4,300) are held at the figures
+#: reached so far, so that they can only fall until they meet theirs.
+TOTAL_BUDGETS = {"helpers": 2600, "exercises": 1243,
+                 "runtime and bookkit": 4497, "tests": 10000}
 
 
 def code_lines(path: Path) -> int:
