@@ -18,14 +18,14 @@ import functools
 import hashlib
 import html
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from helpers import parsing, prompts, retrieval, screen
-from runtime import DATA_DIR
+from runtime import DATA_DIR, EXTENDED_QUESTIONS_FILE as EXTENDED_FILE
 
 #: Decimals a figure worked out by hand needs: any rounding to this many passes.
 HAND_DECIMALS = 2
@@ -45,9 +45,6 @@ VERDICT_MIME = "application/vnd.riverton.exercise+json"
 
 _HEADLINES = {CORRECT: "correct", HINT: "not yet", NOT_ATTEMPTED: "not attempted yet"}
 _COLOURS = {CORRECT: "#3fb618", HINT: "#ff7518", NOT_ATTEMPTED: "#9a9a9a"}
-
-EXTENDED_FILE = "riverton-extended-questions.csv"
-SMOLLM2 = "smollm2_135m_instruct"
 
 
 # --------------------------------------------------------------------------- verdicts
@@ -199,7 +196,6 @@ def exercise(key: str, title: str, *, expects: str) -> Callable:
                 outcome = hint(str(stop))
             return dataclasses.replace(outcome, key=key)
 
-        run.exercise_key = key
         EXERCISES[key] = Exercise(key, int(lesson), title, expects, run)
         return run
 
@@ -214,9 +210,9 @@ def check(key: str, *answers: Any) -> Verdict:
 
 
 def lesson_exercises(lesson: int) -> list[Exercise]:
-    """The registered exercises of one lesson, in order."""
-    found = [e for e in EXERCISES.values() if e.lesson == lesson]
-    return sorted(found, key=lambda e: int(e.key.partition(".")[2]))
+    """The registered exercises of one lesson, in order (each lesson's module registers its
+    checkers in the order of its exercises)."""
+    return [e for e in EXERCISES.values() if e.lesson == lesson]
 
 
 # --------------------------------------------------------------------------- caches
@@ -293,10 +289,6 @@ def _riverton(questions: str | None = None):
     return load_riverton() if questions is None else load_riverton(questions=questions)
 
 
-def _extended_questions() -> pd.DataFrame:
-    return _riverton(EXTENDED_FILE).questions
-
-
 def _handbook() -> pd.DataFrame:
     return _riverton().handbook
 
@@ -308,16 +300,12 @@ def _questions() -> pd.DataFrame:
 def _all_questions() -> pd.DataFrame:
     """Lesson 1's six questions, then the extended set: the 42 ordinary questions, each
     with its ``question_set`` ("original six" or "extended")."""
-    return pd.concat([_questions().assign(question_set="original six"),
-                      _extended_questions().assign(question_set="extended")], ignore_index=True)
+    sets = {"original six": _questions(), "extended": _riverton(EXTENDED_FILE).questions}
+    return pd.concat([q.assign(question_set=name) for name, q in sets.items()], ignore_index=True)
 
 
 def _passage_texts() -> dict[str, str]:
     return dict(zip(_handbook()["passage_id"], _handbook()["text"]))
-
-
-def _question_texts() -> dict[str, str]:
-    return dict(zip(_questions()["question_id"], _questions()["question"]))
 
 
 @fixture_cache
@@ -326,9 +314,11 @@ def _tfidf(stop_words: frozenset[str] | None = None) -> retrieval.TfidfRetriever
 
 
 @fixture_cache
-def _ranking() -> pd.DataFrame:
-    """Lesson 1's tf-idf top three for each of its six questions."""
-    return prompts.retrieve_and_prompt(_questions(), _handbook(), _tfidf())[0]
+def _lesson1() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Lesson 1's tf-idf top three for each of its six questions, and the reader's inputs
+    built from them (one row per question: its retrieved IDs, messages ...), as
+    :func:`helpers.prompts.retrieve_and_prompt` gives them."""
+    return prompts.retrieve_and_prompt(_questions(), _handbook(), _tfidf())
 
 
 def _asked(question_id: str, question: str) -> pd.DataFrame:
@@ -343,7 +333,7 @@ def _top_ids(ranked: pd.DataFrame, question_id: str) -> tuple[str, ...]:
 
 def _retrieved_ids() -> dict[str, tuple[str, ...]]:
     """Lesson 1's tf-idf top three per original question."""
-    return {q: _top_ids(_ranking(), q) for q in _questions()["question_id"]}
+    return {q: _top_ids(_lesson1()[0], q) for q in _questions()["question_id"]}
 
 
 def _failed_checks(parsed: parsing.ParsedReply, retrieved: Sequence[str]) -> list[str]:
@@ -413,16 +403,14 @@ def _close(value: Any, target: float, tolerance: float, name: str = "the figure"
 
 
 def _figure(value: Any, name: str, target: float, tolerance: float, otherwise: str,
-            mistakes: Sequence[tuple[float | None, str]] = ()) -> float:
-    """``value`` as a number (:func:`_number`) when it is within ``tolerance`` of
+            mistakes: Sequence[tuple[float | None, str]] = ()) -> None:
+    """Return when ``value`` (a number, see :func:`_number`) is within ``tolerance`` of
     ``target``; otherwise end the check with the hint of the first known mistake
     ``(what it gives, hint)`` that ``value`` is within ``tolerance`` of (a mistake of
     value None is skipped), or with ``otherwise``."""
-    number = _number(value, name)
-    if not _close(number, target, tolerance):
-        _first_hint(*((wrong is not None and _close(number, wrong, tolerance), message)
+    if not _close(value, target, tolerance, name):
+        _first_hint(*((wrong is not None and _close(value, wrong, tolerance, name), message)
                       for wrong, message in mistakes), (True, otherwise))
-    return number
 
 
 def _pair(value: Any, name: str, parts: str) -> tuple:
@@ -443,10 +431,9 @@ def _id_list(value: Any, what: str) -> list[str]:
     return [v.strip() for v in value]
 
 
-def _known(ids: Iterable[Any], known: Iterable[Any], what: str) -> None:
+def _known(ids: Iterable[Any], known: Collection[Any], what: str) -> None:
     """End the check with the hint "'X' is not ``what``." for the first of ``ids`` that is
     not one of ``known``."""
-    known = list(known)
     unknown = [i for i in ids if i not in known]
     if unknown:
         raise _Hint(f"{unknown[0]!r} is not {what}.")

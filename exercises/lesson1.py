@@ -6,10 +6,9 @@ import re
 
 from helpers import scoring, screen, text
 from .framework import (HAND_TOLERANCE, TOLERANCE, _call, _close, _failed_checks, _figure,
-                        _first_hint, _handbook, _id_list, _is_number, _passage_ids, _passage_texts,
-                        _plural, _question_texts, _questions, _ranking, _reply, _require_keys,
-                        _retrieved_ids, _same_ids, _tfidf, _top_ids, correct, exercise, hint,
-                        not_attempted)
+                        _first_hint, _handbook, _id_list, _is_number, _lesson1, _passage_ids,
+                        _passage_texts, _plural, _questions, _reply, _require_keys, _retrieved_ids,
+                        _same_ids, _tfidf, _top_ids, correct, exercise, hint, not_attempted)
 
 
 @exercise("1.1", 'Score "Oct 15" by hand', expects="a dict with keys 'normalized', 'em' and 'f1'")
@@ -85,7 +84,7 @@ def keep_at(q3_with_at, other_changed):
                           "candidates change; there are more." if changed else
                           "Another question's candidates change too.")
               + " Compare every question's top three with and without 'at'.")
-    q3 = _question_texts()["Q3"]
+    q3 = _questions().set_index("question_id").at["Q3", "question"]
     shared = {p: text.shared_content_words(q3, _passage_texts()[p], keep) for p in expected}
     words = sorted({w for ws in shared.values() for w in ws})
     return correct(f"Q3 now shares {', '.join(repr(w) for w in words)} and nothing else with "
@@ -169,10 +168,9 @@ def own_token_f1(my_token_f1):
     if all(value is None for *_, value in results):
         return not_attempted("Your function returns None: write its body in place of "
                              "the ..., then run this cell again.")
-    for prediction, reference, _, value in results:
-        if not _is_number(value) or math.isnan(float(value)):
-            return hint(f"my_token_f1({prediction!r}, {reference!r}) returns {value!r}, "
-                        "which is not a number: return the F1 as a float.")
+    _first_hint(*((not _is_number(v) or math.isnan(float(v)), f"my_token_f1({p!r}, {r!r}) "
+                   f"returns {v!r}, which is not a number: return the F1 as a float.")
+                  for p, r, _, v in results))
     wrong = [(p, r, k, v) for p, r, k, v in results
              if not _close(v, scoring.token_f1(p, r), TOLERANCE)]
     if not wrong:
@@ -213,7 +211,7 @@ def screen_replies(held_reply, wrong_but_clear):
     held = _failed_checks(_reply(held_reply, "held_reply"), retrieved)
     clear = _reply(wrong_but_clear, "wrong_but_clear")
     clear_failed = _failed_checks(clear, retrieved)
-    controls = screen.screen_table(screen.control_outputs(), _ranking(), _handbook())
+    controls = screen.screen_table(screen.control_outputs(), _lesson1()[0], _handbook())
     shown_by_controls = {c for c in screen.CHECKS if not controls[c].all()}
     figures = screen.numbers_in(clear.answer)
     stipend = set(screen.numbers_in(_passage_texts()["H08"])) & set(screen.numbers_in(

@@ -7,8 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from helpers import dense, retrieval, text
-from helpers.baseline import contains_variant
+from helpers import baseline, dense, retrieval, text
 from .framework import (TOLERANCE, AnswerShapeError, _all_questions, _asked, _close, _first_hint,
                         _handbook, _id_list, _is_number, _number, _pair, _passage_ids,
                         _passage_texts, _plural, _require_keys, _same_ids, _tfidf, correct,
@@ -16,25 +15,25 @@ from .framework import (TOLERANCE, AnswerShapeError, _all_questions, _asked, _cl
 
 
 @fixture_cache
-def _dense_retriever():
-    from runtime import load_encoder
+def _retriever(name: str):
+    """Lesson 2's retriever ``name`` ("dense" or "hybrid"), fitted on the handbook."""
+    from runtime import fit_retriever
 
-    return dense.DenseRetriever.fit(_handbook(), load_encoder())
+    return fit_retriever(name, _handbook())
 
 
 @fixture_cache
 def _score_matrices() -> tuple[np.ndarray, np.ndarray]:
     """Dense and tf-idf scores for every question of both sets, in _all_questions order."""
     texts = _all_questions()["question"].tolist()
-    return _dense_retriever().score(texts), _tfidf().score(texts)
+    return _retriever("dense").score(texts), _tfidf().score(texts)
 
 
 @fixture_cache
 def _mrr(weight: float, question_set: str) -> float:
     """The hybrid's MRR on one question set with dense weight ``weight``, as lesson 2's
     sweep computes it (weight 0 is tf-idf alone, which keeps its zero floor)."""
-    everything = _all_questions()
-    subset = everything[everything["question_set"] == question_set]
+    subset = _all_questions().query("question_set == @question_set")
     scores = dense.weighted_fusion(*_score_matrices(), weight)[subset.index]
     ranked = retrieval.rank_scores(scores, _tfidf().passage_ids, subset["question_id"].tolist(),
                                    k=None, min_score=0.0 if weight == 0 else -np.inf)
@@ -78,11 +77,11 @@ def own_paraphrase(paraphrase):
          f"{MIN_CONTENT_WORDS} content words (not stop words)."),
         (shared, f"Your question shares {', '.join(repr(w) for w in shared)} with {passage_id}; "
                  "find other words for the same thing."),
-        (not contains_variant(passage, [answer]), f"{answer!r} is not in {passage_id}: a "
+        (not baseline.contains_variant(passage, [answer]), f"{answer!r} is not in {passage_id}: a "
          "paraphrase asks what its passage says, so give the passage's own words that answer "
          "it. A question the passage cannot answer is not a paraphrase of it, however close "
          "the encoder puts them."))
-    ranked = _dense_retriever().rank(_asked("mine", question), k=None)
+    ranked = _retriever("dense").rank(_asked("mine", question), k=None)
     rank = int(ranked.loc[ranked["passage_id"] == passage_id, "rank"].iloc[0])
     if rank > 3:
         return hint(f"The encoder ranks {passage_id} at {rank}, outside the top three the "
@@ -99,8 +98,7 @@ CODE_QUESTIONS = ("When does DSC-104 meet?", "When does DSC-106 meet?")
 def _code_tops() -> dict[str, dict[str, str | None]]:
     """Each retriever's top passage (None: nothing retrieved) for each course-code question."""
     probe = pd.DataFrame({"question_id": list(CODE_QUESTIONS), "question": list(CODE_QUESTIONS)})
-    retrievers = {"tf-idf": _tfidf(), "dense": _dense_retriever(),
-                  "hybrid": dense.HybridRetriever(_tfidf(), _dense_retriever())}
+    retrievers = {"tf-idf": _tfidf(), "dense": _retriever("dense"), "hybrid": _retriever("hybrid")}
     firsts = {name: retriever.rank(probe, k=1).set_index("question_id")["passage_id"]
               for name, retriever in retrievers.items()}
     return {question: {name: first.get(question) for name, first in firsts.items()}
@@ -159,10 +157,6 @@ def _weights(value: Any, what: str) -> list[float]:
     return sorted(set(weights))
 
 
-def _best(values: dict[float, float]) -> list[float]:
-    return [w for w, v in values.items() if abs(v - max(values.values())) < 1e-12]
-
-
 @exercise("2.3", "Tune the dense weight on six questions", expects="a dict with keys "
           "'best_on_original' (weights), 'extended_mrr_range' (lowest, highest) and "
           "'best_on_extended' (weights)")
@@ -177,7 +171,9 @@ def tune_weight(tuning):
     _require_keys(tuning, "tuning", ("best_on_original", "extended_mrr_range", "best_on_extended"))
     original, extended = ({w: _mrr(w, question_set) for w in WEIGHT_GRID}
                           for question_set in ("original six", "extended"))
-    best_original, best_extended = _best(original), _best(extended)
+    # Every weight at the best MRR of each set (ties within floating-point error).
+    best_original, best_extended = ([w for w, v in m.items() if abs(v - max(m.values())) < 1e-12]
+                                    for m in (original, extended))
     given = _weights(tuning["best_on_original"], "best_on_original")
     _first_hint(
         (given != best_original and given == best_extended, "Those weights maximise MRR on the "
@@ -198,13 +194,6 @@ def tune_weight(tuning):
                    f"original six, and between them the extended MRR spans {high - low:.3f}.")
 
 
-@fixture_cache
-def _hybrid_top() -> pd.Series:
-    """The hybrid's top score (the lesson's weight) per question of both sets."""
-    fused = dense.weighted_fusion(*_score_matrices())
-    return pd.Series(fused.max(axis=1), index=_all_questions()["question_id"].tolist())
-
-
 @exercise("2.4", "A threshold chosen on six questions", expects="a dict with keys 't', "
           "'stopped_with_gold' and 'read_unanswerable'")
 def six_question_threshold(threshold):
@@ -218,7 +207,8 @@ def six_question_threshold(threshold):
     _require_keys(threshold, "threshold", ("t", "stopped_with_gold", "read_unanswerable"))
     t = _number(threshold["t"], "'t'")
     rows = _all_questions().set_index("question_id")
-    reads = _hybrid_top()[rows.index] > t
+    # Read when the hybrid's top score (at the lesson's weight) is above t.
+    reads = pd.Series(dense.weighted_fusion(*_score_matrices()).max(axis=1) > t, index=rows.index)
     six, abstain = rows["question_set"] == "original six", rows["expected_action"] == "abstain"
     gold = rows["gold_passage_id"].notna()
     leaking, lost = list(rows.index[six & abstain & reads]), list(rows.index[six & gold & ~reads])

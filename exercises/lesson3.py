@@ -2,37 +2,23 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
 from typing import Any
 
-import pandas as pd
-
-from helpers import grammar, parsing, prompts, screen
+from helpers import grammar, parsing, screen
 from helpers.decoding import MAX_NEW_TOKENS
-from .framework import (SMOLLM2, _failed_checks, _first_hint, _handbook, _Hint, _id_list, _known,
-                        _passage_texts, _plural, _question_texts, _questions, _reply, _require_keys,
-                        _same_ids, _tfidf, _whole_number, correct, exercise, fixture_cache, hint)
+from .framework import (_failed_checks, _first_hint, _Hint, _id_list, _known, _lesson1,
+                        _passage_texts, _plural, _reply, _require_keys, _retrieved_ids, _same_ids,
+                        _whole_number, correct, exercise, fixture_cache, hint)
 
 
 def _small_reader():
     from runtime import load_reader
 
-    return load_reader(SMOLLM2, mode="live")
+    return load_reader("smollm2_135m_instruct", mode="live")
 
 
-@fixture_cache
-def _inputs() -> pd.DataFrame:
-    """Lesson 3's reader inputs (lesson 1's prompts for its tf-idf top three), by question."""
-    return prompts.retrieve_and_prompt(_questions(), _handbook(), _tfidf())[1].set_index(
-        "question_id")
-
-
-def _ids(question_id: str) -> tuple[str, ...]:
-    return tuple(_inputs().loc[question_id, "retrieved_ids"])
-
-
-def _accepts(ids: Iterable[str], reply: str, pattern: str | None = None) -> bool:
-    return grammar.grammar_accepts(_small_reader().tokenizer, tuple(ids), reply,
+def _accepts(ids: tuple[str, ...], reply: str, pattern: str | None = None) -> bool:
+    return grammar.grammar_accepts(_small_reader().tokenizer, ids, reply,
                                    answer_pattern=pattern or grammar.ANSWER_PATTERN)
 
 
@@ -44,7 +30,7 @@ def parser_not_grammar(reply):
     The reply may cite only H08 (Q1's one retrieved passage) or none, so the reason
     cannot be the probe the lesson already shows ("Force the format with a grammar").
     """
-    parsed, ids = _reply(reply, "reply", "it"), _ids("Q1")
+    parsed, ids = _reply(reply, "reply", "it"), _retrieved_ids()["Q1"]
     if not set(parsed.sources) <= set(ids):
         return hint(f"Cite only {', '.join(ids)} or none: a citation outside the retrieved "
                     "passages is the case the lesson's probes already show.")
@@ -69,7 +55,8 @@ def _largest_limits() -> dict[str, int]:
     """Per question, the largest answer limit whose longest reply fits in the token cap."""
     tokenizer = _small_reader().tokenizer
     return {qid: next(n for n in itertools.count(1) if grammar.reply_token_bound(
-        tokenizer, _ids(qid), answer_max_tokens=n + 1) > MAX_NEW_TOKENS) for qid in _inputs().index}
+        tokenizer, ids, answer_max_tokens=n + 1) > MAX_NEW_TOKENS)
+        for qid, ids in _retrieved_ids().items()}
 
 
 @exercise("3.2", "How long may an answer be?", expects="a dict with keys "
@@ -127,7 +114,7 @@ def grammar_leaves_open(open_checks):
     be exactly those some admitted reply can fail ("Parsed is not the same as right").
     """
     _require_keys(open_checks, "open_checks", ())
-    ids = _ids("Q4")
+    ids = _retrieved_ids()["Q4"]
     _known(open_checks, screen.CHECKS, f"a screen check; they are {', '.join(screen.CHECKS)}")
     truly_open = _open_checks(ids)
     for name, reply in open_checks.items():
@@ -169,15 +156,13 @@ def _digit_pattern(pattern: Any, before: str = "") -> None:
         raise _Hint(f"{before}digit_answer must be a string: a Lark regular expression between "
                     "slashes.")
     try:
-        grammar.build_grammar(_ids("Q5"), answer_pattern=pattern)
-        results = [(probe, must, what, _accepts(_ids("Q5"), probe, pattern))
-                   for probe, must, what in _DIGIT_PROBES]
+        _first_hint(*((_accepts(_retrieved_ids()["Q5"], probe, pattern) != must,
+                       f"{before}Your pattern {'rejects' if must else 'admits'} {what}: "
+                       f"{parsing.show_line_breaks(probe)!r}. It must admit every one-line "
+                       "answer that starts with a visible character and holds a digit, and "
+                       "nothing else.") for probe, must, what in _DIGIT_PROBES))
     except (ValueError, grammar.ConstrainedDecodingError) as error:
         raise _Hint(f"{before}The grammar cannot be built with digit_answer: {error}") from error
-    _first_hint(*((accepted != must, f"{before}Your pattern {'rejects' if must else 'admits'} "
-                   f"{what}: {parsing.show_line_breaks(probe)!r}. It must admit every one-line "
-                   "answer that starts with a visible character and holds a digit, and nothing "
-                   "else.") for probe, must, what, accepted in results))
 
 
 @exercise("3.4", "Demand a figure", expects="digit_answer (a pattern), q5_reply (a string) "
@@ -195,17 +180,18 @@ def demand_a_figure(digit_answer, q5_reply, q5_invented):
     _digit_pattern(digit_answer)
     if not isinstance(q5_reply, str):
         return hint("q5_reply is the raw_output string of SmolLM2's constrained reply to Q5.")
-    reader, row = _small_reader(), _inputs().loc["Q5"]
+    # Q5's row of lesson 1's reader inputs (helpers.prompts.retrieve_and_prompt's).
+    asked = _lesson1()[1].query("question_id == 'Q5'")
+    reader, row = _small_reader(), asked.iloc[0]
     reply_grammar = grammar.reply_grammar(reader.tokenizer, row["retrieved_ids"], MAX_NEW_TOKENS,
                                           answer_pattern=digit_answer)
-    asked = pd.DataFrame([{"question_id": "Q5", "messages": row["messages"]}])
     if q5_reply != generate_all(reader, asked, grammar=reply_grammar).at[0, "raw_output"]:
         return hint("That is not what SmolLM2 writes for Q5 under your pattern: generate it "
                     "with generate_all(..., grammar=grammar.reply_grammar(..., "
                     "answer_pattern=digit_answer)) and pass its raw_output.")
     parsed = parsing.parse_reader_output(q5_reply)
     known = set(screen.numbers_in(" ".join(_passage_texts()[p] for p in row["retrieved_ids"])))
-    known |= set(screen.numbers_in(_question_texts()["Q5"]))
+    known |= set(screen.numbers_in(row["question"]))
     invented = [n for n in screen.numbers_in(parsed.answer) if n not in known]
     if not (isinstance(q5_invented, (list, tuple))
             and sorted(map(str, q5_invented)) == sorted(invented)):
@@ -229,7 +215,7 @@ def digit_loophole(digit_answer, loophole):
     if any(ch.isdigit() for ch in parsed.answer):
         return hint("Your reply's answer holds a digit; find one without any that the "
                     "grammar still admits.")
-    if not _accepts(_ids("Q5"), loophole, digit_answer):
+    if not _accepts(_retrieved_ids()["Q5"], loophole, digit_answer):
         length, limit = _answer_tokens(parsed.answer), grammar.ANSWER_MAX_TOKENS
         return hint(f"Your grammar rejects it, as the pattern says it should: its answer "
                     f"takes {_plural(length, 'token', 'tokens')} as the matcher counts them "

@@ -3,11 +3,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from helpers import agreement, review, validity
-from helpers.baseline import BASELINE_READER
-from helpers.corruptions import CORRUPTION_READER
+from helpers import agreement, baseline, corruptions, review, validity
 from .framework import (HAND_TOLERANCE, TOLERANCE, _all_questions, _close, _figure, _first_hint,
-                        _handbook, _known, _number, _pair, _plural, _require_keys, _same_ids,
+                        _known, _number, _pair, _passage_texts, _plural, _require_keys, _same_ids,
                         _whole_number, correct, exercise, fixture_cache, hint)
 
 
@@ -19,10 +17,9 @@ def _review_rows() -> pd.DataFrame:
     from runtime import load_review, recorded_replies
 
     replies = recorded_replies()
-    rows = review.review_rows(load_review(replies=replies), replies,
-                              _handbook().set_index("passage_id")["text"].to_dict())
-    rows["group"] = rows["reader"].map({BASELINE_READER: "sentence baseline",
-                                        CORRUPTION_READER: "rule-made corruptions"}
+    rows = review.review_rows(load_review(replies=replies), replies, _passage_texts())
+    rows["group"] = rows["reader"].map({baseline.BASELINE_READER: "sentence baseline",
+                                        corruptions.CORRUPTION_READER: "rule-made corruptions"}
                                        ).fillna("the two models")
     return validity.distinct_replies(rows)
 
@@ -58,15 +55,14 @@ def kappa_by_hand(screen_kappa):
             "cells over all the rows.", [(counts.flagged_unsupported / n, "'p_o' counts agreement "
             "in both directions: the replies the screen holds and the review rejects, *and* those "
             "it lets through and the review finds supported.")])
-    one_sided = "You used one side's shares twice. For each label, multiply the screen's share " \
-                "by the review's share, then add the two products."
     _figure(p_e, "'p_e'", kappa.expected, HAND_TOLERANCE, "'p_e' adds, over the two labels, the "
             "screen's share of that label times the review's share of it (held with not "
             "supported, not flagged with supported).", [
                 (0.5, "Chance agreement is not one half: it comes from how often each side uses "
                       "each label."),
-                (bad_share ** 2 + (1 - bad_share) ** 2, one_sided),
-                (flag_share ** 2 + (1 - flag_share) ** 2, one_sided)])
+                *((share ** 2 + (1 - share) ** 2, "You used one side's shares twice. For each "
+                   "label, multiply the screen's share by the review's share, then add the two "
+                   "products.") for share in (bad_share, flag_share))])
     _figure(given, "'kappa'", kappa.value, HAND_TOLERANCE, "kappa = (p_o - p_e) / (1 - p_e).", [
         (kappa.observed - kappa.expected, "p_o - p_e is only the numerator: kappa divides it by "
                                           "the most agreement beyond chance there could be, "
@@ -93,14 +89,13 @@ def hold_everything(hold_all):
     ("The screen against the review").
     """
     _require_keys(hold_all, "hold_all", ("sensitivity", "specificity", "kappa"))
-    _, unsupported = _screen_lists()
-    counts = agreement.confusion([True] * len(unsupported), unsupported)
+    unsupported = _screen_lists()[1]
     _figure(hold_all["sensitivity"], "'sensitivity'", 1, HAND_TOLERANCE, "Sensitivity is the "
             "share of unsupported replies the screen holds; this screen holds every reply.")
     _figure(hold_all["specificity"], "'specificity'", 0, HAND_TOLERANCE, "Specificity is the "
             "share of supported replies the screen lets through.", [
                 (1, "This screen lets no reply through, supported or not."),
-                (counts.flagged_unsupported / counts.rows, "That is the precision, the "
+                (sum(unsupported) / len(unsupported), "That is the precision, the "
                  "share of held replies that are unsupported; specificity looks at the "
                  "supported replies.")])
     if hold_all["kappa"] is None or isinstance(hold_all["kappa"], str):
@@ -134,7 +129,7 @@ def only_reading_finds(misses):
     _known(misses, rows.index, f"a review ID of the record (R001 to R{len(rows):03d})")
     _same_ids(misses, expected_ids, lambda extra, _: (
         f"{extra[0]} is one of the sentence baseline's replies; list only the two models' "
-        "replies." if rows.at[extra[0], "reader"] == BASELINE_READER else
+        "replies." if rows.at[extra[0], "reader"] == baseline.BASELINE_READER else
         f"The screen holds {extra[0]}; list only the replies it lets through."
         if rows.at[extra[0], "held"] else
         f"The review does not reject {extra[0]} (its verdict is "
@@ -184,7 +179,7 @@ def none_held(sensitivity):
     low, high = (_number(end, f"the interval's {name} end")
                  for end, name in zip(interval, ("low", "high")))
     judged = _judged()
-    baseline_rows = judged[judged["reader"] == BASELINE_READER]
+    baseline_rows = judged[judged["reader"] == baseline.BASELINE_READER]
     bad = baseline_rows[baseline_rows["unsupported"]]  # the baseline's unsupported replies
     held, unsupported = int(bad["held"].sum()), len(bad)
     per_retriever = bad["decoding"].value_counts()

@@ -9,7 +9,7 @@ import regex
 
 from helpers import attacks, defences, retrieval, screen, text
 from .framework import (AnswerShapeError, _all_questions, _asked, _call, _first_hint, _handbook,
-                        _id_list, _known, _plural, _question_texts, _reply, _retrieved_ids,
+                        _id_list, _known, _plural, _questions, _reply, _retrieved_ids,
                         _riverton, _same_ids, _tfidf, correct, exercise, fixture_cache, hint)
 
 
@@ -17,19 +17,18 @@ from .framework import (AnswerShapeError, _all_questions, _asked, _call, _first_
 def _attack_fixture():
     from runtime import load_attack_fixture
 
-    riverton = _riverton()
-    return load_attack_fixture(handbook=riverton.handbook, metadata=riverton.metadata)
+    return load_attack_fixture(handbook=_handbook(), metadata=_riverton().metadata)
 
 
 @fixture_cache
 def _attack_inputs() -> dict[tuple[str, str], Any]:
     """Lesson 5's retrieval for every attack, by (attack, condition): the run without it,
-    and, under it, wording 1 with its planted passage first (what the controls answer)."""
+    and, under it, wording 1 (the attack's own row, as attack_reader_inputs takes it when
+    given no wordings) with its planted passage first (what the controls answer)."""
     fixture = _attack_fixture()
     frame = attacks.attack_reader_inputs(fixture.questions, _handbook(), fixture.passages,
-                                         fixture.wordings, metadata=_riverton().metadata)
-    chosen = frame[(frame["condition"] == attacks.WITHOUT_ATTACK)
-                   | ((frame["wording"] == 1) & (frame["position"] == "first"))]
+                                         metadata=_riverton().metadata)
+    chosen = frame[frame["position"] != "last"]  # "none" without the attack, "first" under it
     return {(row.attack_id, row.condition): row for row in chosen.itertuples(index=False)}
 
 
@@ -41,18 +40,11 @@ def _handbook_index() -> pd.DataFrame:
 
 
 @fixture_cache
-def _ranked(which: str) -> pd.DataFrame:
-    """tf-idf's top three over the handbook for all 42 ordinary questions ("ordinary") or
-    the page's evasions ("evasions")."""
-    asked = (_all_questions() if which == "ordinary" else
-             _attack_fixture().evasions.rename(columns={"evasion_id": "question_id"}))
-    return _tfidf().rank(asked, k=3)
-
-
-def _topics_of(question_id: str, ranked: pd.DataFrame):
-    """The topic lesson 5's rule reads from a ranking over the handbook: that of the first
-    passage, if it scores enough (:func:`helpers.defences.routing_topics`)."""
-    hits = ranked[ranked["question_id"] == question_id].sort_values("rank")
+def _topics(question: str) -> list[tuple[str, str]]:
+    """The topic lesson 5's rule reads for a question: that of the first passage tf-idf
+    ranks for it over the handbook, if it scores enough
+    (:func:`helpers.defences.routing_topics`)."""
+    hits = _tfidf().rank(_asked("asked", question))
     return defences.routing_topics(list(hits["passage_id"]), list(hits["score"]),
                                    _handbook_index())
 
@@ -63,9 +55,9 @@ def _route_cases() -> list[tuple[str, str, list, bool]]:
     every attack question with and without its attack. A question asks about child care
     when its gold passage, or for an attack question a retrieved passage, is the
     child-care passage."""
-    ranked, passage = _ranked("ordinary"), _child_care_passage()
-    ordinary = [(q.question_id, q.question, _topics_of(q.question_id, ranked),
-                 q.gold_passage_id == passage) for q in _all_questions().itertuples(index=False)]
+    passage = _child_care_passage()
+    ordinary = [(q.question_id, q.question, _topics(q.question), q.gold_passage_id == passage)
+                for q in _all_questions().itertuples(index=False)]
     return ordinary + [(f"{attack_id} ({condition})", row.question, defences.routing_topics(
         row.retrieved_ids, row.retrieved_scores, row.index_passages), passage in row.retrieved_ids)
         for (attack_id, condition), row in _attack_inputs().items()]
@@ -74,17 +66,6 @@ def _route_cases() -> list[tuple[str, str, list, bool]]:
 def _child_care_passage() -> str:
     """The handbook passage A06's question retrieves first without its attack (H13)."""
     return _attack_inputs()[("A06", attacks.WITHOUT_ATTACK)].retrieved_ids[0]
-
-
-def _term_mapping(value: Any, name: str) -> dict[str, frozenset[str]]:
-    if not isinstance(value, Mapping):
-        raise AnswerShapeError(f"{name} must be a dict: {{category: a set of words}}")
-    for category, words in value.items():
-        if isinstance(words, str) or not isinstance(words, Iterable) or not all(
-                isinstance(w, str) for w in words):
-            raise AnswerShapeError(f"{name}[{category!r}] must be a set of words"
-                                   + (", not one string" if isinstance(words, str) else ""))
-    return {str(category): frozenset(words) for category, words in value.items()}
 
 
 @exercise("5.1", "Route child care to a person", expects="my_topics (a dict from handbook "
@@ -103,7 +84,14 @@ def route_child_care(my_topics, my_terms, also_routed):
             isinstance(k, str) and isinstance(v, str) for k, v in my_topics.items()):
         return hint("my_topics must be a dict from a handbook topic to a category name, like "
                     "defences.ROUTED_TOPICS.")
-    terms = _term_mapping(my_terms, "my_terms")
+    if not isinstance(my_terms, Mapping):
+        raise AnswerShapeError("my_terms must be a dict: {category: a set of words}")
+    for category, words in my_terms.items():
+        if isinstance(words, str) or not isinstance(words, Iterable) or not all(
+                isinstance(w, str) for w in words):
+            raise AnswerShapeError(f"my_terms[{category!r}] must be a set of words"
+                                   + (", not one string" if isinstance(words, str) else ""))
+    terms = {str(category): frozenset(words) for category, words in my_terms.items()}
     unmatchable = sorted(w for words in terms.values() for w in words
                          if " ".join(text.tokenize(w)) != w)
     dropped = sorted(topic for topic, category in defences.ROUTED_TOPICS.items()
@@ -129,7 +117,7 @@ def route_child_care(my_topics, my_terms, also_routed):
                       "retrieve, and which topic does that passage carry?"),
         (stray, lambda: f"Your rule also sends {stray[0]} to a person, and it is not about child "
                         "care: route the new kind of question, not more."))
-    ids = list(_question_texts())
+    ids = list(_questions()["question_id"])
     expected = sorted(q for q in ids if after[q] and not before[q])
     given = sorted(set(_id_list(also_routed, "also_routed")))
     _known(given, ids, f"one of lesson 1's {len(ids)} questions ({ids[0]} to {ids[-1]})")
@@ -262,21 +250,19 @@ def two_programs(my_disagree):
                    "stale contradictions of the handbook are still flagged.")
 
 
-def _route(question: str, question_id: str, ranked: pd.DataFrame | None = None):
-    """Lesson 5's rule on a question, reading the topics of ``ranked`` (its top three from
-    tf-idf over the handbook, retrieved afresh when None)."""
-    ranked = _tfidf().rank(_asked(question_id, question)) if ranked is None else ranked
-    return defences.route_question(question, _topics_of(question_id, ranked))
+def _route(question: str):
+    """Lesson 5's rule on a question, reading the topic of what tf-idf retrieves for it."""
+    return defences.route_question(question, _topics(question))
 
 
-def _fixed_route(my_fix, question: str, question_id: str):
+def _fixed_route(my_fix, question: str):
     """The lesson's rule on ``my_fix(question)``, retrieved afresh: a fix changes what
     tf-idf finds as well as the words the rule reads."""
     fixed = _call(my_fix, "my_fix", question)
     if not isinstance(fixed, str):
         raise AnswerShapeError(f"my_fix must return a string; for {question!r} it returned "
                                f"{type(fixed).__name__}")
-    return fixed, _route(fixed, question_id)
+    return fixed, _route(fixed)
 
 
 @exercise("5.4", "Evade the router, then fix it", expects="my_evasion (a question, a string) "
@@ -294,31 +280,27 @@ def evade_and_fix(my_evasion, my_fix):
                                                                     "question, a string."),
         (not callable(my_fix), "my_fix must be a function: def my_fix(question): ... return "
                                "question"))
-    before = _route(my_evasion, "MINE")
+    before = _route(my_evasion)
     if before.to_person:
         return hint(f"The lesson's rule already sends your question to a person "
                     f"({'; '.join(before.reasons)}): reword it so that no routed word is "
                     "left and tf-idf finds no routed passage.")
-    fixed, after = _fixed_route(my_fix, my_evasion, "MINE")
+    fixed, after = _fixed_route(my_fix, my_evasion)
     _first_hint(
         (not after.to_person, f"Your fix turns your question into {fixed!r}, which still goes to "
                               "the reader. What did your rewording hide from the word lists?"),
         (not any(reason.startswith("eligibility") for reason in after.reasons), "Your fix routes "
          f"your question, but not as an eligibility question ({'; '.join(after.reasons)}): the "
          "evasion is of A04, an applicant's age."))
-    ranked = _ranked("evasions")
     passing = [e for e in _attack_fixture().evasions.itertuples(index=False)
-               if not _route(e.question, e.evasion_id, ranked).to_person]
-    caught = [e.evasion_id for e in passing
-              if _fixed_route(my_fix, e.question, e.evasion_id)[1].to_person]
+               if not _route(e.question).to_person]
+    caught = [e.evasion_id for e in passing if _fixed_route(my_fix, e.question)[1].to_person]
     if not caught:
         return hint(f"Your fix catches your own question only; of the {len(passing)} evasions "
                     "on this page that reach the reader, it routes none. Make it a rule for "
                     "a style of evasion, not for one question.")
-    ranked = _ranked("ordinary")
     added = [q.question_id for q in _all_questions().itertuples(index=False)
-             if _fixed_route(my_fix, q.question, q.question_id)[1].to_person
-             and not _route(q.question, q.question_id, ranked).to_person]
+             if _fixed_route(my_fix, q.question)[1].to_person and not _route(q.question).to_person]
     if added:
         return hint(f"Your fix also sends "
                     f"{_plural(len(added), 'ordinary question', 'ordinary questions')} "

@@ -23,7 +23,7 @@ from exercise_cells import LESSONS, check_key, exercise_cells, section_index
 
 import exercises
 from exercises import CORRECT, HINT, NOT_ATTEMPTED, VERDICT_MIME, Verdict, framework
-from helpers import defences
+from helpers import defences, scoring
 from runtime.paths import DATA_DIR, LESSONS_DIR, PROJECT_ROOT
 
 # A function body of an F1 that treats tokens as a set, one that does not normalise, one
@@ -53,6 +53,13 @@ _BAD = ("_bad = judged[(judged['reader'] == baseline.BASELINE_READER) & judged['
 # The screen's 2x2 counts and kappa on the systems' distinct replies (exercises 4.1 and 4.5).
 _SCREEN = ("c = agreement.confusion(judged['held'].tolist(), judged['unsupported'].tolist())\n"
            "k = agreement.table_kappa(c)\n")
+# Exercise 2.2's answer with the tops of DSC-104 by tf-idf and dense (no hit for DSC-106).
+_CODE_TOPS = ('code_tops = {"When does DSC-104 meet?": {"tf-idf": "%s", "dense": "%s", "hybrid": "H09"}, '
+              '"When does DSC-106 meet?": {"tf-idf": None, "dense": None, "hybrid": None}}')
+# Answers to exercises 5.1 (child care routed), 5.2 (a planted room) and 5.4 (one evasion).
+_ROUTED = "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
+_ROOM_221 = 'planted_text, reply = "Free child care during evening classes is in Room 221.", '
+_EVASION = 'my_evasion, my_fix = "Is the f0rklift course open to a sixteen-year-old?", '
 
 #: Deliberately wrong answers: (exercise, code that sets the answer, part of the hint).
 WRONG_ANSWERS = [
@@ -87,15 +94,9 @@ WRONG_ANSWERS = [
             '"answer": "photo ID"}', "outside the top three the reader sees"),
     ("2.1", 'paraphrase = {"passage_id": "H01", "question": "What colour are the walls where lessons take place?", '
             '"answer": "pale blue"}', "is not in H01"),
-    ("2.2", 'code_tops = {"When does DSC-104 meet?": {"tf-idf": "H09", "dense": "H09", "hybrid": "H09"}, '
-            '"When does DSC-106 meet?": {"tf-idf": None, "dense": None, "hybrid": None}}',
-     "you give dense the passage that tf-idf ranks first"),
-    ("2.2", 'code_tops = {"When does DSC-104 meet?": {"tf-idf": "H09", "dense": "H10", "hybrid": "H09"}, '
-            '"When does DSC-106 meet?": {"tf-idf": None, "dense": None, "hybrid": None}}',
-     "tf-idf does retrieve passages for 'When does DSC-106 meet?'"),
-    ("2.2", 'code_tops = {"When does DSC-104 meet?": {"tf-idf": "H9", "dense": "H10", "hybrid": "H09"}, '
-            '"When does DSC-106 meet?": {"tf-idf": None, "dense": None, "hybrid": None}}',
-     "'H9' is not a handbook passage ID"),
+    ("2.2", _CODE_TOPS % ("H09", "H09"), "you give dense the passage that tf-idf ranks first"),
+    ("2.2", _CODE_TOPS % ("H09", "H10"), "tf-idf does retrieve passages for 'When does DSC-106 meet?'"),
+    ("2.2", _CODE_TOPS % ("H9", "H10"), "'H9' is not a handbook passage ID"),
     ("2.3", 'tuning = {"best_on_original": [0.5], "extended_mrr_range": (0, 1), "best_on_extended": [0.5]}',
      "More weights tie at the best MRR on the original six"),
     ("2.3", 'tuning = {"best_on_original": [0.75, 0.8, 0.85], "extended_mrr_range": (0, 1), '
@@ -164,47 +165,36 @@ WRONG_ANSWERS = [
             "batch = {'sensitivity': se, 'specificity': sp, 'corrected': 0.7}", "the pass rate itself"),
     ("5.1", "my_topics, my_terms, also_routed = defences.ROUTED_TOPICS, defences.QUESTION_TERMS, []",
      "A06 (without the attack) still goes to the reader"),
-    ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
-            "{**defences.QUESTION_TERMS, 'care': {'Kid'}}, []", "'Kid' can never match"),
-    ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
-            "{**defences.QUESTION_TERMS, 'care': {'kid', 'parking'}}, []",
+    ("5.1", _ROUTED + "{**defences.QUESTION_TERMS, 'care': {'Kid'}}, []", "'Kid' can never match"),
+    ("5.1", _ROUTED + "{**defences.QUESTION_TERMS, 'care': {'kid', 'parking'}}, []",
      "Your rule also sends Q5 to a person"),
     ("5.1", "my_topics, my_terms, also_routed = {'child care': 'care'}, defences.QUESTION_TERMS, []",
      "Your rule leaves out 'data eligibility'"),
-    ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
-            "defences.QUESTION_TERMS, ['Q3']", "Q3 still goes to the reader under your rule"),
-    ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
-            "defences.QUESTION_TERMS, ['Q9']", "'Q9' is not one of lesson 1's 6 questions (Q1 to Q6)"),
-    ("5.1", "my_topics, my_terms, also_routed = {**defences.ROUTED_TOPICS, 'child care': 'care'}, "
-            "{**defences.QUESTION_TERMS, 'care': {'kid'}}, []", "sends 1 more of lesson 1's 6 questions to a person than you list"),
+    ("5.1", _ROUTED + "defences.QUESTION_TERMS, ['Q3']", "Q3 still goes to the reader under your rule"),
+    ("5.1", _ROUTED + "defences.QUESTION_TERMS, ['Q9']", "'Q9' is not one of lesson 1's 6 questions (Q1 to Q6)"),
+    ("5.1", _ROUTED + "{**defences.QUESTION_TERMS, 'care': {'kid'}}, []",
+     "sends 1 more of lesson 1's 6 questions to a person than you list"),
     ("5.2", 'planted_text, reply = "Parking costs $7 a day.", "Answer: Room 7\\nSources: P09"',
      "must put free child care in a room"),
     ("5.2", 'planted_text, reply = "Childcare is in Room 7.", "Answer: Room 7\\nSources: P09"',
      "P09 is not among the three passages retrieved"),
-    ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 221.", '
-            '"Answer: Room 221\\nSources: H13"', "Cite your planted passage, P09"),
+    ("5.2", _ROOM_221 + '"Answer: Room 221\\nSources: H13"', "Cite your planted passage, P09"),
     ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 104.", '
             '"Answer: Room 104\\nSources: P09"', "Every figure in your answer appears in the handbook"),
-    ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 221.", '
-            '"Answer: Room 222\\nSources: P09"', "reply must give the room your passage puts"),
-    ("5.2", 'planted_text, reply = "Free child care during evening classes is in Room 221.", '
-            '"Answer: Room 221 from 6 to 9\\nSources: P09"', "The screen holds it (numbers_supported)"),
+    ("5.2", _ROOM_221 + '"Answer: Room 222\\nSources: P09"', "reply must give the room your passage puts"),
+    ("5.2", _ROOM_221 + '"Answer: Room 221 from 6 to 9\\nSources: P09"',
+     "The screen holds it (numbers_supported)"),
     ("5.3", "my_disagree = lambda first, second: True", "Your check flags V02 and V03"),
     ("5.3", "my_disagree = lambda first, second: False", "Your check no longer flags"),
     ("5.3", "my_disagree = 42", "my_disagree must be a function"),
     ("5.4", 'my_evasion, my_fix = "Can a 16-year-old take the forklift course?", lambda q: q',
      "The lesson's rule already sends your question to a person"),
-    ("5.4", 'my_evasion, my_fix = "Is the f0rklift course open to a sixteen-year-old?", lambda q: q',
-     "which still goes to the reader"),
-    ("5.4", 'my_evasion, my_fix = "Is the f0rklift course open to a sixteen-year-old?", '
-            'lambda q: q + " How much is the fee?"', "but not as an eligibility question"),
-    ("5.4", 'my_evasion, my_fix = "Is the f0rklift course open to a sixteen-year-old?", '
-            'lambda q: q.replace("open to a sixteen-year-old", "open to a 16-year-old")',
+    ("5.4", _EVASION + "lambda q: q", "which still goes to the reader"),
+    ("5.4", _EVASION + 'lambda q: q + " How much is the fee?"', "but not as an eligibility question"),
+    ("5.4", _EVASION + 'lambda q: q.replace("open to a sixteen-year-old", "open to a 16-year-old")',
      "Your fix catches your own question only"),
-    ("5.4", 'my_evasion, my_fix = "Is the f0rklift course open to a sixteen-year-old?", '
-            'lambda q: q + " Am I eligible?"', "to a person that the lesson's rule did not"),
-    ("5.4", 'my_evasion, my_fix = "Is the f0rklift course open to a sixteen-year-old?", 42',
-     "my_fix must be a function"),
+    ("5.4", _EVASION + 'lambda q: q + " Am I eligible?"', "to a person that the lesson's rule did not"),
+    ("5.4", _EVASION + "42", "my_fix must be a function"),
 ]
 
 
@@ -260,6 +250,9 @@ def test_every_checker_is_documented_and_has_a_deliberately_wrong_answer():
     assert {key for key, *_ in WRONG_ANSWERS} == set(exercises.EXERCISES)
     for key, entry in exercises.EXERCISES.items():
         assert entry.checker.__doc__.startswith(f"Lesson {entry.lesson}, exercise {key}:")
+    # Exercise 5.2's task names its planted passage once; its checker names no other.
+    assert exercises.EXERCISES["5.2"].expects.count("P09") == 1
+    assert "P05" not in exercises.EXERCISES["5.2"].checker.__doc__
     with pytest.raises(ValueError, match="must start 'Lesson 9, exercise 9.1:'"):
         @exercises.exercise("9.1", "Nothing", expects="nothing")
         def undocumented(answer):
@@ -296,14 +289,6 @@ def test_an_unusable_answer_gets_a_hint_that_names_the_expected_form():
 # --------------------------------------------------------------------------- checker faults
 
 
-def _module_checker(source: str, name: str):
-    """A function compiled as if it were written in exercises/framework.py (its
-    globals are a copy of the module's), so that it counts as a checker written there."""
-    namespace = dict(vars(framework))
-    exec(compile(textwrap.dedent(source), framework.__file__, "exec"), namespace)
-    return namespace[name]
-
-
 def test_a_fault_of_the_checker_is_raised_never_shown_as_a_hint(monkeypatch):
     monkeypatch.setattr(framework, "EXERCISES", {})
 
@@ -314,14 +299,17 @@ def test_a_fault_of_the_checker_is_raised_never_shown_as_a_hint(monkeypatch):
         assert len(expected) == 2, "the checker's own table is incomplete"
         return exercises.correct()
 
-    # A KeyError, raised in a checker's own body in the module, with the answer at hand.
-    own_lookup = _module_checker('''
+    # A KeyError, raised in a checker's own body in the module, with the answer at hand: a
+    # function compiled as if it were written in exercises/framework.py (its globals are a
+    # copy of the module's), so that it counts as a checker written there.
+    namespace = dict(vars(framework))
+    exec(compile(textwrap.dedent('''
         def own_lookup(answer):
             """Lesson 9, exercise 9.2: a checker that looks up an ID its table lacks."""
             expected = {"H01": 1.0}
             return correct() if _close(answer, expected["H02"], TOLERANCE) else hint("no")
-        ''', "own_lookup")
-    exercises.exercise("9.2", "A missing key", expects="a number")(own_lookup)
+        '''), framework.__file__, "exec"), namespace)
+    exercises.exercise("9.2", "A missing key", expects="a number")(namespace["own_lookup"])
 
     with pytest.raises(AssertionError, match="the checker's own table is incomplete"):
         exercises.check("9.1", 1.0)
@@ -373,7 +361,6 @@ def test_an_answer_the_check_cannot_read_gets_the_shape_hint(key, answers, expec
 
 def _fill_caches() -> None:
     framework._retrieved_ids()
-    framework._extended_questions()
     framework._tfidf(frozenset())
     exercises.lesson4._review_rows()  # caches of the lessons' own modules too
     exercises.lesson5._attack_fixture()
@@ -471,56 +458,49 @@ def test_a_check_answers_from_the_fixture_as_it_is_now(tmp_path):
     assert "(numbers_supported)" in old, old
 
 
-def test_the_checks_accept_what_their_tasks_allow_and_refuse_what_they_forbid():
-    """Answers tried by a reader nobody tuned the checks against: before these fixes each
-    verdict below was wrong (a right answer refused, a wrong one accepted, an error raised
-    into the notebook instead of a hint)."""
-    from helpers import scoring
-
-    def says(key, *answers):
-        verdict = exercises.check(key, *answers)
-        return verdict.status, verdict.message
-
+_HELD = "Answer: NOT IN HANDBOOK\nSources: H08"
+_WALLS = {"passage_id": "H01", "question": "What colour are the walls where lessons take place?"}
+#: Answers tried by a reader nobody tuned the checks against: before these fixes each
+#: verdict below was wrong (a right answer refused, a wrong one accepted, an error raised
+#: into the notebook instead of a hint). (exercise, answers, status, part of the message)
+UNTUNED = [
     # 1.2: Q3 is not one of "the other questions".
-    status, message = says("1.2", ["H01", "H04", "H08"], ["Q3", "Q5"])
-    assert status == HINT and "the *other* questions" in message
-    assert says("1.2", ["H01", "H04", "H08"], ["Q5"])[0] == CORRECT
+    ("1.2", (["H01", "H04", "H08"], ["Q3", "Q5"]), HINT, "the *other* questions"),
+    ("1.2", (["H01", "H04", "H08"], ["Q5"]), CORRECT, ""),
     # 1.3: the task forbids calling the lesson's scorer, however it is reached.
-    for forbidden in (scoring.token_f1, lambda p, r: scoring.token_f1(p, r),
-                      lambda p, r: scoring.best_reference_scores(p, [r])[1]):
-        status, message = says("1.3", forbidden)
-        assert status == HINT and "Write token F1 yourself" in message
+    *[("1.3", (forbidden,), HINT, "Write token F1 yourself") for forbidden in (
+        scoring.token_f1, lambda p, r: scoring.token_f1(p, r),
+        lambda p, r: scoring.best_reference_scores(p, [r])[1])],
     # 1.4: an amount in words states a stipend the screen cannot judge; H08's own is refused.
-    held = "Answer: NOT IN HANDBOOK\nSources: H08"
-    status, message = says("1.4", held, "Answer: two hundred dollars per week\nSources: H08")
-    assert status == CORRECT and "An amount in words has no digit" in message
-    status, message = says("1.4", held, "Answer: one hundred and fifty dollars a week\nSources: H08")
-    assert status == HINT and "That is the stipend H08 gives" in message
+    ("1.4", (_HELD, "Answer: two hundred dollars per week\nSources: H08"), CORRECT,
+     "An amount in words has no digit"),
+    ("1.4", (_HELD, "Answer: one hundred and fifty dollars a week\nSources: H08"), HINT,
+     "That is the stipend H08 gives"),
     # 2.1: a question its passage cannot answer is no paraphrase of it.
-    walls = {"passage_id": "H01", "question": "What colour are the walls where lessons take place?"}
-    assert "has no key 'answer'" in says("2.1", walls)[1]
-    status, message = says("2.1", {**walls, "answer": "pale blue"})
-    assert status == HINT and "'pale blue' is not in H01" in message
-    status, _ = says("2.1", {"passage_id": "H05", "question": "Is my commute by coach covered "
-                             "during the opening weeks?", "answer": "bus passes are provided"})
-    assert status == CORRECT
+    ("2.1", (_WALLS,), HINT, "has no key 'answer'"),
+    ("2.1", ({**_WALLS, "answer": "pale blue"},), HINT, "'pale blue' is not in H01"),
+    ("2.1", ({"passage_id": "H05", "question": "Is my commute by coach covered during the opening weeks?",
+              "answer": "bus passes are provided"},), CORRECT, ""),
     # 5.1: words that route questions about anything but child care are too broad.
-    broad = {**defences.QUESTION_TERMS, "care": {"kid", "kids", "classes", "night", "evening"}}
-    status, message = says("5.1", {**defences.ROUTED_TOPICS, "child care": "care"}, broad, ["Q3"])
-    assert status == HINT and "and it is not about child care" in message
+    ("5.1", ({**defences.ROUTED_TOPICS, "child care": "care"},
+             {**defences.QUESTION_TERMS, "care": {"kid", "kids", "classes", "night", "evening"}}, ["Q3"]),
+     HINT, "and it is not about child care"),
     # 5.2: the planted passage must put child care in a room, and the reply give that room.
-    status, message = says("5.2", "Free child care is offered during evening classes. Room 221 "
-                           "holds the spreadsheet workshop.", "Answer: Room 221\nSources: P09")
-    assert status == HINT and "put free child care in a room" in message
-    assert exercises.EXERCISES["5.2"].expects.count("P09") == 1
-    assert "P05" not in exercises.EXERCISES["5.2"].checker.__doc__
+    ("5.2", ("Free child care is offered during evening classes. Room 221 holds the spreadsheet "
+             "workshop.", "Answer: Room 221\nSources: P09"), HINT, "put free child care in a room"),
     # 5.3 and 5.4: a function of the wrong shape, or one that raises, gets a hint.
-    status, message = says("5.3", lambda first: True)
-    assert status == HINT and "my_disagree must take 2 arguments" in message
-    status, message = says("5.3", lambda first, second: 1 / 0)
-    assert status == HINT and "raised ZeroDivisionError" in message
-    status, message = says("5.4", "Is the f0rklift course open to a sixteen-year-old?", lambda: "?")
-    assert status == HINT and "my_fix must take 1 argument" in message
+    ("5.3", (lambda first: True,), HINT, "my_disagree must take 2 arguments"),
+    ("5.3", (lambda first, second: 1 / 0,), HINT, "raised ZeroDivisionError"),
+    ("5.4", ("Is the f0rklift course open to a sixteen-year-old?", lambda: "?"), HINT,
+     "my_fix must take 1 argument"),
+]
+
+
+@pytest.mark.parametrize(("key", "answers", "status", "said"), UNTUNED,
+                         ids=[f"{key}-{i}" for i, (key, *_) in enumerate(UNTUNED)])
+def test_the_checks_accept_what_their_tasks_allow_and_refuse_what_they_forbid(key, answers, status, said):
+    verdict = exercises.check(key, *answers)
+    assert verdict.status == status and said in verdict.message, verdict
 
 
 @pytest.mark.slow  # loads SmolLM2's tokenizer with its model
