@@ -18,7 +18,6 @@ from helpers.prompts import retrieve_and_prompt
 
 from .fixture import EXTENDED_QUESTIONS_FILE, load_attack_fixture, load_riverton
 from .lessons import ATTACK_COLLECTION, ORDINARY_COLLECTION
-from .paths import DATA_DIR
 from .readers import generate_all
 
 #: The columns of :func:`run_attacks`' table, in order.
@@ -92,14 +91,13 @@ def ordinary_inputs(questions: pd.DataFrame, retrieved: pd.DataFrame, handbook: 
 RECORD_SETS = ("attacks", "ordinary")
 
 
-def record_prompts(which: str, data_dir=DATA_DIR,
-                   attack_ids: Sequence[str] | None = None) -> pd.DataFrame:
+def record_prompts(which: str, attack_ids: Sequence[str] | None = None) -> pd.DataFrame:
     """The prompts ``record attacks --prompts WHICH`` sends, one row each: ``question_id``
     (the attack's or the question's ID), ``collection``, ``messages`` and
     ``retrieved_ids``; ``attack_ids`` keeps the prompts of those attacks only."""
-    riverton = load_riverton(data_dir)
+    riverton = load_riverton()
     if which == "attacks":
-        fixture = load_attack_fixture(data_dir, riverton.handbook, riverton.metadata)
+        fixture = load_attack_fixture(handbook=riverton.handbook, metadata=riverton.metadata)
         chosen = fixture.questions
         if unknown := sorted(set(attack_ids or ()) - set(chosen["attack_id"])):
             raise ValueError(f"no attack {', '.join(unknown)}; the attacks are "
@@ -112,7 +110,7 @@ def record_prompts(which: str, data_dir=DATA_DIR,
                              collection=ATTACK_COLLECTION + asked["attack_id"])
         return asked[["question_id", "messages", "retrieved_ids", "collection"]]
     if which == "ordinary":
-        extended = load_riverton(data_dir, EXTENDED_QUESTIONS_FILE).questions
+        extended = load_riverton(questions=EXTENDED_QUESTIONS_FILE).questions
         questions = pd.concat([riverton.questions, extended], ignore_index=True)
         retrieved, _ = retrieve_and_prompt(questions, riverton.handbook)
         inputs = ordinary_inputs(questions, retrieved, riverton.handbook,

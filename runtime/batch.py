@@ -81,12 +81,10 @@ def _prefill(model, prompts: Sequence[Sequence[int]], pad_id: int):
     rests = [list(p[shared:]) for p in prompts]
     width = max(len(p) for p in rests)
     input_ids = torch.full((n, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((n, shared + width), dtype=torch.long)
-    mask[:, :shared] = 1
-    for row, rest in enumerate(rests):
-        if rest:
-            input_ids[row, width - len(rest):] = torch.tensor(rest, dtype=torch.long)
-            mask[row, shared + width - len(rest):] = 1
+    mask = torch.ones((n, shared + width), dtype=torch.long)
+    for row, rest in enumerate(rests):  # never empty: the shared part leaves each a token
+        input_ids[row, width - len(rest):] = torch.tensor(rest, dtype=torch.long)
+        mask[row, shared:shared + width - len(rest)] = 0  # the padding
     # Each row counts positions from its own first token; padding sits at position 0, hidden.
     positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, shared:]
     output = model(input_ids=input_ids, attention_mask=mask, position_ids=positions,
@@ -96,13 +94,13 @@ def _prefill(model, prompts: Sequence[Sequence[int]], pad_id: int):
 
 def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int,
                  repetition_penalty: float, eos_ids: set[int], pad_id: int,
-                 allowed: Sequence[Allowed | None] | None = None,
+                 allowed: Sequence[Allowed | None],
                  first_scores: Callable | None = None) -> list[list[int]]:
     """The greedy reply to each prompt (token ids), decoded together.
 
     Each row's ids stop after its first end-of-sequence token (included) or after
-    ``max_new_tokens``. ``allowed`` gives each row's grammar (see :data:`Allowed`), or
-    None for none. The beginning all prompts share (the lesson's instructions) is read
+    ``max_new_tokens``. ``allowed`` gives each row's grammar (see :data:`Allowed`; None:
+    none). The beginning all prompts share (the lesson's instructions) is read
     once, and each row then reads only the rest of its prompt, padded on the left between
     the two. A row that has finished leaves the batch, so that no later step computes it.
     ``first_scores``, if given, is called with the scores (rows x vocabulary) that the
@@ -111,15 +109,11 @@ def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int
     import torch
 
     n = len(prompts)
-    if n == 0:
-        return []
-    allowed = list(allowed) if allowed is not None else [None] * n
     cache, mask, positions, logits = _prefill(model, prompts, pad_id)
     vocabulary = model.get_output_embeddings().weight.shape[0]
     seen = torch.zeros((n, vocabulary), dtype=torch.bool)
     for row, prompt in enumerate(prompts):
         seen[row, list(prompt)] = True
-    eos = {int(i) for i in eos_ids}
     replies: list[list[int]] = [[] for _ in range(n)]
     active = list(range(n))  # the rows still decoding, in the order of the tensors
     if first_scores is not None:
@@ -132,7 +126,7 @@ def greedy_batch(model, prompts: Sequence[Sequence[int]], *, max_new_tokens: int
             token = int(chosen[place])
             replies[row].append(token)
             seen[row, token] = True
-            if not (token in eos or len(replies[row]) >= max_new_tokens):
+            if not (token in eos_ids or len(replies[row]) >= max_new_tokens):
                 keep.append(place)
         if not keep:
             break

@@ -50,24 +50,19 @@ from .reviews import blind_text, check_reviews, corruption_replies, judge_replie
 from .server import ServerError
 
 
-def recorder_label(command: str, constrained: bool, grammar: str = "the reply grammar") -> str:
-    """Who recorded: the command and the library versions, nothing about the host."""
-    versions = package_versions("transformers", "torch", *(["llguidance"] if constrained else []))
-    decoding = f"greedy under {grammar}" if constrained else "greedy"
-    return f"{command} ({versions}, CPU, {decoding})"
-
-
-def entries_of(reader, inputs: pd.DataFrame, replies: list, collection,
-               recorded_by: str | None, command: str, constrained: bool = False,
-               grammar_name: str = "the reply grammar") -> list[Reply]:
-    """``replies`` (of :func:`runtime.readers.generate_all`) to the prompts of ``inputs`` as
-    the transcript records them; ``collection`` is a name, or a column of ``inputs``. A reply
-    under a grammar that did not complete it is refused: nothing is recorded."""
-    if reader.mode not in ("live", "server"):
-        raise ReaderError(f"recording needs a live or server reader, not a {reader.mode} one")
+def entries_of(reader, inputs: pd.DataFrame, replies: list, collection, command: str,
+               constrained: bool = False, grammar_name: str = "the reply grammar") -> list[Reply]:
+    """``replies`` (of :func:`runtime.readers.generate_all`, by a live or a server reader)
+    to the prompts of ``inputs`` as the transcript records them; ``collection`` is a name,
+    or a column of ``inputs``. Who recorded them: the command and the library versions, or
+    the server's engine, nothing about the host. A reply under a grammar that did not
+    complete it is refused: nothing is recorded."""
     served = reader.mode == "server"
-    recorded_by = recorded_by or (reader.recorder_label(constrained) if served else
-                                  recorder_label(command, constrained, grammar_name))
+    decoding = f"greedy under {grammar_name}" if constrained else "greedy"
+    versions = package_versions("transformers", "torch", *(["llguidance"] if constrained else []))
+    recorded_by = (
+        f"server {reader.server.engine_label}" + (f", {decoding}" if constrained else "")
+        if served else f"{command} ({versions}, CPU, {decoding})")
     for reply in replies:
         if reply.grammar_complete is False or (constrained and not reply.ended_by_eos):
             source = f" from {reader.url}" if served else ""
@@ -87,10 +82,8 @@ def _reader(args):
     read_transcript(args.transcript)
     if not args.server:
         return load_reader(args.reader, mode="live", allow_download=args.allow_download)
-    reader = load_reader(args.reader, mode="server", url=args.server,
-                         concurrency=args.concurrency, timeout=args.timeout)
-    print(f"server {reader.url}: {reader.server.engine_label} serving "
-          f"{reader.server.label}; {reader.server.revision_note}")
+    reader = load_reader(args.reader, mode="server", url=args.server)
+    print(f"{reader.url}: {reader.server.provenance}")
     if args.constrained and reader.server.engine.grammar != "lark":
         raise ServerError(reader.url, None, (
             f"a constrained reply is keyed by lesson 3's llguidance grammar, so that it replays "
@@ -104,9 +97,8 @@ def _reader(args):
 def _record(args, reader, inputs, collection: str, command: str) -> list[Reply]:
     """Ask ``reader`` every prompt of ``inputs`` and merge the replies into the transcript."""
     replies = generate_all(reader, inputs, constrained=args.constrained).attrs["generations"]
-    recorded_by = vars(args).get("recorded_by")  # only `record reader` takes --recorded-by
-    return record_into(entries_of(reader, inputs, replies, collection, recorded_by, command,
-                                  args.constrained), args.transcript)
+    return record_into(entries_of(reader, inputs, replies, collection, command, args.constrained),
+                       args.transcript)
 
 
 def record_reader(args) -> list[Reply]:
@@ -140,7 +132,7 @@ def record_judge(args) -> list[Reply]:
             return []
     replies = judge_replies(judge, requests)
     assert_judge_parsed(replies)
-    new = entries_of(judge, requests, list(replies["judge_generation"]), "judge", None,
+    new = entries_of(judge, requests, list(replies["judge_generation"]), "judge",
                      "python -m runtime record judge", True, "the yes-or-no grammar")
     record_into(kept + new, args.transcript)
     return new
@@ -155,10 +147,9 @@ def record_attacks(args) -> list[Reply]:
 def record_corruptions(args) -> list[Reply]:
     """Lesson 4's rule-made corruptions, computed from the review now: their replies into
     the transcript, their rules and sources into ``corrupted-replies.csv``."""
-    rows, entries = corruption_replies(args.data_dir, args.transcript)
+    rows, entries = corruption_replies(args.transcript)
     record_into(entries, args.transcript)
-    write_csv_atomic(Path(args.data_dir) / CORRUPTIONS_FILE, SCHEMAS[CORRUPTIONS_FILE].columns,
-                     rows)
+    write_csv_atomic(DATA_DIR / CORRUPTIONS_FILE, SCHEMAS[CORRUPTIONS_FILE].columns, rows)
     print(f"wrote {len(rows)} rows to {CORRUPTIONS_FILE}; after a deliberate change, run "
           f"`python -m runtime data update-metadata {CORRUPTIONS_FILE}`")
     return entries
@@ -181,25 +172,24 @@ def _choose(prompt: str, names) -> str | None:
     return None
 
 
-def _second_reading_recorded(answer, reviewer: str, where: dict) -> None:
+def _second_reading_recorded(answer, reviewer: str) -> None:
     """Record one reading; list the file in the metadata once it has rows, and keep its
     row count and fingerprint there true."""
-    record_second_reading(*answer, reviewer, **where)
-    update_metadata([SECOND_READING_FILE], where["data_dir"], {SECOND_READING_FILE: (
+    record_second_reading(*answer, reviewer)
+    update_metadata([SECOND_READING_FILE], described={SECOND_READING_FILE: (
         "A second reading of a sample of the support review, blind to the first: verdict, "
         "reason and note per reply", "Written for this book by a second reviewer, through "
         "`python -m runtime review second`", "CC-BY-4.0")})
-    print(f"recorded {answer[0]}; {next_to_read(**where)[1]}")
+    print(f"recorded {answer[0]}; {next_to_read()[1]}")
 
 
 def review_second(args) -> None:
     """The second reading: print the next unread reply (blind), record one answer, or read
     one reply after another from the keyboard until q or the end of the input."""
-    where = {"data_dir": args.data_dir, "transcript": args.transcript}
     if not args.answer:
-        while (review_id := next_to_read(**where)[0]) is not None:
-            print(blind_text(review_id, load_review(**where), **where), vocabulary_text(),
-                  next_to_read(**where)[1], sep="\n\n")
+        while (review_id := next_to_read()[0]) is not None:
+            print(blind_text(review_id, load_review()), vocabulary_text(), next_to_read()[1],
+                  sep="\n\n")
             if args.next:
                 print(f'Record it: python -m runtime review second --answer {review_id} '
                       '"VERDICT" "REASON" "NOTE" --reviewer NAME')
@@ -211,62 +201,14 @@ def review_second(args) -> None:
                 return
             try:
                 _second_reading_recorded((review_id, verdict, reason, _typed("Note: ") or ""),
-                                         args.reviewer, where)
+                                         args.reviewer)
             except FixtureError as error:
                 print(f"not recorded: {error}")
-        print(f"Every reply of the sample is read: {next_to_read(**where)[1]}")
+        print(f"Every reply of the sample is read: {next_to_read()[1]}")
     elif not args.reviewer:
         raise ValueError("a second reading names its reader: give --reviewer NAME")
     else:
-        _second_reading_recorded(args.answer, args.reviewer, where)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m runtime", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    # the options several commands share, as parent parsers
-    transcript, data_dir, asks = (argparse.ArgumentParser(add_help=False) for _ in range(3))
-    transcript.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
-    data_dir.add_argument("--data-dir", default=str(DATA_DIR))
-    asks.add_argument("--reader", required=True, choices=sorted(REGISTRY))
-    asks.add_argument("--server", metavar="URL", help="record from an OpenAI-compatible "
-                      "server instead of running the model here; an API key comes from "
-                      f"{config.READER_API_KEY}")
-    asks.add_argument("--concurrency", type=int, help="server requests in flight (4)")
-    asks.add_argument("--timeout", type=float, help="seconds per server request (60)")
-    asks.add_argument("--constrained", action="store_true", help="decode under lesson "
-                      "3's reply grammar (live, or vLLM with the guidance backend)")
-    asks.add_argument("--allow-download", action="store_true",
-                      help="let transformers download missing pinned weights")
-    commands = parser.add_subparsers(dest="command", required=True)
-    record = commands.add_parser("record", help="record replies into the transcript")
-    kinds = record.add_subparsers(dest="kind", required=True)
-    for kind, parents in (("reader", [asks]), ("baseline", []), ("judge", []),
-                          ("attacks", [asks]), ("corruptions", [data_dir])):
-        kinds.add_parser(kind, parents=[transcript, *parents])
-    reader, judge, attacks = (kinds.choices[kind] for kind in ("reader", "judge", "attacks"))
-    reader.add_argument("--questions", default=QUESTIONS_FILE)
-    reader.add_argument("--retriever", default="tfidf", choices=RETRIEVERS)
-    reader.add_argument("--recorded-by", default=None)
-    judge.add_argument("--only-missing", action="store_true")
-    attacks.add_argument("--prompts", default="attacks", choices=("attacks", "ordinary"))
-    attacks.add_argument("--attack", action="append", metavar="ID")
-    commands.add_parser("show", help="list the entries of a transcript", parents=[transcript])
-    review = commands.add_parser("review", help="check reviews or start one")
-    review_commands = review.add_subparsers(dest="action", required=True)
-    review_commands.add_parser("check")
-    review_commands.add_parser("template").add_argument("path")
-    second = review_commands.add_parser("second", help="the second reading, blind",
-                                        parents=[data_dir, transcript])
-    second.add_argument("--next", action="store_true", help="print the next unread reply")
-    second.add_argument("--answer", nargs=4, metavar=("REVIEW_ID", "VERDICT", "REASON", "NOTE"))
-    second.add_argument("--reviewer", help="the second reader's name")
-    data = commands.add_parser("data", help="check the fixture or update its metadata",
-                               parents=[data_dir])
-    data_commands = data.add_subparsers(dest="action", required=True)
-    data_commands.add_parser("check")
-    data_commands.add_parser("update-metadata").add_argument("artifacts", nargs="+")
-    return parser
+        _second_reading_recorded(args.answer, args.reviewer)
 
 
 def run(args) -> int:
@@ -300,7 +242,47 @@ def run(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = argparse.ArgumentParser(prog="python -m runtime", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    # the options several commands share, as parent parsers
+    transcript, asks = (argparse.ArgumentParser(add_help=False) for _ in range(2))
+    transcript.add_argument("--transcript", default=str(TRANSCRIPT_PATH))
+    asks.add_argument("--reader", required=True, choices=sorted(REGISTRY))
+    asks.add_argument("--server", metavar="URL", help="record from an OpenAI-compatible "
+                      "server instead of running the model here; an API key, the requests in "
+                      f"flight and the seconds per request come from {config.READER_API_KEY}, "
+                      f"{config.READER_CONCURRENCY} and {config.READER_TIMEOUT}")
+    asks.add_argument("--constrained", action="store_true", help="decode under lesson "
+                      "3's reply grammar (live, or vLLM with the guidance backend)")
+    asks.add_argument("--allow-download", action="store_true",
+                      help="let transformers download missing pinned weights")
+    commands = parser.add_subparsers(dest="command", required=True)
+    record = commands.add_parser("record", help="record replies into the transcript")
+    kinds = record.add_subparsers(dest="kind", required=True)
+    for kind, parents in (("reader", [asks]), ("baseline", []), ("judge", []),
+                          ("attacks", [asks]), ("corruptions", [])):
+        kinds.add_parser(kind, parents=[transcript, *parents])
+    reader, judge, attacks = (kinds.choices[kind] for kind in ("reader", "judge", "attacks"))
+    reader.add_argument("--questions", default=QUESTIONS_FILE)
+    reader.add_argument("--retriever", default="tfidf", choices=RETRIEVERS)
+    judge.add_argument("--only-missing", action="store_true")
+    attacks.add_argument("--prompts", default="attacks", choices=("attacks", "ordinary"))
+    attacks.add_argument("--attack", action="append", metavar="ID")
+    commands.add_parser("show", help="list the entries of a transcript", parents=[transcript])
+    review = commands.add_parser("review", help="check reviews or start one")
+    review_commands = review.add_subparsers(dest="action", required=True)
+    review_commands.add_parser("check")
+    review_commands.add_parser("template").add_argument("path")
+    second = review_commands.add_parser("second", help="the second reading, blind")
+    second.add_argument("--next", action="store_true", help="print the next unread reply")
+    second.add_argument("--answer", nargs=4, metavar=("REVIEW_ID", "VERDICT", "REASON", "NOTE"))
+    second.add_argument("--reviewer", help="the second reader's name")
+    data = commands.add_parser("data", help="check the fixture or update its metadata")
+    data.add_argument("--data-dir", default=str(DATA_DIR))
+    data_commands = data.add_subparsers(dest="action", required=True)
+    data_commands.add_parser("check")
+    data_commands.add_parser("update-metadata").add_argument("artifacts", nargs="+")
+    args = parser.parse_args(argv)
     try:
         return run(args)
     except (ReaderError, ConstrainedDecodingError, FileExistsError, LookupError,
@@ -309,7 +291,3 @@ def main(argv: list[str] | None = None) -> int:
         # ValueErrors); the transcript has not been touched.
         print(f"error: {error}", file=sys.stderr)
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,7 +24,6 @@ from .files import write_csv_atomic
 from .fixture import METADATA_COLUMNS, METADATA_FILE, QUESTIONS_FILE, REVIEW_FILE, SCHEMAS, \
     FixtureError, PathLike, check_against_metadata, fingerprint, read_metadata, validated
 from .paths import DATA_DIR
-from .records import TRANSCRIPT_PATH
 from .reviews import review_rows
 
 
@@ -37,7 +36,7 @@ def artifact_rows(path: Path, metadata: pd.DataFrame | None = None, found=None) 
     if schema is not None and path.name != REVIEW_FILE:
         return len(validated(path.parent, path.name, metadata, found, schema)[path.name])
     if path.name == REVIEW_FILE:
-        rows = len(review_rows(path, TRANSCRIPT_PATH)[0])
+        rows = len(review_rows(path)[0])  # checked against the transcript too
     elif path.suffix == ".csv":
         raise FixtureError(path, "has no schema; declare its columns in runtime.fixture.SCHEMAS")
     else:

@@ -25,18 +25,16 @@ def pipeline_figure():
     from matplotlib.patches import FancyArrowPatch, FancyBboxPatch
 
     figure, axes = plt.subplots(figsize=(11, 1.5), dpi=150)
-    axes.set_xlim(0, len(STAGES) * 1.6)
-    axes.set_ylim(0.3, 1.7)
+    axes.set(xlim=(0, len(STAGES) * 1.6), ylim=(0.3, 1.7))
     axes.axis("off")
     for number, (name, what, lessons) in enumerate(STAGES):
         left = number * 1.6 + 0.1
         axes.add_patch(FancyBboxPatch((left, 0.7), 1.25, 0.9, boxstyle="round,pad=0.03",
                                       facecolor="#eef3f8", edgecolor="#3b5b7a", linewidth=1.2))
-        axes.text(left + 0.625, 1.32, name, ha="center", va="center", fontsize=9.5,
-                  weight="bold", wrap=True)
-        axes.text(left + 0.625, 0.98, what, ha="center", va="center", fontsize=7.5)
-        axes.text(left + 0.625, 0.45, lessons, ha="center", va="center", fontsize=7.5,
-                  color="#555555")
+        for y, text, style in ((1.32, name, {"fontsize": 9.5, "weight": "bold", "wrap": True}),
+                               (0.98, what, {"fontsize": 7.5}),
+                               (0.45, lessons, {"fontsize": 7.5, "color": "#555555"})):
+            axes.text(left + 0.625, y, text, ha="center", va="center", **style)
         if number:
             axes.add_patch(FancyArrowPatch((left - 0.22, 1.15), (left - 0.02, 1.15),
                                            arrowstyle="-|>", mutation_scale=12,

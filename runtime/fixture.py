@@ -110,13 +110,9 @@ def fingerprint(path: str | os.PathLike) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-@dataclass(frozen=True)
-class Row:
-    """One data row of a CSV file, with where it stands, for error messages."""
-
-    number: int  # 1 = first data row
-    line: int  # physical line in the file
-    values: dict[str, str]
+#: One data row of a CSV file, with where it stands, for error messages: its ``number``
+#: (1 = first data row), its physical ``line`` in the file, and its ``values`` by column.
+Row = namedtuple("Row", "number line values")
 
 
 def read_rows(path: Path, columns: tuple[str, ...]) -> list[Row]:
@@ -342,8 +338,7 @@ def _carried_as_its_kind_says(v, files):
                               f"must be empty: a {v['kind']!r} attack is carried by the "
                               "question")
     against = v["written_against"].split("|")
-    unknown = [d for d in against if d not in ("none", *DEFENCE_NAMES)]
-    if unknown:
+    if unknown := [d for d in against if d not in ("none", *DEFENCE_NAMES)]:
         yield "written_against", (f"{unknown[0]!r} is no defence of the book; write none, or "
                                   f"one or more of {', '.join(DEFENCE_NAMES)} joined by |")
     elif "none" in against and len(against) > 1:

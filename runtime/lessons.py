@@ -104,14 +104,13 @@ BASELINE_PLAN = (("tfidf", (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)),
                  ("hybrid", (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)))
 
 
-def baseline_entries(plan=BASELINE_PLAN, data_dir: PathLike = DATA_DIR,
-                     recorded_on: str | None = None) -> list[Reply]:
+def baseline_entries(plan=BASELINE_PLAN, recorded_on: str | None = None) -> list[Reply]:
     """The baseline's replies for ``plan`` ((retriever, question files) pairs), computed
     now, as the transcript records them."""
     entries = []
     for retriever, files in plan:
         for name in files:
-            fixture = load_riverton(Path(data_dir), name)
+            fixture = load_riverton(questions=name)
             computed = baseline_replies(fixture.questions, fixture.handbook, retriever)
             entries += [recorded(
                 computed_reply(BASELINE_MODEL, BASELINE_REVISION, row.messages, row.settings,

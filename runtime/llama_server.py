@@ -25,7 +25,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -98,20 +97,20 @@ def _answers(url: str, api_key: str | None = None) -> bool:
         request = urllib.request.Request(url + "/models", headers=headers)
         with urllib.request.urlopen(request, timeout=2) as response:
             return response.status == 200
-    except (urllib.error.URLError, OSError):
+    except OSError:  # urllib's URLError and HTTPError are OSErrors
         return False
 
 
 @contextlib.contextmanager
-def local_llama_server(model: str | os.PathLike, *, threads: int = 1, n_ctx: int = 2048,
-                       extra_args: tuple[str, ...] = (), start_timeout: float = START_TIMEOUT,
-                       api_key: str | None = None):
+def local_llama_server(model: str | os.PathLike, *, threads: int = 1,
+                       extra_args: tuple[str, ...] = (), api_key: str | None = None):
     """Run ``python -m llama_cpp.server`` on 127.0.0.1 and a free port; yield its ``/v1`` URL.
 
     The server runs with :func:`server_python`, not with this process's Python. Waits until
     ``GET /v1/models`` answers, and stops the server (terminate, then kill) when the block
     ends, however it ends. ``threads`` is llama.cpp's thread count (one
-    by default: the book's SmolLM2 reader also generates on one thread). ``api_key``
+    by default: the book's SmolLM2 reader also generates on one thread); its context holds
+    2048 tokens. ``extra_args`` go to the server's command line. ``api_key``
     starts it with ``--api_key`` (every request must then carry that key). A server that
     exits or does not answer in time raises :class:`LlamaServerError` with the end of
     its log.
@@ -126,20 +125,19 @@ def local_llama_server(model: str | os.PathLike, *, threads: int = 1, n_ctx: int
     url = f"http://127.0.0.1:{port}/v1"
     command = [str(python), "-m", "llama_cpp.server", "--model", str(model),
                "--host", "127.0.0.1", "--port", str(port), "--n_threads", str(threads),
-               "--n_threads_batch", str(threads), "--n_ctx", str(n_ctx), *extra_args]
+               "--n_threads_batch", str(threads), "--n_ctx", "2048", *extra_args]
     if api_key:
         command += ["--api_key", api_key]
     with tempfile.TemporaryFile(mode="w+", prefix="llama-server-") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL)
 
-        def log_tail() -> str:
-            log.flush()
+        def log_tail() -> str:  # only the server writes the file: nothing here to flush
             log.seek(0)
             return log.read()[-3000:]
 
         try:
-            deadline = time.monotonic() + start_timeout
+            deadline = time.monotonic() + START_TIMEOUT
             while not _answers(url, api_key):
                 if process.poll() is not None:
                     raise LlamaServerError(
@@ -147,7 +145,7 @@ def local_llama_server(model: str | os.PathLike, *, threads: int = 1, n_ctx: int
                         f"starting ({' '.join(command)}):\n{log_tail()}")
                 if time.monotonic() > deadline:
                     raise LlamaServerError(f"llama.cpp's server did not answer {url}/models "
-                                           f"within {start_timeout:g} s:\n{log_tail()}")
+                                           f"within {START_TIMEOUT:g} s:\n{log_tail()}")
                 time.sleep(0.25)
             yield url
         finally:
@@ -172,23 +170,12 @@ def smollm2_gguf() -> Path:
     return package_gguf_path(get_reader_spec("smollm2_135m_instruct"))
 
 
-def smoke_test(python: str | os.PathLike | None = None) -> None:
-    """Load the SmolLM2 GGUF with llama.cpp in ``python`` (default :func:`server_python`)
-    and generate one token.
-
-    The install script runs this after installing llama-cpp-python: a wheel built for
-    another CPU (from pip's cache) dies here with an illegal instruction, and is rebuilt.
-    Raises :class:`LlamaServerError` with the end of its output when it fails.
-    """
-    python = python if python is not None else server_python()
-    result = _run(python, _SMOKE_SCRIPT, str(smollm2_gguf()), timeout=300)
-    if result.returncode != 0:
-        raise LlamaServerError(
-            f"llama.cpp could not generate a token with {python} (exit status "
-            f"{result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}")
-
-
 def main(argv: list[str] | None = None) -> int:
+    """``--smoke``: load the SmolLM2 GGUF with llama.cpp in SERVER_PYTHON (default
+    :func:`server_python`) and generate one token. The install script runs this after
+    installing llama-cpp-python: a wheel built for another CPU (from pip's cache) dies here
+    with an illegal instruction, and is rebuilt. A failure exits with status 1 and prints
+    the end of its output."""
     parser = argparse.ArgumentParser(
         prog="python -m runtime.llama_server",
         description="Check that llama.cpp's server environment runs on this CPU.")
@@ -196,13 +183,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="load the SmolLM2 GGUF and generate one token")
     parser.add_argument("server_python", nargs="?", metavar="SERVER_PYTHON",
                         help="the Python of llama.cpp's environment (default: .venv-server's)")
-    args = parser.parse_args(argv)
-    try:
-        smoke_test(args.server_python)
-    except LlamaServerError as error:
-        print(error, file=sys.stderr)
+    python = parser.parse_args(argv).server_python or server_python()
+    result = _run(python, _SMOKE_SCRIPT, str(smollm2_gguf()), timeout=300)
+    if result.returncode != 0:
+        print(f"llama.cpp could not generate a token with {python} (exit status "
+              f"{result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}", file=sys.stderr)
         return 1
-    print(f"llama.cpp runs on this CPU ({args.server_python or server_python()})")
+    print(f"llama.cpp runs on this CPU ({python})")
     return 0
 
 

@@ -35,11 +35,10 @@ QUARTO_MARKERS = ("QUARTO_DOCUMENT_PATH", "QUARTO_EXECUTE_INFO")
 def book_build(environ: Mapping[str, str] | None = None) -> str | None:
     """The book build executing this process (``"nbclient"``, ``"quarto"`` ...), or None
     when a person is running it."""
-    environ = os.environ if environ is None else environ
     if (value := config.text(config.BOOK_BUILD, environ)) and not config.switched_off(
             config.BOOK_BUILD, environ):
         return value
-    if any(environ.get(name) for name in QUARTO_MARKERS):
+    if any(config.text(name, environ) for name in QUARTO_MARKERS):
         return "quarto"
     return None
 
@@ -63,13 +62,11 @@ class QuestionProgress:
     ``show=False``, in a book build or with ``RIVERTON_PROGRESS=0`` nothing is displayed.
     """
 
-    def __init__(self, total: int, desc: str, *, show: bool = True, unit: str = "question"):
+    def __init__(self, total: int, desc: str, *, show: bool = True):
+        from tqdm.auto import tqdm  # disabled, it prints nothing and makes no widget
+
         self.shown = bool(show) and bars_enabled()
-        if self.shown:
-            from tqdm.auto import tqdm
-        else:
-            from tqdm.std import tqdm  # a disabled bar prints nothing and makes no widget
-        self._bar = tqdm(total=total, desc=desc, unit=unit, disable=not self.shown, leave=True)
+        self._bar = tqdm(total=total, desc=desc, unit="question", disable=not self.shown)
         self.done = 0  # questions finished so far
 
     def __enter__(self) -> "QuestionProgress":
@@ -96,25 +93,20 @@ def quiet_loading(**environ: str):
     """Load a model with ``environ`` set and no progress bar (a bar would land in a rendered
     page), then restore both: transformers' bars, and the one the GGUF de-quantizer draws
     outside transformers' switch."""
+    import transformers.modeling_gguf_pytorch_utils as gguf_utils
     from transformers.utils import logging as hf_logging
 
-    try:
-        import transformers.modeling_gguf_pytorch_utils as gguf_utils
-    except ImportError:
-        gguf_utils = None
     saved = {name: os.environ.get(name) for name in environ}
-    enabled, original = hf_logging.is_progress_bar_enabled(), getattr(gguf_utils, "tqdm", None)
+    enabled, original = hf_logging.is_progress_bar_enabled(), gguf_utils.tqdm
     hf_logging.disable_progress_bar()
     os.environ.update(environ)
-    if original is not None:
-        gguf_utils.tqdm = functools.partial(original, disable=True)
+    gguf_utils.tqdm = functools.partial(original, disable=True)
     try:
         yield
     finally:
         os.environ.update({name: value for name, value in saved.items() if value is not None})
         for name in (name for name, value in saved.items() if value is None):
             os.environ.pop(name, None)
-        if original is not None:
-            gguf_utils.tqdm = original
+        gguf_utils.tqdm = original
         if enabled:
             hf_logging.enable_progress_bar()

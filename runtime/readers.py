@@ -64,7 +64,8 @@ def resolve_mode(mode: str | None = None) -> str:
 class Reader:
     """A reader in one mode. Use :func:`load_reader` to get one.
 
-    Each mode's ``prompt_tokens(messages, question_id)`` counts a prompt's tokens, and its
+    :meth:`prompt_token_counts` counts the tokens of each prompt (live and recorded through
+    their ``prompt_tokens(messages, question_id)``; a server by asking), and each mode's
     ``generate_many(question_ids, messages_list, settings_list, grammars, bar)`` gives one
     reply per prompt: ``grammars`` holds each row's grammar (or None), ``settings_list``
     the settings each reply is keyed by and ``bar`` the progress bar
@@ -191,10 +192,15 @@ class LiveReader(Reader):
         first, so that prompts of about one length share a batch. With ``choices`` (words
         such as "yes" and "no"), each reply also gets the probability of each choice's
         first token at the first step, renormalised over the choices, from the scores
-        that step chooses from."""
+        that step chooses from. Choices whose first tokens are one, or a repetition penalty
+        (which would change the scores the first step chooses from), are refused."""
         import torch
 
-        first = self._choice_tokens(choices, settings_list) if choices else None
+        first = choices and [self.tokenizer.encode(c, add_special_tokens=False)[0] for c in choices]
+        if first and (len(set(first)) < len(first) or any(
+                s["repetition_penalty"] != 1.0 for s in settings_list)):
+            raise ReaderError(f"choices {list(choices)} need distinct first tokens and no "
+                              "repetition penalty")
         chances: dict[int, dict] = {}
         prompts = [self.encode(m) for m in messages_list]
         width = self.model.get_output_embeddings().weight.shape[0]
@@ -211,7 +217,8 @@ class LiveReader(Reader):
                     max_new_tokens=int(settings["max_new_tokens"]),
                     repetition_penalty=settings["repetition_penalty"],
                     eos_ids=self.eos_ids, pad_id=self.pad_id,
-                    allowed=[_rule(masks[i], question_ids[i], width) if i in masks else None
+                    allowed=[functools.partial(_named, question_ids[i], masks[i].allowed_after,
+                                               width=width) if i in masks else None
                              for i in chunk],
                     first_scores=first and (lambda scores, rows=chunk: chances.update({
                         row: dict(zip(choices, map(float, torch.softmax(
@@ -219,37 +226,19 @@ class LiveReader(Reader):
                         for place, row in enumerate(rows)})))
             seconds = (time.perf_counter() - started) / len(chunk)
             for i, ids in zip(chunk, new_ids):
-                replies[i] = replace(self._reply(
-                    question_ids[i], messages_list[i], settings_list[i], len(prompts[i]), ids,
-                    masks.get(i), seconds), choice_probabilities=chances.get(i))
+                count, ended_by_eos, hit_cap = stopping_diagnostics(
+                    ids, self.eos_ids, int(settings_list[i]["max_new_tokens"]))
+                ids = ids[:count]
+                complete = None if i not in masks else _named(
+                    question_ids[i], masks[i].complete, ids, ended_by_eos)
+                replies[i] = self._made(
+                    question_ids[i], messages_list[i], settings_list[i], output_tokens=count,
+                    raw_output=self.tokenizer.decode(ids, skip_special_tokens=True),
+                    ended_by_eos=ended_by_eos, hit_token_cap=hit_cap, prompt_tokens=len(prompts[i]),
+                    token_ids=tuple(ids), grammar_complete=complete, seconds=seconds,
+                    choice_probabilities=chances.get(i))
             bar.finished(len(chunk))
         return [replies[i] for i in range(len(prompts))]
-
-    def _choice_tokens(self, choices, settings_list) -> list[int]:
-        """The first token of each choice; refused when two share one, or when a
-        repetition penalty would change the scores the first step chooses from."""
-        first = [self.tokenizer.encode(c, add_special_tokens=False)[0] for c in choices]
-        if len(set(first)) < len(first) or any(s["repetition_penalty"] != 1.0
-                                                for s in settings_list):
-            raise ReaderError(f"choices {list(choices)} need distinct first tokens and no "
-                              "repetition penalty")
-        return first
-
-    def _reply(self, question_id, messages, settings, n_prompt, new_ids, mask, seconds):
-        count, ended_by_eos, hit_cap = stopping_diagnostics(
-            new_ids, self.eos_ids, int(settings["max_new_tokens"]))
-        new_ids = new_ids[:count]
-        complete = None if mask is None else _named(question_id, mask.complete, new_ids,
-                                                     ended_by_eos)
-        return self._made(
-            question_id, messages, settings, output_tokens=count, ended_by_eos=ended_by_eos,
-            raw_output=self.tokenizer.decode(new_ids, skip_special_tokens=True),
-            hit_token_cap=hit_cap, prompt_tokens=n_prompt, token_ids=tuple(new_ids),
-            grammar_complete=complete, seconds=seconds)
-
-
-def _rule(mask: GrammarMask, question_id: str, width: int):
-    return lambda generated: _named(question_id, mask.allowed_after, generated, width)
 
 
 def _named(question_id: str, call, *args, **kwargs):
@@ -356,16 +345,19 @@ class ServerReader(Reader):
         self.timeout = config.number(config.READER_TIMEOUT, timeout,
                                        default=server.DEFAULT_TIMEOUT, low=0.1, high=3600.0,
                                        kind=float, error=ReaderError)
-        api_key = api_key if api_key is not None else config.text(config.READER_API_KEY) or None
-        self.client = server.open_client(self.url, api_key, self.timeout)
+        try:
+            import openai
+        except ImportError as error:
+            raise ReaderError("server mode needs the openai package: "
+                              "`pip install -e '.[server]'`") from error
+        # A client that never retries (errors stay visible); servers without authentication
+        # accept any key, and the client insists on one.
+        api_key = api_key if api_key is not None else config.text(config.READER_API_KEY)
+        self.client = openai.OpenAI(base_url=self.url, api_key=api_key or "not-needed",
+                                    timeout=self.timeout, max_retries=0)
         self.server = server.identify(self.client, self.url, self.spec, self.revision,
                                       self.timeout)
         self._cache: dict[tuple, Reply] = {}
-
-    def recorder_label(self, constrained: bool = False) -> str:
-        """``recorded_by`` for entries recorded from this server."""
-        grammar = ", greedy under the reply grammar" if constrained else ""
-        return f"server {self.server.engine_label}{grammar}"
 
     def _one(self, job) -> Reply:
         question_id, messages, grammar_ids = job
@@ -394,9 +386,6 @@ class ServerReader(Reader):
         for job, reply in zip(todo, server.run_bounded(todo, self._one, self.concurrency)):
             self._cache[(self.key(job[1]), job[2])] = reply
         return [replace(self._cache[k], question_id=q) for k, q in zip(keys, question_ids)]
-
-    def prompt_tokens(self, messages: list[dict], question_id: str = "?") -> int:
-        return self.ask([question_id], [messages])[0].prompt_tokens
 
     def prompt_token_counts(self, messages_list, question_ids) -> list[int]:
         return [g.prompt_tokens for g in self.ask(list(question_ids), list(messages_list))]
@@ -428,7 +417,7 @@ def load_reader(key: str, mode: str | None = None,
     """
     spec = get_reader_spec(key)
     chosen = resolve_mode(mode)
-    server_url = server.configured_url(url)
+    server_url = (url if url is not None else config.text(config.READER_URL)).strip() or None
     if chosen == "auto":
         chosen = "server" if server_url else "live" if weights_available(spec) else "recorded"
     if chosen == "server":

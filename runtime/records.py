@@ -209,8 +209,7 @@ def write_transcript(path: str | os.PathLike, entries: Iterable[Reply]) -> None:
     write_text_atomic(path, "".join(entry.to_json() + "\n" for entry in entries))
 
 
-def record_into(new: Iterable[Reply],
-                transcript: str | os.PathLike = TRANSCRIPT_PATH) -> list[Reply]:
+def record_into(new: Iterable[Reply], transcript: str | os.PathLike) -> list[Reply]:
     """Merge ``new`` into ``transcript`` (validated first) and rewrite it atomically."""
     new = list(new)
     write_transcript(transcript, merge_entries(read_transcript(transcript), new))
@@ -241,15 +240,13 @@ def describe_difference(recorded: Reply, model_id: str, revision: str,
 
 
 def _message_difference(recorded: list, current: list) -> str:
+    """Where two different lists of messages first differ."""
     if len(recorded) != len(current):
         return f"the number of messages changed ({len(recorded)} recorded, {len(current)} now)"
-    for old, new in zip(recorded, current):
-        if old == new:
-            continue
-        old_text, new_text = str(old.get("content", "")), str(new.get("content", ""))
-        at = next((i for i, (a, b) in enumerate(zip(old_text, new_text)) if a != b),
-                  min(len(old_text), len(new_text)))
-        start = max(0, at - 20)
-        return (f"the {new.get('role', '?')} prompt changed at character {at}: recorded "
-                f"{old_text[start:at + 30]!r}, now {new_text[start:at + 30]!r}")
-    return "the messages changed"
+    old, new = next((old, new) for old, new in zip(recorded, current) if old != new)
+    old_text, new_text = str(old.get("content", "")), str(new.get("content", ""))
+    at = next((i for i, (a, b) in enumerate(zip(old_text, new_text)) if a != b),
+              min(len(old_text), len(new_text)))
+    start = max(0, at - 20)
+    return (f"the {new.get('role', '?')} prompt changed at character {at}: recorded "
+            f"{old_text[start:at + 30]!r}, now {new_text[start:at + 30]!r}")

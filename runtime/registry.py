@@ -79,11 +79,9 @@ REGISTRY: dict[str, ReaderSpec] = {spec.key: spec for spec in (
 
 def get_reader_spec(key: str) -> ReaderSpec:
     """The registered reader ``key``; an unknown key names the known ones."""
-    try:
-        return REGISTRY[key]
-    except KeyError:
-        known = ", ".join(sorted(REGISTRY))
-        raise KeyError(f"unknown reader {key!r}; registered readers: {known}") from None
+    if key not in REGISTRY:
+        raise KeyError(f"unknown reader {key!r}; registered readers: {', '.join(sorted(REGISTRY))}")
+    return REGISTRY[key]
 
 
 def package_gguf_path(spec: ReaderSpec) -> Path:

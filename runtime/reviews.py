@@ -29,8 +29,8 @@ from helpers.review import REASONS, SAME_REPLY, VERDICTS, carry_verdicts, source
 from . import config
 from .files import write_csv_atomic
 from .fixture import CORRUPTIONS_FILE, EXTENDED_QUESTIONS_FILE, JUDGMENT_RULES, QUESTIONS_FILE, \
-    REVIEW_FILE, SCHEMAS, SECOND_READING_FILE, FixtureError, PathLike, Row, _load, \
-    check_against_metadata, check_rows, frame_rows, load_riverton, read_metadata, read_rows
+    REVIEW_FILE, SCHEMAS, SECOND_READING_FILE, FixtureError, PathLike, Row, _load, check_rows, \
+    check_against_metadata, frame_rows, load_riverton, read_metadata, read_rows, validated
 from .lessons import BASELINE_MODEL, baseline_replies, collection_name, fit_retriever
 from .paths import DATA_DIR, PROJECT_ROOT
 from .readers import generate_all
@@ -155,11 +155,11 @@ def reply_columns(entry: Reply, reader: str) -> dict[str, str]:
             "reviewed_sources": sources_text(parsed.sources) if parsed.parse_ok else ""}
 
 
-def reviewable_entries(transcript: PathLike = TRANSCRIPT_PATH,
-                       plan=REVIEWED_REPLIES) -> dict[str, tuple[str, Reply]]:
+def reviewable_entries(transcript: PathLike = TRANSCRIPT_PATH) -> dict[str, tuple[str, Reply]]:
     """The transcript entries a review may judge, by key, with the reader each is from:
-    those of the plan's readers, decodings and question files (not the judge's)."""
-    slots = _covered(plan)
+    those of the readers, decodings and question files of :data:`REVIEWED_REPLIES` (not
+    the judge's)."""
+    slots = _covered(REVIEWED_REPLIES)
     return {entry.key: (slots[entry.slot][0], entry) for entry in read_transcript(transcript)
             if entry.slot in slots}
 
@@ -270,7 +270,6 @@ def with_parsed(frame: pd.DataFrame, transcript: PathLike = TRANSCRIPT_PATH) -> 
 
 
 def load_review(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRANSCRIPT_PATH,
-                metadata: pd.DataFrame | None = None,
                 replies: pd.DataFrame | None = None) -> pd.DataFrame:
     """The book's review record, validated row by row and against the metadata file.
 
@@ -281,7 +280,7 @@ def load_review(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRANSCRIPT
     """
     path = Path(data_dir) / REVIEW_FILE
     rows, _ = review_rows(path, transcript)
-    check_against_metadata(path, len(rows), metadata)
+    check_against_metadata(path, len(rows))
     frame = with_parsed(_frame(rows), transcript)
     if replies is not None:
         status = carry_verdicts(frame, replies[["reader", "decoding", "question_id", "key",
@@ -297,7 +296,7 @@ def load_review(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRANSCRIPT
     return frame
 
 
-def load_student_reviews(folder: PathLike | None = None, transcript: PathLike = TRANSCRIPT_PATH,
+def load_student_reviews(folder: PathLike | None = None,
                          book: pd.DataFrame | None = None) -> dict[str, pd.DataFrame]:
     """Every ``*.csv`` review in ``folder`` (default :func:`reviews_dir`), by file name,
     with only its judged rows. Every row, blank or not, must be a row of the book's review
@@ -305,9 +304,9 @@ def load_student_reviews(folder: PathLike | None = None, transcript: PathLike = 
     so that each verdict can be set beside the book's. Lesson 4, "Your own review"."""
     folder = reviews_dir() if folder is None else Path(folder)
     paths = sorted(folder.glob("*.csv")) if folder.is_dir() else []
-    book = load_review(transcript=transcript) if paths and book is None else book
+    book = load_review() if paths and book is None else book
     ids = {} if book is None else dict(zip(book["transcript_key"], book["review_id"]))
-    return {path.name: _frame(review_rows(path, transcript, True, ids)[1]) for path in paths}
+    return {path.name: _frame(review_rows(path, TRANSCRIPT_PATH, True, ids)[1]) for path in paths}
 
 
 def write_template(path: PathLike, review: pd.DataFrame) -> Path:
@@ -323,15 +322,14 @@ def write_template(path: PathLike, review: pd.DataFrame) -> Path:
         raise FileExistsError(f"{path} exists; choose another name or delete it first") from None
 
 
-def check_reviews(data_dir: PathLike = DATA_DIR, folder=None,
-                  transcript: PathLike = TRANSCRIPT_PATH) -> list[str]:
+def check_reviews() -> list[str]:
     """Validate the book's review and every student review; one line per file."""
-    review = load_review(data_dir, transcript)
-    second = load_second_reading(data_dir, transcript, review)
+    review = load_review()
+    second = load_second_reading(review)
     return [f"{REVIEW_FILE}: {len(review)} rows ok",
             f"{SECOND_READING_FILE}: {len(second)} of {len(second_sample(review))} replies read",
             *(f"{name}: {len(frame)} reviewed rows ok"
-              for name, frame in load_student_reviews(folder, transcript, review).items())]
+              for name, frame in load_student_reviews(book=review).items())]
 
 
 # ---------------------------------------------------------------------- the judge's replies
@@ -360,21 +358,19 @@ def judge_replies(judge, requests: pd.DataFrame) -> pd.DataFrame:
         judge_p_yes=column([(g.choice_probabilities or {}).get("yes") for g in mine]))
 
 
-def _questions_and_texts(data_dir: PathLike) -> tuple[pd.DataFrame, dict[str, str]]:
+def _questions_and_texts() -> tuple[pd.DataFrame, dict[str, str]]:
     """The questions of both question files, and the handbook's passage texts by ID."""
-    fixtures = [load_riverton(Path(data_dir), n) for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)]
+    fixtures = [load_riverton(DATA_DIR, n) for n in (QUESTIONS_FILE, EXTENDED_QUESTIONS_FILE)]
     handbook = fixtures[0].handbook
     return (pd.concat([f.questions for f in fixtures], ignore_index=True),
             dict(zip(handbook["passage_id"], handbook["text"])))
 
 
-def review_requests(review: pd.DataFrame | None = None,
-                    data_dir: PathLike = DATA_DIR) -> pd.DataFrame:
-    """:func:`helpers.judge.judge_requests` for the book's review, with the fixture's
+def review_requests(review: pd.DataFrame) -> pd.DataFrame:
+    """:func:`helpers.judge.judge_requests` for the book's ``review``, with the fixture's
     questions and passages."""
-    questions, texts = _questions_and_texts(data_dir)
-    return judge_requests(load_review(data_dir) if review is None else review,
-                          dict(zip(questions["question_id"], questions["question"])), texts)
+    questions, texts = _questions_and_texts()
+    return judge_requests(review, dict(zip(questions["question_id"], questions["question"])), texts)
 
 
 # ------------------------------------------------------------ the rule-made corruptions
@@ -387,18 +383,15 @@ def load_corruptions(data_dir: PathLike = DATA_DIR) -> pd.DataFrame:
     return frame.assign(reply=frame["reply"].map(unescape_reply))
 
 
-def corruption_replies(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRANSCRIPT_PATH,
-                       recorded_on: str | None = None) -> tuple[list[list[str]], list]:
+def corruption_replies(transcript: PathLike = TRANSCRIPT_PATH) -> tuple[list[list[str]], list]:
     """:func:`helpers.corruptions.corrupt_review` applied to the book's review now: the
     rows of ``corrupted-replies.csv`` and the transcript entries of the corrupted replies,
     each under its source's prompt, keyed by its kind (lesson 4, "Replies whose fault does
     not show"). The sources are read from the review file by its schema alone, so that
     corruptions recorded under an older rule do not stop a new recording."""
-    path = Path(data_dir) / REVIEW_FILE
-    rows = check_rows(path, read_rows(path, REVIEW_COLUMNS), SCHEMAS[REVIEW_FILE])
-    review = with_parsed(_frame(rows), transcript)
+    review = with_parsed(_frame(validated(DATA_DIR, REVIEW_FILE)[REVIEW_FILE]), transcript)
     sources = {key: entry for key, (_, entry) in reviewable_entries(transcript).items()}
-    made = corrupt_review(review, *_questions_and_texts(data_dir),
+    made = corrupt_review(review, *_questions_and_texts(),
                           {key: tuple(e.passage_ids) for key, e in sources.items()})
     rows, entries = [], []
     for number, row in enumerate(made.itertuples(index=False), start=1):
@@ -406,8 +399,7 @@ def corruption_replies(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRA
         entries.append(recorded(
             computed_reply(CORRUPTION_MODEL, CORRUPTION_REVISION, source.messages, settings,
                            row.reply, row.question_id),
-            CORRUPTION_COLLECTION, source.passage_ids, "python -m runtime record corruptions",
-            recorded_on))
+            CORRUPTION_COLLECTION, source.passage_ids, "python -m runtime record corruptions"))
         rows.append([f"C{number:03d}", row.kind, row.rule, row.source_review_id, row.source_key,
                      row.question_id, entries[-1].key, escape_reply(row.reply),
                      row.expected_verdict, row.expected_reason])
@@ -424,12 +416,12 @@ SECOND_SEED = 20261204
 SECOND_COLUMNS = tuple(SCHEMAS[SECOND_READING_FILE].columns)
 
 
-def second_sample(review: pd.DataFrame, seed: int = SECOND_SEED) -> list[str]:
+def second_sample(review: pd.DataFrame) -> list[str]:
     """The review IDs of the second reading, in the order it reads them. Identical replies
     to one question count once (the first in review order); from each (reader, decoding,
     verdict) up to :data:`SECOND_PER_STRATUM` are drawn by a seeded generator."""
     distinct = review.drop_duplicates(["question_id", "reviewed_reply"])
-    chance, drawn = random.Random(seed), []
+    chance, drawn = random.Random(SECOND_SEED), []
     for _, stratum in distinct.groupby(["reader", "decoding", "verdict"], sort=False):
         drawn += chance.sample(list(stratum["review_id"]), min(SECOND_PER_STRATUM, len(stratum)))
     chance.shuffle(drawn)
@@ -447,19 +439,18 @@ def _second_rows(path: Path, rows: list[Row], book: pd.DataFrame) -> list[Row]:
     return rows
 
 
-def load_second_reading(data_dir: PathLike = DATA_DIR, transcript: PathLike = TRANSCRIPT_PATH,
-                        book: pd.DataFrame | None = None, metadata: pd.DataFrame | None = None,
+def load_second_reading(book: pd.DataFrame | None = None,
                         file: str = SECOND_READING_FILE) -> pd.DataFrame:
     """The second reading so far (``second-reading.csv``, or ``file``: the blind reading),
     validated: every row a reply of the sample, read once, its reason one of its verdict's,
     the file as the metadata records it. A missing file, or one with its header only, is a
-    reading not begun."""
-    path = Path(data_dir) / file
+    reading not begun. ``book`` is the review (by default :func:`load_review`)."""
+    path = DATA_DIR / file
     if not path.exists() or path.read_text(encoding="utf-8") == ",".join(SECOND_COLUMNS) + "\n":
         return pd.DataFrame(columns=list(SECOND_COLUMNS))
-    book = load_review(data_dir, transcript) if book is None else book
+    book = load_review() if book is None else book
     rows = _second_rows(path, read_rows(path, SECOND_COLUMNS), book)
-    check_against_metadata(path, len(rows), metadata)
+    check_against_metadata(path, len(rows))
     return pd.DataFrame([row.values for row in rows], columns=list(SECOND_COLUMNS))
 
 
@@ -475,14 +466,13 @@ def vocabulary_text() -> str:
     return "\n".join(lines)
 
 
-def blind_text(review_id: str, book: pd.DataFrame, data_dir: PathLike = DATA_DIR,
-               transcript: PathLike = TRANSCRIPT_PATH) -> str:
+def blind_text(review_id: str, book: pd.DataFrame) -> str:
     """One reply as the second reader sees it: the question, the reply as written, what
     the parser read, the text of each cited passage and, for an abstention, the passages
     the reader was given. Nothing of the first reading: no system, verdict, reason or
     note."""
     row = book.set_index("review_id").loc[review_id]
-    questions, texts = _questions_and_texts(data_dir)
+    questions, texts = _questions_and_texts()
     questions = questions.set_index("question_id")["question"]
     def shown(ids):
         return [f"  {i}: {texts.get(i, '(no such passage in the handbook)')}"
@@ -495,30 +485,28 @@ def blind_text(review_id: str, book: pd.DataFrame, data_dir: PathLike = DATA_DIR
              if parsed else "PARSED: the strict parser found no answer and no sources",
              "CITED PASSAGES:", *shown(row["sources"])]
     if row["action"] == "abstain":
-        entry = reviewable_entries(transcript)[row["transcript_key"]][1]
+        entry = reviewable_entries()[row["transcript_key"]][1]
         lines += ["PASSAGES THE READER WAS GIVEN:", *shown(entry.passage_ids)]
     return "\n".join(lines)
 
 
-def record_second_reading(review_id: str, verdict: str, reason: str, note: str, reviewer: str,
-                          data_dir: PathLike = DATA_DIR,
-                          transcript: PathLike = TRANSCRIPT_PATH) -> Path:
+def record_second_reading(review_id: str, verdict: str, reason: str, note: str,
+                          reviewer: str) -> Path:
     """Add one reading to ``second-reading.csv``, validated with every earlier row, and
     rewrite the file atomically (the metadata is the caller's)."""
-    path = Path(data_dir) / SECOND_READING_FILE
-    book = load_review(data_dir, transcript)
-    done = load_second_reading(data_dir, transcript, book)
+    path = DATA_DIR / SECOND_READING_FILE
+    book = load_review()
+    done = load_second_reading(book)
     values = [*done.to_dict("records"), dict(zip(SECOND_COLUMNS, (
         review_id, verdict, reason, note, reviewer, datetime.date.today().isoformat())))]
     _second_rows(path, [Row(n, n + 1, v) for n, v in enumerate(values, 1)], book)
     return write_csv_atomic(path, SECOND_COLUMNS, [[v[c] for c in SECOND_COLUMNS] for v in values])
 
 
-def next_to_read(data_dir: PathLike = DATA_DIR,
-                 transcript: PathLike = TRANSCRIPT_PATH) -> tuple[str | None, str]:
+def next_to_read() -> tuple[str | None, str]:
     """The next unread reply of the sample and how far the reading is."""
-    book = load_review(data_dir, transcript)
+    book = load_review()
     sample = second_sample(book)
-    done = set(load_second_reading(data_dir, transcript, book)["review_id"])
+    done = set(load_second_reading(book)["review_id"])
     left = next((review_id for review_id in sample if review_id not in done), None)
     return left, f"{len(done)} of {len(sample)} replies read"

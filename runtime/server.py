@@ -33,6 +33,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+from collections import namedtuple
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -152,11 +153,6 @@ class ServerInfo(ModelMatch):
 # ----------------------------------------------------------------------- configuration
 
 
-def configured_url(url: str | None = None) -> str | None:
-    """``url``, else the environment variable ``RIVERTON_READER_URL``, else None."""
-    return (url if url is not None else config.text(config.READER_URL)).strip() or None
-
-
 def normalise_url(url: str) -> str:
     """The API base URL: scheme and host required, ``/v1`` added when no path is given."""
     parts = urlsplit(url.strip())
@@ -203,12 +199,10 @@ def identify_engine(root: str, http) -> tuple[EngineFacts, str | None, dict]:
     return UNKNOWN_ENGINE, None, {}
 
 
-_DRIVE = re.compile(r"^[A-Za-z]:[\\/]")
-
-
 def is_local_path(text: str) -> bool:
-    """Whether a model name the server reports is a path on its disk (not a Hub id)."""
-    return text.startswith(("/", "~", "./", "../", "\\")) or bool(_DRIVE.match(text))
+    """Whether a model name the server reports is a path on its disk (not a Hub id): one
+    that begins at a root, a home, the current folder or a drive (``C:\\``)."""
+    return text.startswith(("/", "~", "./", "../", "\\")) or bool(re.match(r"[A-Za-z]:[\\/]", text))
 
 
 def _parts(text: str) -> list[str]:
@@ -225,8 +219,7 @@ def public_model_name(name: str) -> str:
 
 
 def match_served_model(spec: ReaderSpec, revision: str, url: str,
-                       listed: Sequence[tuple[str, str | None]],
-                       engine: EngineFacts | None = None) -> ModelMatch:
+                       listed: Sequence[tuple[str, str | None]], engine: EngineFacts) -> ModelMatch:
     """Pick the listed model that is ``spec``'s and check its revision where possible.
 
     ``listed`` holds (id, path) pairs: the id the server lists and any path it reports
@@ -268,7 +261,7 @@ def match_served_model(spec: ReaderSpec, revision: str, url: str,
         if other:
             raise WrongModelError(url, None, f"the server lists {model_id} but serves the GGUF "
                                   f"file {_parts(other)[-1]} ({other}), while {wants}")
-        if pinned_file is None and engine is not None and engine.gguf_only:
+        if pinned_file is None and engine.gguf_only:
             raise WrongModelError(url, None, (
                 f"the server runs {engine.name}, which serves GGUF files only, so the model it "
                 f"lists as {model_id} is a GGUF conversion, not {original} a GGUF file."))
@@ -321,14 +314,8 @@ def _check_gguf(spec: ReaderSpec, revision: str, url: str, model_id: str,
 # -------------------------------------------------------------------------- replies
 
 
-@dataclass(frozen=True)
-class Reply:
-    """The parts of a chat-completions reply the book uses, after :func:`check_reply`."""
-
-    text: str
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
+#: The parts of a chat-completions reply the book uses, after :func:`check_reply`.
+Reply = namedtuple("Reply", "text finish_reason prompt_tokens completion_tokens")
 
 
 def _excerpt(value, limit: int = 300) -> str:
@@ -375,18 +362,6 @@ def check_reply(data, cap: int, engine: EngineFacts) -> Reply:
 # --------------------------------------------------------------------------- client
 
 
-def open_client(url: str, api_key: str | None, timeout: float):
-    """An ``openai.OpenAI`` client for ``url`` that never retries (errors stay visible)."""
-    try:
-        import openai
-    except ImportError as error:
-        raise ReaderError("server mode needs the openai package: "
-                          "`pip install -e '.[server]'`") from error
-    # Servers without authentication accept any key; the client insists on one.
-    return openai.OpenAI(base_url=url, api_key=api_key or "not-needed", timeout=timeout,
-                         max_retries=0)
-
-
 def describe_api_error(error: Exception, timeout: float) -> str:
     """A sentence for an exception raised by the openai client."""
     import openai
@@ -398,10 +373,9 @@ def describe_api_error(error: Exception, timeout: float) -> str:
         cause = error.__cause__ or error.__context__ or error
         return f"cannot connect ({type(cause).__name__}: {cause})"
     if isinstance(error, openai.APIStatusError):
-        body = error.response.text if error.response is not None else ""
         hint = f" (set {config.READER_API_KEY} to the server's API key)" if error.status_code in (
             401, 403) else ""
-        return f"HTTP {error.status_code}{hint}: {_excerpt(body) or 'no body'}"
+        return f"HTTP {error.status_code}{hint}: {_excerpt(error.response.text) or 'no body'}"
     return f"{type(error).__name__}: {error}"
 
 

@@ -22,6 +22,7 @@ generations from a cached load look wrong, delete the folder: the next load rebu
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.metadata
 import json
@@ -68,7 +69,6 @@ def gguf_sha256(path: Path) -> str:
     is used only while the file has the same size, modification time (to the nanosecond)
     and inode as when it was hashed.
     """
-    path = Path(path)
     stat = path.stat()
     stamp = [stat.st_size, stat.st_mtime_ns, stat.st_ino]
     index = cache_root() / "gguf-sha256.json"
@@ -80,19 +80,9 @@ def gguf_sha256(path: Path) -> str:
         return file_sha256(path, known=entry["sha256"])
     sha = file_sha256(path)
     known[str(path)] = {"stamp": stamp, "sha256": sha}
-    try:
+    with contextlib.suppress(OSError):  # the next run hashes the file again
         write_json_atomic(index, known, sort_keys=False)
-    except OSError:
-        pass  # the next run hashes the file again
     return sha
-
-
-def cache_folder(spec: ReaderSpec, gguf_path: Path) -> Path:
-    """The cache folder of ``gguf_path``: its SHA-256 and the dequantising versions name it."""
-    slug = re.sub(r"[^A-Za-z0-9.]+", "-", spec.model_id).strip("-")
-    sha = gguf_sha256(Path(gguf_path))
-    return cache_root() / (f"{slug}-gguf-{sha[:16]}-transformers-{_version('transformers')}"
-                           f"-gguf-{_version('gguf')}")
 
 
 def problem_with(folder: Path, gguf_sha256: str) -> str | None:
@@ -125,11 +115,11 @@ def save_dequantised(model, tokenizer, folder: Path) -> None:
     """Write ``model`` and ``tokenizer`` into ``folder`` as an ordinary safetensors checkpoint.
 
     ``save_pretrained`` refuses a model loaded from GGUF ("not serializable"), so the
-    config is written without its quantisation entry and the weights with safetensors.
+    config is written without its quantisation entry (its ``save_pretrained`` makes the
+    folder) and the weights with safetensors.
     """
     from safetensors.torch import save_model
 
-    folder.mkdir(parents=True, exist_ok=True)
     config = copy.deepcopy(model.config)
     if hasattr(config, "quantization_config"):
         del config.quantization_config
@@ -170,7 +160,10 @@ def load_gguf(spec: ReaderSpec, gguf_path: Path, say=print):
 
     gguf_path = Path(gguf_path)
     sha = gguf_sha256(gguf_path)
-    folder = cache_folder(spec, gguf_path)
+    # the cache folder: the model, the file's SHA-256 and the dequantising versions name it
+    slug = re.sub(r"[^A-Za-z0-9.]+", "-", spec.model_id).strip("-")
+    folder = cache_root() / (f"{slug}-gguf-{sha[:16]}-transformers-{_version('transformers')}"
+                             f"-gguf-{_version('gguf')}")
     if folder.exists():
         problem = problem_with(folder, sha)
         if problem is None:
