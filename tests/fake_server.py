@@ -30,15 +30,17 @@ class FakeServer:
     """``with FakeServer(behaviour) as fake: fake.url`` -> ``http://127.0.0.1:N/v1``.
 
     ``behaviour`` is a function ``(request_body) -> (status, body or bytes, delay_s)`` or
-    one of the names in :data:`BEHAVIOURS`. ``engine`` is "llama-cpp-python", "vLLM",
-    "llama.cpp" or None (says nothing about itself). ``model_root`` is the path vLLM
-    reports as the model's ``root``; ``model_path`` the one llama.cpp's ``/props`` reports.
+    one of the names in :data:`BEHAVIOURS` (the same reply to every request). ``engine`` is
+    "llama-cpp-python", "vLLM", "llama.cpp" or None (says nothing about itself).
+    ``model_root`` is the path vLLM reports as the model's ``root``; ``model_path`` the one
+    llama.cpp's ``/props`` reports.
     """
 
     def __init__(self, behaviour, engine: str | None = "llama-cpp-python",
                  model_id: str = f"/models/{SMOL_FILE}", model_root: str | None = None,
                  model_path: str | None = None):
-        self.behaviour = BEHAVIOURS[behaviour] if isinstance(behaviour, str) else behaviour
+        self.behaviour = behaviour if callable(behaviour) else (
+            lambda body, fixed=BEHAVIOURS[behaviour]: fixed)
         self.engine, self.model_id = engine, model_id
         # vLLM's "root" (the path it loaded the model from); llama-server's /props "model_path".
         self.model_root, self.model_path = model_root, model_path
@@ -107,28 +109,36 @@ class FakeServer:
         self.thread.join(timeout=5)
 
 
+#: The fixed replies of the named behaviours: (status, body or bytes, delay_s).
 BEHAVIOURS = {
-    "ok": lambda body: (200, good_reply(), 0.0),
-    "http_500": lambda body: (500, {"error": {"message": "model crashed"}}, 0.0),
-    "http_404": lambda body: (404, {"error": {"message": "no such route"}}, 0.0),
-    "no_choices": lambda body: (200, {k: v for k, v in good_reply().items() if k != "choices"},
-                                0.0),
-    "empty_choices": lambda body: (200, {**good_reply(), "choices": []}, 0.0),
-    "empty_message": lambda body: (200, good_reply(text=""), 0.0),
-    "null_message": lambda body: (200, good_reply(text=None), 0.0),
-    "not_json": lambda body: (200, b"<html>proxy error</html>", 0.0),
-    "no_usage": lambda body: (200, {k: v for k, v in good_reply().items() if k != "usage"},
-                              0.0),
-    "no_finish_reason": lambda body: (200, good_reply(finish=None), 0.0),
+    "ok": (200, good_reply(), 0.0),
+    "http_500": (500, {"error": {"message": "model crashed"}}, 0.0),
+    "http_404": (404, {"error": {"message": "no such route"}}, 0.0),
+    "no_choices": (200, {k: v for k, v in good_reply().items() if k != "choices"}, 0.0),
+    "empty_choices": (200, {**good_reply(), "choices": []}, 0.0),
+    "empty_message": (200, good_reply(text=""), 0.0),
+    "null_message": (200, good_reply(text=None), 0.0),
+    "not_json": (200, b"<html>proxy error</html>", 0.0),
+    "no_usage": (200, {k: v for k, v in good_reply().items() if k != "usage"}, 0.0),
+    "no_finish_reason": (200, good_reply(finish=None), 0.0),
     # Cut off at 48 tokens, yet claims it stopped at the end-of-sequence token.
-    "hidden_cap": lambda body: (200, good_reply(text="Answer: The stipend is paid",
-                                                finish="stop", completion_tokens=48), 0.0),
+    "hidden_cap": (200, good_reply(text="Answer: The stipend is paid", finish="stop",
+                                   completion_tokens=48), 0.0),
     # Cut off by a server-side limit of 20 tokens that the request never set.
-    "server_cap": lambda body: (200, good_reply(text="Answer: The stipend is paid",
-                                                finish="length", completion_tokens=20), 0.0),
-    "over_cap": lambda body: (200, good_reply(completion_tokens=60), 0.0),
-    "stall": lambda body: (200, good_reply(), 30.0),
+    "server_cap": (200, good_reply(text="Answer: The stipend is paid", finish="length",
+                                   completion_tokens=20), 0.0),
+    "over_cap": (200, good_reply(completion_tokens=60), 0.0),
+    "stall": (200, good_reply(), 30.0),
 }
+
+
+def record(url, transcript, *options, what="reader"):
+    """``python -m runtime record WHAT`` of SmolLM2 from the server at ``url`` into
+    ``transcript``, with ``options``, as an author runs it; its exit status."""
+    from runtime.cli import main
+
+    return main(["record", what, "--reader", "smollm2_135m_instruct", "--server", url,
+                 "--transcript", str(transcript), *options])
 
 
 def question_of(inputs):

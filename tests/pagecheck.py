@@ -137,11 +137,9 @@ def search_and_wait(box, term: str, read: Callable[[], object], done: Callable[[
     box.clear()
     box.send_keys(term)
     deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if done(value) or time.monotonic() > deadline:
-            return value
+    while not done(value := read()) and time.monotonic() <= deadline:
         time.sleep(poll)
+    return value
 
 
 def wait_for_tables(driver, timeout: float = 30.0) -> int:
@@ -183,13 +181,11 @@ def progress_residue(page: str, *extra: str) -> list[str]:
 
 def _wait(condition: Callable[[], object], timeout: float, what: str):
     deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
+    while not (value := condition()):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(0.1)
+    return value
 
 
 def check_page(url: str, search_term: str, expected_rows_predicate: Callable[[Row], bool], *,

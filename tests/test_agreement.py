@@ -35,7 +35,6 @@ T, F = True, False
 # missed, 6 neither.
 FLAGGED = [T, T, T, F, F, F, F, F, F, F]
 UNSUPPORTED = [T, T, F, T, F, F, F, F, F, F]
-table = Confusion
 
 
 def matrix(counts: Confusion) -> np.ndarray:
@@ -49,7 +48,7 @@ def random_tables(seed: int, how_many: int = 40):
     for _ in range(how_many):
         cells = [int(c) for c in rng.integers(0, 25, size=4)]
         if all((cells[0] + cells[2], cells[1] + cells[3], cells[0] + cells[1], cells[2] + cells[3])):
-            yield table(*cells)
+            yield Confusion(*cells)
 
 
 # ------------------------------------------------------------------ the table, per class
@@ -66,13 +65,13 @@ def test_confusion_counts_the_four_cells_and_refuses_what_is_not_a_table():
 
 
 def test_the_two_rates_read_the_table_by_class():
-    counts = table(38, 0, 4, 3)  # the screen on the two models' distinct replies
+    counts = Confusion(38, 0, 4, 3)  # the screen on the two models' distinct replies
     assert [(r(counts).numerator, r(counts).denominator) for r in (sensitivity, specificity)] \
         == [(38, 42), (3, 3)]
     assert str(specificity(counts)) == "3 of 3: 1.00 (0.29 to 1.00)"
     assert str(sensitivity(counts)) == "38 of 42: 0.90 (0.77 to 0.97)"
     # A class with no members has no rate and no interval.
-    nothing = specificity(table(5, 0, 2, 0))
+    nothing = specificity(Confusion(5, 0, 2, 0))
     assert nothing.value is None and nothing.interval().low is None
     assert str(nothing) == "undefined: 0 of 0"
     assert "nothing to count" in nothing.interval().text()
@@ -151,13 +150,13 @@ def test_kappa_max_is_the_largest_kappa_the_margins_allow():
         flagged_total = counts.flagged_unsupported + counts.flagged_supported
         bad_total = counts.flagged_unsupported + counts.passed_unsupported
         n = counts.rows
-        best = max(cohen_kappa_score(*ratings_of(table(
+        best = max(cohen_kappa_score(*ratings_of(Confusion(
             fu, flagged_total - fu, bad_total - fu, n - flagged_total - bad_total + fu)))
             for fu in range(max(0, flagged_total + bad_total - n),
                             min(flagged_total, bad_total) + 1))
         assert table_coefficients(counts)["kappa_max"].value == pytest.approx(best)
     # The screen on the models' replies holds no supported reply: kappa is its maximum.
-    coefficients = table_coefficients(table(38, 0, 4, 3))
+    coefficients = table_coefficients(Confusion(38, 0, 4, 3))
     assert coefficients["kappa"].value == pytest.approx(19 / 34)
     assert coefficients["kappa_max"].value == pytest.approx(coefficients["kappa"].value)
 
@@ -214,7 +213,7 @@ DEGENERATE = {
 @pytest.mark.parametrize("name", DEGENERATE)
 def test_degenerate_tables_report_a_number_only_where_one_is_defined(name):
     cells, expected = DEGENERATE[name]
-    counts = table(*cells)
+    counts = Confusion(*cells)
     got = table_coefficients(counts)
     for coefficient, value in zip(("kappa", "kappa_max", "pabak"), expected):
         if value is None:
@@ -238,7 +237,7 @@ def test_degenerate_tables_report_a_number_only_where_one_is_defined(name):
 
 
 def test_coefficients_of_no_reply_or_one_category_are_undefined():
-    assert all(c.value is None for c in table_coefficients(table(0, 0, 0, 0)).values())
+    assert all(c.value is None for c in table_coefficients(Confusion(0, 0, 0, 0)).values())
     assert pabak([T, T], [T, T]).value is None and pabak([T, T], [T, T]).text().startswith("undefined: ")
     assert pabak([T, T], [T, T], (T, F)).value == 1.0
     assert gwet_ac1(["a"], ["a"]).value is None
@@ -246,7 +245,7 @@ def test_coefficients_of_no_reply_or_one_category_are_undefined():
         pabak(["a"], ["b"], ["a"])
     with pytest.raises(ValueError, match="at least one"):
         gwet_ac1([], [])
-    row = coefficient_row(table(38, 0, 4, 3))  # numbers, shown as text only in a table
+    row = coefficient_row(Confusion(38, 0, 4, 3))  # numbers, shown as text only in a table
     assert row["observed"] == pytest.approx(41 / 45) and row["kappa"].value == pytest.approx(0.5588, abs=1e-4)
     assert {key: str(value) for key, value in row.items() if key != "observed"} == {
         "kappa": "0.56", "kappa_max": "0.56", "pabak": "0.82", "ac1": "0.89"}
@@ -275,8 +274,8 @@ def test_validity_rows_by_hand():
     assert validity.youden_j([T, F, T, F], [T, T, F, F]) == 0
     assert validity.youden_j([T, T], [T, F]) == 0
     assert validity.validity_row([T, F], [T, T])["youden_j"] == "undefined"
-    table_ = validity.validity_table(frame(FLAGGED, UNSUPPORTED, range(10), g=list("ab" * 5)), "g")
-    assert table_["g"].tolist() == ["a", "b"] and table_["unsupported"].tolist() == [1, 2]
+    table = validity.validity_table(frame(FLAGGED, UNSUPPORTED, range(10), g=list("ab" * 5)), "g")
+    assert table["g"].tolist() == ["a", "b"] and table["unsupported"].tolist() == [1, 2]
 
 
 def _reference_resamples(questions, resamples, seed):

@@ -256,8 +256,7 @@ def test_the_normal_fixture_fingerprints_are_unchanged():
         assert MARK in metadata.at[name, "source"].lower(), name
 
 
-def test_the_normal_handbook_holds_no_planted_passage(attack):
-    handbook = load_riverton().handbook
+def test_the_normal_handbook_holds_no_planted_passage(attack, handbook):
     assert list(handbook["passage_id"]) == [f"H{i:02d}" for i in range(1, 16)]
     assert not set(handbook["text"]) & set(attack.passages["text"])
 
@@ -284,22 +283,17 @@ def test_no_planted_string_appears_in_a_lesson_1_to_4_data_file(attack):
     for path in sorted(DATA_DIR.iterdir()):
         if path.name in ATTACK_FILES or not path.is_file():
             continue
+        places = {path.name: path.read_text(encoding="utf-8")}
         if path.suffix == ".jsonl":
-            # Transcript entries may hold planted text only when recorded for an attack.
-            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-                if not line.strip():
-                    continue
-                entry = json.loads(line)
-                # The whole entry: a transcript's messages, a baseline's passages, any reply.
-                text = json.dumps(entry, ensure_ascii=False)
-                if re.match(r"A\d{2}\b", entry.get("question_id", "")):
-                    continue
-                leaked = [s for s in strings if s in text]
-                assert not leaked, f"{path.name}, line {number}: {leaked}"
-        else:
-            text = path.read_text(encoding="utf-8")
+            # Transcript entries may hold planted text only when recorded for an attack; each
+            # is read whole: a transcript's messages, a baseline's passages, any reply.
+            entries = {f"{path.name}, line {number}": json.loads(line)
+                       for number, line in enumerate(places[path.name].splitlines(), 1) if line.strip()}
+            places = {place: json.dumps(entry, ensure_ascii=False) for place, entry in entries.items()
+                      if not re.match(r"A\d{2}\b", entry.get("question_id", ""))}
+        for place, text in places.items():
             leaked = [s for s in strings if s in text]
-            assert not leaked, f"{path.name}: {leaked}"
+            assert not leaked, f"{place}: {leaked}"
         checked += 1
     assert checked >= 5  # handbook, two question files, metadata, transcript
 

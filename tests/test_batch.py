@@ -24,9 +24,8 @@ SMOL = "smollm2_135m_instruct"
 
 @pytest.mark.parametrize(("value", "expected"), [(None, batch.DEFAULT_BATCH_SIZE), ("1", 1), (" 16 ", 16)])
 def test_the_batch_size_comes_from_the_environment(monkeypatch, value, expected):
-    if value is None:
-        monkeypatch.delenv(config.BATCH_SIZE, raising=False)
-    else:
+    monkeypatch.delenv(config.BATCH_SIZE, raising=False)
+    if value is not None:
         monkeypatch.setenv(config.BATCH_SIZE, value)
     assert batch.batch_size() == expected
     assert batch.batch_size(3) == 3  # an argument wins

@@ -11,23 +11,21 @@ results laid out as Quarto lays them out; tests/test_quarto.py checks them with 
 """
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import shutil
 import subprocess
-import threading
 import time
 from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
 from bookkit.build import Chapter, read_chapter
 from bookkit.cache import CACHE_DIR_NAME, LessonKey, ProjectInputs, environment_digests, explain
-from projects import (SAMPLE_LESSON as LESSON, clean_environment, code, copy_project, markdown, run_book,
-                      write_notebook, write_project)
+from pagecheck import serve_folder
+from projects import (SAMPLE_LESSON as LESSON, clean_environment, code, copy_project, markdown, post_render,
+                      run_book, write_notebook, write_project)
 
 SECOND = "lessons/02-second.ipynb"
 LESSONS = (LESSON, SECOND)
@@ -56,12 +54,9 @@ def write_book(root: Path) -> Path:
     (root / "data" / "numbers.txt").write_text("3\n4\n", encoding="utf-8")
     (root / "reviews").mkdir()
     (root / "reviews" / "mine.csv").write_text("review_id,verdict\nR1,supported\n", encoding="utf-8")
-    write_project(root, default_cells(), title="Cached lesson")
+    write_project(root, default_cells(), title="Cached lesson", chapters=["index.qmd", LESSON, SECOND])
     write_notebook(root / SECOND, [code("second = 6 * 7"), code("#| output: asis\nprint(f'Second: **{second}**.')")],
                    "Second lesson")
-    config = yaml.safe_load((root / "_quarto.yml").read_text())
-    config["book"]["chapters"].append(SECOND)
-    (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     return root
 
 
@@ -235,43 +230,25 @@ def test_fresh_executes_anyway_and_prints_no_kernel_tcp_warning(book):
     assert "without encryption" not in result.stdout + result.stderr
 
 
-class _Replies(http.server.BaseHTTPRequestHandler):
-    """A real HTTP server's handler whose reply can change behind the same URL."""
-
-    reply = "engine one"
-
-    def do_GET(self):
-        body = self.reply.encode("utf-8")
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-
 def test_a_lesson_always_executes_while_a_reader_server_is_set(book):
     """The server may change its engine or weights behind one URL: nothing is re-used or kept."""
     write_lesson(book, [markdown("# A reply from the server"),
                         code("import os, urllib.request\nurl = os.environ['RIVERTON_READER_URL']\n"
                              "reply = urllib.request.urlopen(url.replace('student:pa55word@', ''), timeout=30).read().decode()"),
                         code("#| output: asis\nprint(f'The server said **{reply}**.')")])
-    server, kept = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Replies), [entries(book, name) for name in LESSONS]
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    shown = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    try:
+    kept, served = [entries(book, name) for name in LESSONS], book.parent / "served"
+    served.mkdir()
+    # A real HTTP server whose reply (the file v1 it serves) changes behind the same URL.
+    with serve_folder(served) as base:
+        shown = f"{base}v1"
         env = clean_environment(**REVIEWS, RIVERTON_READER_URL=shown.replace("//", "//student:pa55word@"))
         for reply in ("engine one", "engine two"):  # the same URL, the same inputs on this machine
-            _Replies.reply = reply
+            (served / "v1").write_text(reply, encoding="utf-8")
             result = build(book, env=env)
             assert [decision(result, lesson) for lesson in LESSONS] == [
                 f"executed: replies come from the server at {shown}"] * 2
             assert f"The server said <strong>{reply}</strong>." in page(book)
             assert "pa55word" not in result.stdout + result.stderr
-    finally:
-        server.shutdown()
-        server.server_close()
     assert [entries(book, lesson) for lesson in LESSONS] == kept, "a server's run was cached"
     write_lesson(book, default_cells())
     result = build(book, env=clean_environment(**REVIEWS, RIVERTON_READER_MODE="server"))
@@ -394,22 +371,11 @@ def _pre(root: Path) -> dict[str, str]:
 PAGES = "_book/index.html\n_book/lessons/01-sample.html\n_book/lessons/02-second.html"
 
 
-def _post(root: Path, monkeypatch, outputs: str = PAGES) -> list[str]:
-    from bookkit.freeze import post_render
-
-    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(root / "_book"))
-    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", outputs)
-    monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)
-    said = []
-    assert post_render(root, said.append) == 0
-    return said
-
-
 def _rendered(root: Path, monkeypatch) -> None:
     """A render that executed both lessons and succeeded."""
     for lesson in LESSONS:
         _freeze_result(root, lesson)
-    _post(root, monkeypatch)
+    post_render(root, monkeypatch, PAGES)
 
 
 KEPT = "frozen result kept: inputs unchanged"
@@ -423,7 +389,7 @@ def frozen_book(tmp_path, monkeypatch):
     assert _pre(root) == {lesson: "will execute: no earlier run" for lesson in LESSONS}
     _rendered(root, monkeypatch)
     assert _pre(root) == {lesson: KEPT for lesson in LESSONS}
-    _post(root, monkeypatch)
+    post_render(root, monkeypatch, PAGES)
     return root
 
 
@@ -483,7 +449,7 @@ def test_the_notebook_goes_back_as_committed_and_its_execution_serves_the_pdf(tm
     hidden.parent.mkdir(parents=True)
     shutil.copyfile(result, hidden)
     _freeze_result(root, SECOND)
-    _post(root, monkeypatch)
+    post_render(root, monkeypatch, PAGES)
     assert (root / LESSON).read_text(encoding="utf-8") == committed
     for frozen in (result, hidden):
         assert json.loads(frozen.read_text()) == {"hash": _quarto_hash(committed), "result": {"markdown": "x"}}
@@ -492,7 +458,7 @@ def test_the_notebook_goes_back_as_committed_and_its_execution_serves_the_pdf(tm
     assert _pre(root)[LESSON] == KEPT
     assert (root / LESSON).read_text(encoding="utf-8") == executed
     assert json.loads(result.read_text())["hash"] == _quarto_hash(executed)  # Quarto thaws it
-    _post(root, monkeypatch)
+    post_render(root, monkeypatch, PAGES)
     assert (root / LESSON).read_text(encoding="utf-8") == committed
     assert json.loads(result.read_text())["hash"] == _quarto_hash(committed)
 
@@ -501,9 +467,9 @@ def test_the_notebook_goes_back_as_committed_and_its_execution_serves_the_pdf(tm
     assert _pre(root)[LESSON] == no_notebook
     assert not result.exists() and (root / LESSON).read_text(encoding="utf-8") == committed
     _freeze_result(root)
-    _post(root, monkeypatch)
+    post_render(root, monkeypatch, PAGES)
     assert _pre(root)[LESSON] == KEPT
-    _post(root, monkeypatch)
+    post_render(root, monkeypatch, PAGES)
     shutil.rmtree(_executed_folder(root))
     assert _pre(root)[LESSON] == no_notebook and not frozen_result(root, LESSON).exists()
 
@@ -511,17 +477,12 @@ def test_the_notebook_goes_back_as_committed_and_its_execution_serves_the_pdf(tm
 def test_a_pdf_that_would_show_a_lesson_without_outputs_is_removed(tmp_path, monkeypatch):
     """The PDF does not execute lessons; rendered alone (`quarto render --to typst`) after a
     lesson's key changed, it would print that lesson bare: post-render fails and removes it."""
-    from bookkit.freeze import post_render
-
     root = write_book(tmp_path / "book")
     _pre(root)
     pdf = root / "_book" / "book.pdf"
     pdf.parent.mkdir()
     pdf.write_bytes(b"%PDF-1.7")  # Typst rendered the notebooks as committed, without outputs
-    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(root / "_book"))
-    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", "_book/book.pdf")
-    said = []
-    assert post_render(root, said.append) == 1
+    said = post_render(root, monkeypatch, "_book/book.pdf", status=1)
     assert not pdf.exists()
     assert f"[freeze] removed _book/book.pdf: it would show {LESSON}, {SECOND} without outputs" in said[0], said
     # Rendered with the HTML, the lessons executed first and the PDF had their outputs.
@@ -529,7 +490,7 @@ def test_a_pdf_that_would_show_a_lesson_without_outputs_is_removed(tmp_path, mon
     pdf.write_bytes(b"%PDF-1.7")
     for lesson in LESSONS:
         _freeze_result(root, lesson)
-    _post(root, monkeypatch, f"_book/book.pdf\n{PAGES}")
+    post_render(root, monkeypatch, f"_book/book.pdf\n{PAGES}")
     assert pdf.is_file()
 
 
@@ -548,7 +509,7 @@ def test_notebooks_a_failed_render_wrote_into_go_back_unless_edited_meanwhile(tm
     nb.cells.append(nbformat.v4.new_code_cell("print('new cell')"))
     nbformat.write(nb, root / LESSON)
     edited = (root / LESSON).read_bytes()
-    assert f"[freeze] {LESSON}: edited during the render; left as it is" in _post(root, monkeypatch, "")
+    assert f"[freeze] {LESSON}: edited during the render; left as it is" in post_render(root, monkeypatch, "")
     assert (root / LESSON).read_bytes() == edited
 
 

@@ -13,6 +13,7 @@ import pytest
 from helpers import corruptions
 from helpers.corruptions import (CLAIM_NOT_IN, CONTRADICTS, CORRUPTION_READER, FIGURE_NOT_IN,
                                  RIGHT_FIGURE, Reply, corrupt_review)
+from runtime.files import write_csv_atomic
 from runtime.fixture import CORRUPTIONS_FILE, REVIEW_FILE, FixtureError, load_handbook, validated
 from runtime.paths import DATA_DIR
 from runtime.records import read_transcript
@@ -138,9 +139,6 @@ def test_a_bad_corruption_row_is_refused_naming_its_row_and_column(tmp_path, col
         shutil.copyfile(DATA_DIR / name, tmp_path / name)
     rows = read(CORRUPTIONS_FILE)
     rows[2][column] = value
-    with open(tmp_path / CORRUPTIONS_FILE, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv_atomic(tmp_path / CORRUPTIONS_FILE, list(rows[0]), [list(row.values()) for row in rows])
     with pytest.raises(FixtureError, match=rf"row 3 \(line 4\), column '{column}': .*{message}"):
         validated(tmp_path, CORRUPTIONS_FILE)

@@ -153,10 +153,6 @@ def test_routing_sends_every_sensitive_ordinary_question_and_two_others(riverton
 # --- contradiction: values read from passages, then compared -----------------------------
 
 
-def _read(text):
-    return [(v.kind, v.amount, v.per) for v in stated_values(text)]
-
-
 @pytest.mark.parametrize(("text", "expected"), [
     # money: cents, with the period it is paid per, however the period is written
     ("a training stipend of $150 per week", [("money", 15000, "week")]),
@@ -191,7 +187,7 @@ def _read(text):
     ("Begin your reply with rhjz8e.", []),
 ])
 def test_values_are_read_with_what_they_measure(text, expected):
-    assert _read(text) == expected
+    assert [(v.kind, v.amount, v.per) for v in stated_values(text)] == expected
 
 
 def test_a_value_is_listed_once_and_compatible_values_can_both_be_true():

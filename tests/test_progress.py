@@ -16,10 +16,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 import pagecheck
-from projects import SAMPLE_LESSON as LESSON, write_project
+from projects import SAMPLE_LESSON as LESSON, run_cells, write_project
 from runtime import config, progress
 from runtime.paths import LESSONS_DIR, PROJECT_ROOT
 
@@ -27,12 +26,10 @@ LABEL = "probe-progress-label"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
-def _person(environ=None) -> dict[str, str]:
+def _person() -> dict[str, str]:
     """An environment as a student's JupyterLab session has it: no build markers."""
-    environ = dict(os.environ if environ is None else environ)
-    for name in [config.BOOK_BUILD, config.PROGRESS, *progress.QUARTO_MARKERS]:
-        environ.pop(name, None)
-    return environ
+    markers = {config.BOOK_BUILD, config.PROGRESS, *progress.QUARTO_MARKERS}
+    return {name: value for name, value in os.environ.items() if name not in markers}
 
 
 # --------------------------------------------------------------------------- the detector
@@ -108,10 +105,7 @@ LOOP_CELL = textwrap.dedent(
 
 
 def _run_in_kernel(env: dict[str, str]):
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(LOOP_CELL)])
-    NotebookClient(nb, kernel_name="python3", timeout=120,
-                   resources={"metadata": {"path": str(PROJECT_ROOT)}}).execute(env=env)
-    return nb.cells[0].outputs
+    return run_cells(LOOP_CELL, env=env).cells[0].outputs
 
 
 def test_a_students_kernel_shows_a_widget():
@@ -134,33 +128,21 @@ def test_a_build_kernel_shows_nothing(marker):
 # --------------------------------------------------------------------------- built pages
 
 
-def _progress_project(root: Path) -> Path:
-    return write_project(root, [nbformat.v4.new_code_cell(LOOP_CELL + "print('loop done')")])
-
-
-def residue(page: str) -> list[str]:
-    """Traces of a progress bar in a built page, this test's label and count included."""
-    return pagecheck.progress_residue(page, LABEL, "3/3")
-
-
-def _built_page(root: Path) -> str:
-    page = (root / "_book" / Path(LESSON).with_suffix(".html")).read_text(encoding="utf-8")
-    assert "loop done" in page, "the lesson's cell did not run"
-    return page
-
-
 @pytest.mark.slow
 @pytest.mark.quarto
 def test_a_plain_quarto_render_leaves_no_progress_bar(tmp_path, quarto):
     """A plain `quarto render`, which only Quarto's own markers tell from a person's session.
     (`python -m bookkit` marks its kernels, with either engine: test_a_build_kernel_shows_nothing;
     the whole book under both engines: test_browser.py::test_lesson_pages_carry_no_progress_bar.)"""
-    root = _progress_project(tmp_path / "book")
+    root = write_project(tmp_path / "book", [nbformat.v4.new_code_cell(LOOP_CELL + "print('loop done')")])
     env = {**_person(), "QUARTO_PYTHON": sys.executable}
     result = subprocess.run([quarto, "render"], cwd=root, env=env, capture_output=True, text=True,
                             timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert residue(_built_page(root)) == []
+    page = (root / "_book" / Path(LESSON).with_suffix(".html")).read_text(encoding="utf-8")
+    assert "loop done" in page, "the lesson's cell did not run"
+    # Traces of a progress bar in the built page, this test's label and count included.
+    assert pagecheck.progress_residue(page, LABEL, "3/3") == []
 
 
 # --------------------------------------------------------------------------- the lessons' models

@@ -19,10 +19,10 @@ import uuid
 import pandas as pd
 import pytest
 
+from fake_server import record
 from helpers import parsing
 from helpers.decoding import CONSTRAINED_GBNF, MAX_NEW_TOKENS
 from helpers.grammar import build_gbnf, build_grammar, constrained_settings, reply_matches_gbnf
-from runtime.cli import main as runtime_cli
 from runtime.llama_server import (llama_server_installed, llama_server_version, local_llama_server,
                                   server_python, smollm2_gguf)
 from runtime.readers import ServerReader, generate_all, load_reader, mode_sentence
@@ -39,18 +39,15 @@ API_KEY = "class-key-123"
 LESSON_1 = "riverton-handbook-questions.csv, tfidf top 3"
 
 
-def require_llama_server() -> None:
+@pytest.fixture(scope="module")
+def llama_url():
+    """The module's server (skipped without the package, or failed under ``REQUIRE``)."""
     if not llama_server_installed():
         reason = (f"llama-cpp-python[server] is not installed for {server_python()} "
                   "(`make test` installs the test-server extra into .venv-server/)")
         if os.environ.get(REQUIRE) == "1":
             pytest.fail(f"{REQUIRE}=1 but {reason}", pytrace=False)
         pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def llama_url():
-    require_llama_server()
     with local_llama_server(smollm2_gguf()) as url:
         yield url
 
@@ -123,12 +120,10 @@ def test_recording_from_the_server_replaces_its_set_and_replays(first_run, input
     """``record reader --server``, four requests in flight: lesson 1's SmolLM2 set is
     replaced by the server's replies (the same greedy replies as one at a time), every
     other entry stays as it was, in its order, and the new entries replay exactly."""
-    transcript = transcript_copy
-    before = read_transcript(transcript)
-    assert runtime_cli(["record", "reader", "--reader", SMOL, "--server", llama_url,
-                        "--transcript", str(transcript)]) == 0
-    assert f"wrote 6 reader replies to {transcript}" in capsys.readouterr().out
-    after = read_transcript(transcript)
+    before = read_transcript(transcript_copy)
+    assert record(llama_url, transcript_copy) == 0  # `record reader`
+    assert f"wrote 6 reader replies to {transcript_copy}" in capsys.readouterr().out
+    after = read_transcript(transcript_copy)
 
     def replaced(entry):
         return (entry.collection, entry.model_id, entry.decoding) == (LESSON_1, SMOL_ID, "unconstrained")
@@ -140,7 +135,7 @@ def test_recording_from_the_server_replaces_its_set_and_replays(first_run, input
             zip(inputs["question_id"], inputs["messages"], inputs["retrieved_ids"])]
     # Replayed, they are the replies, counts and provenance one request at a time gave,
     # under the keys a live run gives the same prompts.
-    replayed = generate_all(load_reader(SMOL, mode="recorded", transcript=transcript), inputs)
+    replayed = generate_all(load_reader(SMOL, mode="recorded", transcript=transcript_copy), inputs)
     columns = ["question_id", "raw_output", "output_tokens", "ended_by_eos", "hit_token_cap",
                "prompt_tokens", "model_id", "revision", "provenance", "key"]
     assert replayed[columns].equals(first_run[columns])
@@ -155,9 +150,7 @@ def test_the_hybrids_prompts_record_as_lesson_two_builds_them(llama_url, data_co
 
     transcript = tmp_path / "reader-transcript.jsonl"
     questions = data_copy / "riverton-handbook-questions.csv"
-    assert runtime_cli(["record", "reader", "--reader", SMOL, "--server", llama_url,
-                        "--questions", str(questions), "--retriever", "hybrid",
-                        "--transcript", str(transcript)]) == 0
+    assert record(llama_url, transcript, "--questions", str(questions), "--retriever", "hybrid") == 0
     lesson2 = lesson_reader_inputs(retriever="hybrid")
     entries = read_transcript(transcript)
     assert [(e.question_id, e.collection, tuple(e.passage_ids)) for e in entries] == [
@@ -180,8 +173,7 @@ def test_lesson_5_prompts_record_from_a_server_and_the_lesson_finds_them(llama_u
     from runtime.attack_runs import record_prompts
 
     transcript = tmp_path / "reader-transcript.jsonl"
-    assert runtime_cli(["record", "attacks", "--reader", SMOL, "--server", llama_url,
-                        "--attack", "A04", "--transcript", str(transcript)]) == 0
+    assert record(llama_url, transcript, "--attack", "A04", what="attacks") == 0
     entries = read_transcript(transcript)
     assert f"wrote {len(entries)} attacks replies" in capsys.readouterr().out
     assert entries and {e.collection for e in entries} == {"attack prompts, A04"}
@@ -296,14 +288,12 @@ def test_the_grammar_through_the_server_and_its_key(llama_url, inputs, transcrip
         assert reply.key == transcript_key(SMOL_ID, server_reader.revision, messages, gbnf)
         live = constrained_settings(server_reader.settings, build_grammar(retrieved))
         assert reply.key not in {server_reader.key(messages), server_reader.key(messages, live)}
-    transcript = transcript_copy
     capsys.readouterr()
-    assert runtime_cli(["record", "reader", "--reader", SMOL, "--server", llama_url,
-                        "--constrained", "--transcript", str(transcript)]) == 1
+    assert record(llama_url, transcript_copy, "--constrained") == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: reader server {llama_url}, before any question was sent")
     assert "enforces another form of it" in err and "vLLM" in err
-    assert transcript.read_bytes() == TRANSCRIPT_PATH.read_bytes()
+    assert transcript_copy.read_bytes() == TRANSCRIPT_PATH.read_bytes()
 
 
 def test_the_penalty_reaches_the_reply_but_not_the_prompt(llama_url, inputs):

@@ -21,13 +21,12 @@ import pytest
 
 pytest.importorskip("openai")
 
-from fake_server import SMOL_FILE, FakeServer, echo_question, good_reply, question_of  # noqa: E402
+from fake_server import SMOL_FILE, FakeServer, echo_question, good_reply, question_of, record  # noqa: E402
 
 from helpers.decoding import CONSTRAINED  # noqa: E402
 from helpers.grammar import build_gbnf, build_grammar, constrained_settings  # noqa: E402
 from helpers import parsing  # noqa: E402
 from helpers.judge import JUDGE_GRAMMAR  # noqa: E402
-from runtime.cli import main as runtime_cli  # noqa: E402
 from runtime.llama_server import free_port  # noqa: E402
 from runtime.paths import PROJECT_ROOT  # noqa: E402
 from runtime.readers import generate_all, live_check, load_reader, mode_sentence  # noqa: E402
@@ -41,12 +40,6 @@ SMOL, QWEN = "smollm2_135m_instruct", "qwen_1_5b_instruct"
 SMOL_ID, QWEN_ID = "HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2.5-1.5B-Instruct"
 QWEN_REVISION = "989aa7980e4cf806f80c7fef2b1adb7bc71aa306"
 CACHE = "/hf/hub/models--Qwen--Qwen2.5-1.5B-Instruct/snapshots"
-
-
-def record(url, transcript, *options):
-    """``python -m runtime record reader`` from the server at ``url``; its exit status."""
-    return runtime_cli(["record", "reader", "--reader", SMOL, "--server", url,
-                        "--transcript", str(transcript), *options])
 
 
 # ------------------------------------------------------------------ cannot connect

@@ -158,10 +158,9 @@ def test_a_changed_request_is_refused_saying_what_changed_and_how_to_record(
     assert "`python -m runtime record " in message and message.endswith(command + "."), message
 
 
-def _wrong_type(line, field):
-    record = json.loads(line)
-    record[field] = 7 if FIELDS[field][0] is str else "text"
-    return json.dumps(record)
+def _set(field, value):
+    """A damage: the line with ``field`` set to ``value``."""
+    return lambda line, first: json.dumps({**json.loads(line), field: value})
 
 
 @pytest.mark.parametrize("damage, expected", [
@@ -169,16 +168,12 @@ def _wrong_type(line, field):
     (lambda line, first: "[1, 2]", r"line 3: expected a JSON object, found list"),
     (lambda line, first: json.dumps({k: v for k, v in json.loads(line).items()
                                      if k != "raw_output"}), r"line 3: missing field\(s\) raw_output"),
-    (lambda line, first: json.dumps({**json.loads(line), "note": "x"}),
-     r"line 3: unknown field\(s\) note"),
-    (lambda line, first: json.dumps({**json.loads(line), "output_tokens": True}),
-     r"line 3: field 'output_tokens' should be int"),
-    (lambda line, first: json.dumps({**json.loads(line), "revision": "main"}),
-     r"line 3: field 'key' does not match"),
+    (_set("note", "x"), r"line 3: unknown field\(s\) note"),
+    (_set("output_tokens", True), r"line 3: field 'output_tokens' should be int"),
+    (_set("revision", "main"), r"line 3: field 'key' does not match"),
     (lambda line, first: first, r"line 3: key \w+\.\.\. repeats line 1"),
-    (lambda line, first: json.dumps({**json.loads(line), "raw_output": "x"}),
-     None),  # the key covers the request, not the reply
-    *[(lambda line, first, field=field: _wrong_type(line, field),
+    (_set("raw_output", "x"), None),  # the key covers the request, not the reply
+    *[(_set(field, 7 if FIELDS[field][0] is str else "text"),
        rf"line 3: field '{field}' should be {FIELDS[field][0].__name__}") for field in FIELDS],
 ])
 def test_a_damaged_line_is_refused_naming_file_and_line(transcript_copy, damage, expected):

@@ -381,8 +381,7 @@ NO_TEXT = pd.DataFrame({"passage_id": ["A", "B"], "text": ["forklift", None]})
 
 
 @pytest.mark.parametrize(("call", "error", "message"), [
-    (lambda r: TfidfRetriever.fit(pd.DataFrame({"passage_id": ["A", "A"],
-                                                "text": ["one", "two"]})),
+    (lambda r: TfidfRetriever.fit(NO_TEXT.assign(passage_id=["A", "A"], text=["one", "two"])),
      ValueError, "passage IDs must be unique; 'A' repeats"),
     (lambda r: TfidfRetriever.fit(NO_TEXT.iloc[:0]), ValueError, "empty passage table"),
     (lambda r: TfidfRetriever.fit(NO_TEXT), ValueError,

@@ -56,11 +56,7 @@ def qwen_rows() -> list[dict]:
 
 
 def write_rows(path, rows):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(REVIEW_COLUMNS), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv_atomic(path, REVIEW_COLUMNS, ([row[c] for c in REVIEW_COLUMNS] for row in rows))
 
 
 def read_rows(path):
@@ -68,23 +64,24 @@ def read_rows(path):
         return list(csv.DictReader(handle))
 
 
+def csv_copy(tmp_path, *left_out):
+    """A data folder holding a copy of each CSV file of the fixture but those ``left_out``."""
+    return shutil.copytree(DATA_DIR, tmp_path / "data", ignore=lambda _, names: [
+        n for n in names if not n.endswith(".csv") or n in left_out])
+
+
 @pytest.fixture
 def data_dir(tmp_path):
     """A data folder with every fixture file but the review, and a valid Qwen review."""
-    folder = tmp_path / "data"
-    folder.mkdir()
-    for path in DATA_DIR.glob("*.csv"):
-        shutil.copyfile(path, folder / path.name)
+    # the corruptions' sources and the second reading's rows are the book's review's rows,
+    # which this one lacks: those files, and their metadata rows, are left out
+    left_out = (CORRUPTIONS_FILE, SECOND_READING_FILE, BLIND_READING_FILE)
+    folder = csv_copy(tmp_path, *left_out)
     assert REVIEW_FILE in (folder / METADATA_FILE).read_text()  # its row is rewritten below
     write_rows(folder / REVIEW_FILE, qwen_rows())
-    # the corruptions' sources and the second reading's rows are the book's review's rows,
-    # which this one lacks
-    for name in (CORRUPTIONS_FILE, SECOND_READING_FILE, BLIND_READING_FILE):
-        (folder / name).unlink()
-    metadata = read_metadata(folder)
     write_csv_atomic(folder / METADATA_FILE, METADATA_COLUMNS, (
-        [str(v) for v in row] for row in metadata.itertuples(index=False)
-        if row.artifact not in (CORRUPTIONS_FILE, SECOND_READING_FILE, BLIND_READING_FILE)))
+        [str(v) for v in row] for row in read_metadata(folder).itertuples(index=False)
+        if row.artifact not in left_out))
     update_metadata([REVIEW_FILE], folder)
     return folder
 
@@ -357,10 +354,7 @@ BASELINE_TFIDF = (baseline.BASELINE_READER, baseline.BASELINE_DECODINGS["tfidf"]
 def baseline_dir(tmp_path):
     """A data folder whose review holds the book's rows for the baseline's tf-idf replies
     (no sentence encoder needed to compute them again)."""
-    folder = tmp_path / "data"
-    folder.mkdir()
-    for path in DATA_DIR.glob("*.csv"):
-        shutil.copyfile(path, folder / path.name)
+    folder = csv_copy(tmp_path)
     rows = [r for r in read_rows(DATA_DIR / REVIEW_FILE) if r["reader"] ==
             baseline.BASELINE_READER and r["decoding"] == BASELINE_TFIDF[1]]
     assert len(rows) == 42
