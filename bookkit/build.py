@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
 import html
-import json
 import os
 import re
 import shutil
@@ -42,10 +40,9 @@ from bookkit.cellopts import (CellOptionError, parse_cell_options, quarto_markdo
                               split_front_matter)
 from bookkit.notebooks import offer_notebooks
 from bookkit.offline import find_remote_assets
-from runtime.files import publishable
+from runtime.files import publishable, write_text_atomic
 from runtime.progress import build_environment
 
-EXIT_OK = 0
 EXIT_CHAPTER_FAILED = 1
 EXIT_USAGE = 2
 
@@ -71,15 +68,12 @@ class BuildError(Exception):
 class ChapterFailure(BuildError):
     """A chapter's cell raised: names the notebook, the cell (and its label) and the error."""
 
-    def __init__(self, notebook: str, cell_number: int | None, n_cells: int, label: str | None,
-                 ename: str, evalue: str, traceback_tail: list[str]):
-        where = f"cell {cell_number} of {n_cells}" if cell_number else "before its first cell"
-        where += f" (label: {label})" if label else ""
+    def __init__(self, notebook: str, where: str, ename: str, evalue: str, traceback: str):
         lines = [f"{notebook}: {where} failed with {ename}"]
-        message = f"{ename}: {evalue}" if evalue else ename
+        message = _ANSI.sub("", f"{ename}: {evalue}" if evalue else ename)
         lines += ["  " + line for line in message.splitlines()[:60]]
-        if traceback_tail:
-            lines += ["  last traceback lines:", *("    " + line for line in traceback_tail)]
+        if tail := [line for line in _ANSI.sub("", traceback).splitlines() if line.strip()][-8:]:
+            lines += ["  last traceback lines:", *("    " + line for line in tail)]
         super().__init__("\n".join(lines), EXIT_CHAPTER_FAILED)
 
 
@@ -91,7 +85,7 @@ class Chapter:
     source: str  # project-relative POSIX path, as listed in _quarto.yml
     page: str  # project-relative path of the HTML page
     title: str = ""
-    present: bool = True
+    present: bool = True  # the file exists (a missing one is linked, not built)
     unnumbered: bool = False  # title or first heading carries {.unnumbered}
     number: int | str | None = None  # chapter number (tables "Table N.x"), a letter in an appendix
     appendix: bool = False  # listed under book.appendices
@@ -107,7 +101,6 @@ class BookConfig:
     execute_enabled: bool
     execute_defaults: dict = field(default_factory=dict)
     kernel: str = "python3"
-    project_type: str = "book"
     pdf: str | None = None  # the PDF Quarto writes into the output folder (format: typst)
 
     def number_chapters(self) -> None:
@@ -115,7 +108,7 @@ class BookConfig:
         chapters 1, 2, ... and appendices A, B, ..."""
         number = letter = 0
         for chapter in self.chapters:
-            if self.project_type != "book" or chapter.unnumbered:
+            if chapter.unnumbered:
                 chapter.number = None
             elif chapter.appendix:
                 chapter.number, letter = chr(ord("A") + letter), letter + 1
@@ -125,7 +118,7 @@ class BookConfig:
 
 def _chapter_files(items, where) -> list[str]:
     """The files listed in ``where``; the nbclient engine builds chapters listed as files only."""
-    if not isinstance(items, list):
+    if not isinstance(items, list):  # book.chapters missing, say
         raise BuildError(f"_quarto.yml: {where} must be a list of files")
     for i, item in enumerate(items):
         if not isinstance(item, str):
@@ -137,19 +130,16 @@ def _chapter_files(items, where) -> list[str]:
 def load_book_config(root: Path) -> BookConfig:
     """Read `_quarto.yml` in `root`: title, output folder, chapters, execution options."""
     path = root / "_quarto.yml"
-    if not path.is_file():
-        raise BuildError(f"{path}: no _quarto.yml in the project folder")
     try:
         config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as error:
-        raise BuildError(f"{path}: not valid YAML: {error}") from None
+    except (OSError, yaml.YAMLError) as error:  # no _quarto.yml in the folder, or not YAML
+        raise BuildError(f"{path}: cannot read it: {error}") from None
     project = config.get("project") or {}
-    book = config.get("book") or config.get("website") or {}
-    if book.get("chapters") is None:
-        raise BuildError(f"{path}: book.chapters is missing")
+    book = config.get("book") or {}
     chapters = []
     for appendix, where in ((False, "book.chapters"), (True, "book.appendices")):
-        for source in _chapter_files(book.get(where.split(".")[1]) or [], where):
+        listed = book.get(where.split(".")[1])  # no appendices: none; no chapters: an error
+        for source in _chapter_files([] if listed is None and appendix else listed, where):
             source = Path(source).as_posix()
             if Path(source).suffix not in {".ipynb", ".qmd", ".md"}:
                 raise BuildError(f"{path}: chapter {source} is not a .ipynb, .qmd or .md file")
@@ -169,7 +159,7 @@ def load_book_config(root: Path) -> BookConfig:
         execute_enabled=bool(execute.get("enabled", False)),
         execute_defaults={k: v for k, v in execute.items()
                           if k not in {"enabled", "freeze", "cache", "daemon"}},
-        kernel=jupyter, project_type=str(project.get("type") or "default"), pdf=pdf)
+        kernel=jupyter, pdf=pdf)
 
 
 def select_chapter(config: BookConfig, only: str) -> Chapter:
@@ -188,30 +178,22 @@ def select_chapter(config: BookConfig, only: str) -> Chapter:
 # --------------------------------------------------------------------------- notebooks
 
 
+#: A ```{python} chunk of a .qmd/.md file: its code is the text up to the first ``` line.
+_CHUNK_OPEN = r"^```+[ \t]*\{python[^}]*\}[ \t]*"
+_CHUNK = re.compile(_CHUNK_OPEN + r"\n(.*?)^```+[ \t]*$", re.M | re.S)
+
+
 def _qmd_to_notebook(text: str):
     """A .qmd/.md file as a notebook: markdown cells with ```{python} chunks as code cells."""
     import nbformat
 
     meta, body = split_front_matter(text)
-    cells, buffer, code = [], [], None
-
-    def flush_markdown():
-        if "".join(buffer).strip():
-            cells.append(nbformat.v4.new_markdown_cell("\n".join(buffer).strip("\n")))
-        buffer.clear()
-
-    for line in body.splitlines():
-        if code is None and re.match(r"^```+\s*\{(python|python3)[^}]*\}\s*$", line):
-            flush_markdown()
-            code = []
-        elif code is not None and re.match(r"^```+\s*$", line):
-            cells.append(nbformat.v4.new_code_cell("\n".join(code)))
-            code = None
-        else:
-            (buffer if code is None else code).append(line)
-    if code is not None:
-        raise BuildError("a ```{python} chunk is never closed")
-    flush_markdown()
+    parts = _CHUNK.split("\n".join(body.splitlines()))  # markdown, code, markdown, ...
+    if any(re.search(_CHUNK_OPEN, part, re.M) for part in parts[::2]):
+        raise ValueError("a ```{python} chunk is never closed")
+    cells = [nbformat.v4.new_markdown_cell(part.strip("\n")) if i % 2 == 0
+             else nbformat.v4.new_code_cell(part[:-1])  # without the \n before the ``` line
+             for i, part in enumerate(parts) if i % 2 or part.strip()]
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata["book_front_matter"] = meta
     return nb
@@ -222,38 +204,18 @@ def read_chapter(root: Path, chapter: Chapter):
     import nbformat
 
     path = root / chapter.source
-    if path.suffix != ".ipynb":
-        try:
-            return _qmd_to_notebook(path.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, ValueError) as error:
-            raise BuildError(f"{chapter.source}: {error}", EXIT_CHAPTER_FAILED) from None
     try:
+        if path.suffix != ".ipynb":
+            return _qmd_to_notebook(path.read_text(encoding="utf-8"))
         nb = nbformat.read(path, as_version=4)
-    except Exception as error:  # noqa: BLE001 - report any unreadable notebook by name
-        raise BuildError(f"{chapter.source}: cannot read the notebook: {error}",
-                         EXIT_CHAPTER_FAILED) from None
-    meta = {}
-    first = nb.cells[0] if nb.cells else None
-    if first is not None and first.cell_type == "raw" and first.source.lstrip().startswith("---"):
-        try:
-            meta, _ = split_front_matter(nb.cells[0].source.strip() + "\n")
-        except (yaml.YAMLError, ValueError) as error:
-            raise BuildError(f"{chapter.source}: cell 1 (front matter) is not valid YAML: {error}",
-                             EXIT_CHAPTER_FAILED) from None
+        raw = nb.cells[0].source.strip() if nb.cells and nb.cells[0].cell_type == "raw" else ""
+        nb.metadata["book_front_matter"] = split_front_matter(raw + "\n")[0]
+    except Exception as error:  # noqa: BLE001 - an unreadable file or front matter, by name
+        raise BuildError(f"{chapter.source}: {error}", EXIT_CHAPTER_FAILED) from None
+    if raw.startswith("---"):  # the front matter's cell goes, but counts in cell numbers
         nb.cells = nb.cells[1:]
         nb.metadata["book_front_matter_cells"] = 1
-    nb.metadata["book_front_matter"] = meta
     return nb
-
-
-def split_title(text: str) -> tuple[str, list[str]]:
-    """A Pandoc title and its classes.
-
-    ``"Preface {.unnumbered}"`` gives ``("Preface", ["unnumbered"])``."""
-    match = re.match(r"^(.*?)\s*\{([^{}]*)\}\s*$", str(text))
-    if match is None:
-        return str(text).strip(), []
-    return match.group(1).strip(), re.findall(r"(?<![\w-])\.([\w-]+)", match.group(2))
 
 
 def chapter_title(nb, chapter: Chapter) -> str:
@@ -261,17 +223,16 @@ def chapter_title(nb, chapter: Chapter) -> str:
 
     As in Quarto, a chapter is unnumbered when its title comes from a first heading
     marked ``{.unnumbered}`` (a title in the front matter is always numbered); the
-    attributes are not part of the title.
+    attributes (``Preface {.unnumbered}``) are not part of the title.
     """
     chapter.unnumbered = False
     title = nb.metadata.get("book_front_matter", {}).get("title")
     if title:
         return str(title)
     for cell in (cell for cell in nb.cells if cell.cell_type == "markdown"):
-        if match := re.search(r"^#\s+(.+?)\s*$", cell.source, re.M):
-            text, classes = split_title(match.group(1))
-            chapter.unnumbered = "unnumbered" in classes
-            return text
+        if match := re.search(r"^#\s+(.+?)(?:[ \t]*\{([^{}\n]*)\})?\s*$", cell.source, re.M):
+            chapter.unnumbered = ".unnumbered" in re.findall(r"(?<![\w-])\.[\w-]+", match[2] or "")
+            return match[1]
     return Path(chapter.source).stem.replace("-", " ")
 
 
@@ -284,11 +245,10 @@ def cell_options(nb, chapter: Chapter, defaults: dict) -> list[dict]:
         opts = {**defaults, **front}
         if cell.cell_type == "code":
             try:
-                own, cell.metadata["book_code"] = parse_cell_options(cell.source)
+                opts.update(parse_cell_options(cell.source)[0])
             except CellOptionError as error:
                 raise BuildError(f"{chapter.source}: cell {index + 1 + offset}: {error}",
                                  EXIT_CHAPTER_FAILED) from None
-            opts.update(own)
         merged.append(opts)
     return merged
 
@@ -310,10 +270,9 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
     for index, (cell, opts) in enumerate(zip(nb.cells, options)):
         if cell.cell_type == "code" and opts.get("eval") is False:
             skipped[index], cell.source = cell.source, ""
-        tags = list(cell.metadata.get("tags", []))
-        may_raise = cell.cell_type == "code" and opts.get("error") is True
-        if may_raise and "raises-exception" not in tags:
-            cell.metadata["tags"] = tags + ["raises-exception"]
+        if cell.cell_type == "code" and opts.get("error") is True:  # the tag added once
+            cell.metadata["tags"] = list(dict.fromkeys([*cell.metadata.get("tags", []),
+                                                        "raises-exception"]))
     current = {"index": None}
     client = NotebookClient(nb, timeout=timeout, kernel_name=config.kernel,
                             resources={"metadata": {"path": str(config.root)}},
@@ -334,12 +293,12 @@ def execute_chapter(nb, chapter: Chapter, options: list[dict], config: BookConfi
             ename, evalue, tb = error.ename, error.evalue, error.traceback
         elif isinstance(error, CellTimeoutError):
             evalue = f"no result within {timeout} s: {error}"
-        index = current["index"]
-        tail = [line for line in _ANSI.sub("", tb or "").splitlines() if line.strip()][-8:]
-        raise ChapterFailure(chapter.source, None if index is None else index + 1 + offset,
-                             len(nb.cells) + offset,
-                             None if index is None else options[index].get("label"), ename,
-                             _ANSI.sub("", evalue or ""), tail) from None
+        index, where = current["index"], "before its first cell"
+        if index is not None:
+            label = options[index].get("label")
+            where = f"cell {index + 1 + offset} of {len(nb.cells) + offset}" + (
+                f" (label: {label})" if label else "")
+        raise ChapterFailure(chapter.source, where, ename, evalue or "", tb or "") from None
     for index, source in skipped.items():
         nb.cells[index].source = source
     return client
@@ -356,10 +315,7 @@ def kernel_manager_config():
     import zmq  # jupyter_client's own dependency
     from traitlets.config import Config
 
-    config = Config()
-    if zmq.has("curve"):
-        config.KernelManager.transport_encryption = "auto"
-    return config
+    return Config({"KernelManager": {"transport_encryption": "auto"}} if zmq.has("curve") else {})
 
 
 def splice_outputs(current, executed) -> bool:
@@ -394,9 +350,7 @@ def _markdown_to_html(text: str, inline: bool = False) -> str:
     import mistune
 
     if inline:  # a caption: one paragraph's content, without the paragraph
-        rendered = mistune.html(str(text)).strip()
-        match = re.fullmatch(r"<p>(.*)</p>", rendered, re.DOTALL)
-        return match.group(1) if match else rendered
+        return re.sub(r"\A<p>(.*)</p>\Z", r"\1", mistune.html(str(text)).strip(), flags=re.S)
     return mistune.create_markdown(escape=False, plugins=["table", "strikethrough"])(text)
 
 
@@ -423,7 +377,7 @@ def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list
         if cell.cell_type == "markdown":
             cell.source = quarto_markdown_to_commonmark(cell.source, crossrefs, links)
         elif cell.cell_type == "code":
-            cell.source = cell.metadata.pop("book_code", cell.source)
+            cell.source = parse_cell_options(cell.source)[1]  # without its `#|` lines
             if opts.get("echo") is False:
                 cell.metadata.setdefault("transient", {})["remove_source"] = True
             outputs = [] if opts.get("output") is False else list(cell.get("outputs", []))
@@ -436,9 +390,8 @@ def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list
             build = {"label": label} if label else {}
             for key, kind in (("tbl-cap", "tbl"), ("fig-cap", "fig")):
                 if opts.get(key):
-                    number = crossrefs.get(label)
                     shown = (f'<span class="book-caption-label">{html.escape(number)}:</span> '
-                             if number else "")
+                             if (number := crossrefs.get(label)) else "")
                     build[f"{kind}_caption"] = shown + _markdown_to_html(opts[key], inline=True)
             if isinstance(opts.get("fig-alt"), str):
                 build["fig_alt"] = opts["fig-alt"]
@@ -447,28 +400,48 @@ def prepare_for_export(nb, chapter: Chapter, options: list[dict], chapters: list
             continue  # a raw cell for another format
         kept.append(cell)
     nb.cells = kept
+    _fold_going_further(nb.cells)
     nb.metadata.setdefault("language_info", {"name": "python"})
     nb.metadata.pop("widgets", None)
     return nb
+
+
+def _heading(cell) -> str | None:
+    """The text of a markdown cell's level-2 heading, if it has one."""
+    found = re.search(r"^## (.+)$", cell.source, re.M) if cell.cell_type == "markdown" else None
+    return found and found[1]
+
+
+def _fold_going_further(cells: list) -> None:
+    """Fold the cells after a "Going further" heading, up to the next level-2 heading, into
+    one closed ``<details>`` (page.html.j2 writes it; going-further.lua does so for Quarto).
+    A markdown cell in which the next heading starts midway is split there first."""
+    for start in [i for i, cell in enumerate(cells)
+                  if (_heading(cell) or "").startswith("Going further")]:
+        end = next((i for i in range(start + 1, len(cells)) if _heading(cells[i])), len(cells))
+        if end < len(cells) and not cells[end].source.startswith("## "):
+            before, heading = re.split(r"(?m)^(?=## )", cells[end].source, maxsplit=1)
+            cells[end:end + 1] = [copy.deepcopy(cells[end]), cells[end]]
+            cells[end].source, cells[end + 1].source = before, heading
+            end += 1
+        if end > start + 1:
+            cells[start + 1].metadata["book_fold_open"] = True
+            cells[end - 1].metadata["book_fold_close"] = True
 
 
 def _asis_outputs(outputs, crossrefs, links):
     """`#| output: asis`: printed text (or a Markdown display) is markdown; show it rendered."""
     import nbformat
 
-    result = []
-    for output in outputs:
-        if output.get("output_type") == "stream" and output.get("name") == "stdout":
-            text = output.get("text", "")
-        elif (output.get("output_type") in {"display_data", "execute_result"}
-              and "text/markdown" in output.get("data", {})):
-            text = output["data"]["text/markdown"]
-        else:
-            result.append(output)
-            continue
+    def asis(output):
+        text = (output.get("text", "") if output.get("name") == "stdout"  # a stream
+                else output.get("data", {}).get("text/markdown"))  # a display or a result
+        if text is None:
+            return output
         text = _markdown_to_html(quarto_markdown_to_commonmark(text, crossrefs, links))
-        result.append(nbformat.v4.new_output("display_data", data={"text/html": text}))
-    return result
+        return nbformat.v4.new_output("display_data", data={"text/html": text})
+
+    return [asis(output) for output in outputs]
 
 
 def _navigation(config: BookConfig, current: Chapter) -> tuple[str, str]:
@@ -481,16 +454,19 @@ def _navigation(config: BookConfig, current: Chapter) -> tuple[str, str]:
     for chapter in config.chapters:
         if chapter is first_appendix:
             items.append('<li class="book-part">Appendices</li>')
-        title = chapter.title
-        if chapter.appendix and chapter.number is not None:
-            title = f"Appendix {chapter.number}: {title}"  # as Quarto titles an appendix
+        title = (f"Appendix {chapter.number}: {chapter.title}"  # as Quarto titles an appendix
+                 if chapter.appendix and chapter.number is not None else chapter.title)
         css, aria = (' class="book-current"',
                      ' aria-current="page"') if chapter is current else ("", "")
         items.append(f'<li{css}><a href="{href(chapter)}"{aria}>{html.escape(title)}</a></li>')
     subtitle = (f'<div class="book-subtitle">{html.escape(config.subtitle)}</div>'
                 if config.subtitle else "")
+    # On a phone the chapter list is folded under "Chapters"; a wider screen opens it.
     nav = (f'<div class="book-brand"><a href="{href(config.chapters[0])}">'
-           f"{html.escape(config.title)}</a>{subtitle}</div>\n<ol>{''.join(items)}</ol>")
+           f"{html.escape(config.title)}</a>{subtitle}</div>\n<details class=\"book-chapters\">"
+           f"<summary>Chapters</summary><ol>{''.join(items)}</ol></details><script>"
+           "if (matchMedia('(min-width: 801px)').matches) "
+           "document.querySelector('.book-chapters').open = true;</script>")
     position = config.chapters.index(current)
     before, after = [None, *config.chapters, None][position:position + 3:2]  # the neighbours
     links = [f'<a class="book-prev" href="{href(before)}">&larr; {html.escape(before.title)}</a>'
@@ -549,7 +525,6 @@ def run_quarto(found: "quarto_tools.FoundQuarto", root: Path, output: str | None
 def _publish(staging: Path, output: Path, partial: bool) -> None:
     """Put the pages of ``staging`` in ``output``: all at once, replacing the folder, or
     (``partial``, a build of one chapter) added to what is there."""
-    output.parent.mkdir(parents=True, exist_ok=True)
     publishable(staging)  # 0755 and 0644, not the 0700 of a temporary folder
     if partial:
         shutil.copytree(staging, output, dirs_exist_ok=True)
@@ -614,30 +589,25 @@ def _for_cache(nb):
     stored = copy.deepcopy(nb)
     for name in [n for n in stored.metadata if n.startswith("book_")]:
         del stored.metadata[name]
-    for cell in stored.cells:
-        cell.metadata.pop("book_code", None)
     return stored
 
 
 def _page_key(config: BookConfig, chapter: Chapter, entry: dict | None, machinery: str) -> str:
-    """Everything a written page depends on: the chapter file, its execution, the book around it."""
-    parts = {"format": 1, "machinery": machinery,
-             "chapter": _sha256((config.root / chapter.source).read_bytes()),
-             "execution": [entry.get("key"), entry.get("executed_at")] if entry else None,
-             "book": [config.title, config.subtitle, config.project_type,
-                      [(c.source, c.page, c.title, c.number, c.present) for c in config.chapters]],
-             "config": _sha256((config.root / "_quarto.yml").read_bytes())}
-    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+    """Everything a written page depends on: the chapter file, its execution, the book around
+    it (`_quarto.yml`, every chapter's title and number) and the build's own code."""
+    return _sha256({"machinery": machinery,
+                    "chapter": _sha256((config.root / chapter.source).read_bytes()),
+                    "execution": [entry.get("key"), entry.get("executed_at")] if entry else None,
+                    "book": [(c.title, c.number) for c in config.chapters],
+                    "config": _sha256((config.root / "_quarto.yml").read_bytes())})
 
 
 def _machinery_digest() -> str:
-    """The build's own code and the versions of the packages that write pages."""
-    digest = hashlib.sha256()
-    here = Path(__file__).resolve().parent  # its code, the page template and stylesheet
-    for path in sorted(p for p in here.iterdir() if p.suffix in {".py", ".j2", ".css"}):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes())
-    digest.update(json.dumps(installed_distributions(), sort_keys=True).encode())
-    return digest.hexdigest()
+    """The build's own code, page template and stylesheet, and the versions of the packages
+    that write pages."""
+    here = Path(__file__).resolve().parent
+    return _sha256([{path.name: _sha256(path.read_bytes()) for path in here.iterdir()
+                     if path.suffix in {".py", ".j2", ".css"}}, installed_distributions()])
 
 
 #: Why the build without Quarto writes no PDF (the README says how to get one).
@@ -698,8 +668,7 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.building-", dir=output.parent))
     try:
         for name, page in written.items():
-            (staging / name).parent.mkdir(parents=True, exist_ok=True)
-            (staging / name).write_text(page, encoding="utf-8")
+            write_text_atomic(staging / name, page)
         offer_notebooks(config.root, staging, [c.source for c in targets])
         _publish(staging, output, partial=only is not None)
     finally:
@@ -712,7 +681,7 @@ def build_without_quarto(config: BookConfig, output: Path, only: Chapter | None,
     if config.pdf:
         say(f"no PDF: {NO_PDF.format(pdf=config.pdf)}")
     say("engine: nbclient + nbconvert (Quarto was not found)")
-    return EXIT_OK
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -744,10 +713,7 @@ def main(argv: list[str] | None = None) -> int:
         only = select_chapter(config, args.only) if args.only else None
         found = None
         if args.engine != "nbclient":
-            try:
-                found = quarto_tools.find_quarto()
-            except quarto_tools.QuartoNotFound as error:
-                raise BuildError(str(error)) from None
+            found = quarto_tools.find_quarto()  # QuartoNotFound: a $QUARTO that names no program
             if found is None and (args.install_quarto or args.retry_quarto_install):
                 found = quarto_tools.install_quarto_cli(retry=args.retry_quarto_install)
         if found is None and (args.engine == "quarto" or args.preview):
@@ -762,7 +728,7 @@ def main(argv: list[str] | None = None) -> int:
         say("Quarto not found: executing with nbclient and writing HTML with nbconvert")
         output = root / (args.output or config.output_dir)  # an absolute --output stays as it is
         return build_without_quarto(config, output, only, args.timeout, fresh=args.fresh)
-    except BuildError as error:
+    except (BuildError, quarto_tools.QuartoNotFound) as error:
         print(f"[build] FAILED: {error}", file=sys.stderr, flush=True)
         if error.exit_code == EXIT_CHAPTER_FAILED:
             print("[build] nothing was published; the output folder is unchanged.",

@@ -37,7 +37,6 @@ which of Quarto's `_freeze/` entries are still valid (:mod:`bookkit.freeze`).
 
 from __future__ import annotations
 
-import datetime as _dt
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -50,7 +49,8 @@ import time
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from contextlib import suppress
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from runtime.files import read_json, write_json_atomic, write_text_atomic
@@ -77,7 +77,7 @@ def _sha256(data) -> str:
 
 def now_text() -> str:
     """Local time to the second, as the build prints it."""
-    return _dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S")
+    return time.strftime("%Y-%m-%d %H:%M:%S")
 
 
 # --------------------------------------------------------------------------- components
@@ -91,17 +91,12 @@ def files_under(folder: Path) -> list[Path]:
             and path.suffix not in {".pyc", ".pyo"} and path.is_file()]
 
 
-def package_folder(root: Path, name: str) -> Path:
-    """The package ``name`` a lesson of ``root`` imports: the project's own, else the
-    installed one."""
-    own = Path(root) / name
-    return own if own.is_dir() else Path(importlib.import_module(name).__file__).resolve().parent
-
-
 def lesson_package_folders(root: Path) -> dict[str, Path]:
-    """The folder of each of :data:`LESSON_PACKAGES` that a lesson of ``root`` can import."""
-    return {name: package_folder(root, name) for name in LESSON_PACKAGES
-            if (Path(root) / name).is_dir() or importlib.util.find_spec(name) is not None}
+    """The folder of each of :data:`LESSON_PACKAGES` that a lesson of ``root`` can import: the
+    project's own, else the installed one."""
+    own = {name: Path(root) / name for name in LESSON_PACKAGES if (Path(root) / name).is_dir()}
+    return {name: own.get(name) or Path(importlib.import_module(name).__file__).resolve().parent
+            for name in LESSON_PACKAGES if name in own or importlib.util.find_spec(name)}
 
 
 #: ``RIVERTON_*`` variables that change only what a person sees while cells run, never an
@@ -150,8 +145,7 @@ def server_reason(environ=None) -> str | None:
     of a needless execution is time, where the cost of a wrong re-use would be a stale
     page. The URL is printed without a user name or password.
     """
-    url = config.text(config.READER_URL, environ)
-    if url:
+    if url := config.text(config.READER_URL, environ):
         return "replies come from the server at " + re.sub(r"^([\w+.-]+://)[^/@]*@", r"\1", url)
     if config.text(config.READER_MODE, environ).lower() == "server":
         return f"replies come from a reader server ({config.READER_MODE}=server)"
@@ -184,11 +178,9 @@ def installed_distributions() -> dict[str, str]:
 
 def reader_weights_present() -> dict[str, bool]:
     """Whether the weights of every registered reader are on this machine (``auto`` mode
-    runs a reader live when they are); empty in a project without readers."""
-    try:
-        registry = importlib.import_module("runtime.registry")
-    except ImportError:
-        return {}
+    runs a reader live when they are)."""
+    from runtime import registry
+
     return {key: bool(registry.weights_available(spec))
             for key, spec in sorted(registry.REGISTRY.items())}
 
@@ -210,12 +202,8 @@ def kernel_python(kernel: str) -> str:
     system's Jupyter data folders, in that order; ipykernel's own ``python3`` otherwise),
     reading ``kernel.json`` directly rather than importing jupyter_client.
     """
-    try:
-        from jupyter_core.paths import jupyter_path
-    except ImportError:
-        raise KeyInputError(f"{sys.executable} cannot import jupyter_core, so it cannot run the "
-                            "lessons' kernel; run the build (or Quarto, through QUARTO_PYTHON) "
-                            "with the project's Python, e.g. .venv/bin/python") from None
+    from jupyter_core.paths import jupyter_path  # nbformat's dependency, so always there
+
     for folder in jupyter_path("kernels"):
         spec = Path(folder) / kernel.lower() / "kernel.json"
         if spec.is_file():
@@ -256,15 +244,14 @@ def kernel_facts(root: Path, kernel: str) -> dict:
                for name, folder in lesson_package_folders(root).items())
     if os.path.abspath(interpreter) == os.path.abspath(sys.executable) and same:
         return facts_of_this_python()
+    machinery = str(Path(__file__).resolve().parent.parent)
     try:
-        machinery = str(Path(__file__).resolve().parent.parent)
         result = subprocess.run([interpreter, "-c", _FACTS_SCRIPT, str(root), machinery], cwd=root,
-                                capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise KeyInputError(f"could not run the kernel's Python {interpreter}: {error}") from None
-    if result.returncode != 0:
-        raise KeyInputError(f"could not read the packages of the kernel's Python {interpreter}: "
-                            f"{result.stderr.strip()[-2000:]}")
+                                capture_output=True, text=True, timeout=120, check=True)
+    except (OSError, subprocess.SubprocessError) as error:  # not run, too slow, or it failed
+        failed = isinstance(error, subprocess.CalledProcessError)  # then its stderr says why
+        why = error.stderr.strip()[-2000:] if failed else error
+        raise KeyInputError(f"could not ask the kernel's Python {interpreter}: {why}") from None
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -284,11 +271,8 @@ class ProjectInputs:
         edits), and of the files of a folder named by an :data:`INPUT_FOLDER_VARIABLES`
         variable outside `data/`, as ``$NAME/relative/path`` (``environ``: the kernel's
         environment, default this process's)."""
-        root = Path(root)
-        files = input_files(root, lambda path: _sha256(path.read_bytes()), environ)
-        if (root / "_quarto.yml").is_file():
-            files["_quarto.yml"] = _sha256((root / "_quarto.yml").read_bytes())
-        return files
+        return {**input_files(root, lambda path: _sha256(path.read_bytes()), environ),
+                "_quarto.yml": _sha256((Path(root) / "_quarto.yml").read_bytes())}
 
     @classmethod
     def collect(cls, root: Path, kernel: str = "python3", environ=None) -> "ProjectInputs":
@@ -343,9 +327,7 @@ class LessonKey:
     @classmethod
     def compute(cls, nb, inputs: ProjectInputs) -> "LessonKey":
         cells, numbers = lesson_cells(nb)
-        components = {"version": KEY_VERSION, "lesson": cells, "files": inputs.files,
-                      "packages": inputs.packages, "environment": inputs.environment,
-                      "weights": inputs.weights, "runtime": inputs.runtime}
+        components = {"version": KEY_VERSION, "lesson": cells, **asdict(inputs)}
         return cls(_sha256(components), components, numbers)
 
     def record(self) -> dict:
@@ -375,11 +357,9 @@ def explain(old: dict | None, new: LessonKey) -> list[str]:
     before, after = old["components"], new.components
     if before.get("version") != after["version"]:
         return ["the cache format changed"]
-    runtime = before.get("runtime", {})
-    reasons = [f"{what} changed ({runtime.get(name)} -> {after['runtime'].get(name)})"
-               for name, what in (("kernel", "kernel"), ("python", "Python version"),
-                                  ("implementation", "Python implementation"))
-               if runtime.get(name) != after["runtime"].get(name)]
+    what = {"python": "Python version", "implementation": "Python implementation"}
+    reasons = [f"{what.get(name, name)} changed ({was} -> {now})"
+               for _, name, was, now in _changes(before, after, "runtime")]
     lesson = before.get("lesson", {})
     if lesson.get("front_matter") != after["lesson"]["front_matter"]:
         reasons.append("front matter changed")
@@ -399,9 +379,8 @@ def explain(old: dict | None, new: LessonKey) -> list[str]:
     if packages := [versions[kind].format(name=name, old=was, new=now)
                     for kind, name, was, now in _changes(before, after, "packages")]:
         reasons.append(f"package versions changed ({listing(packages)})")
-    variables = {"changed": "{name} changed", "added": "{name} set", "removed": "{name} unset"}
-    reasons += [variables[kind].format(name=name)
-                for kind, name, _, _ in _changes(before, after, "environment")]
+    said = {"changed": "changed", "added": "set", "removed": "unset"}  # of a variable
+    reasons += [f"{name} {said[kind]}" for kind, name, *_ in _changes(before, after, "environment")]
     reasons += [f"weights of reader {name} {'now' if now else 'no longer'} present"
                 for _, name, _, now in _changes(before, after, "weights")]
     return reasons or ["inputs changed"]
@@ -434,22 +413,18 @@ class ExecutionCache:
         paths = self.lesson_folder(source).glob("[!.]*/entry.json")  # not a staging folder
         found = [(entry, path.parent) for path in paths
                  if isinstance(entry := read_json(path), dict) and "key" in entry]
-        # Times to the second tie when builds follow each other fast; the nanoseconds decide.
-        return sorted(found, key=lambda item: (item[0].get("used_ns", 0), item[0].get("used_at")
-                                               or item[0].get("executed_at", "")), reverse=True)
+        # Nanoseconds, not times to the second: builds can follow each other fast.
+        return sorted(found, key=lambda item: item[0].get("used_ns", 0), reverse=True)
 
     def touch(self, source: str, entry: dict) -> None:
         """Note that ``entry`` was just used: it becomes the latest, and the last to be pruned."""
-        try:
+        with suppress(OSError):  # only the order of explanations and pruning suffers
             write_json_atomic(self.lesson_folder(source) / entry["key"][:32] / "entry.json",
                               {**entry, "used_at": now_text(), "used_ns": time.time_ns()})
-        except OSError:
-            pass  # only the order of explanations and pruning suffers
 
     def latest(self, source: str) -> dict | None:
         """The entry used most recently for ``source`` (what an explanation compares against)."""
-        entries = self._entries(source)
-        return entries[0][0] if entries else None
+        return next((entry for entry, _ in self._entries(source)), None)
 
     def entry(self, source: str, key: str) -> dict | None:
         """The record of the entry whose key is ``key`` (its notebook is not read), or None."""
@@ -483,10 +458,8 @@ class ExecutionCache:
             entry = {**key.record(), "source": source, "executed_at": now_text(),
                      "seconds": round(seconds, 1), "used_ns": time.time_ns()}
             write_json_atomic(staging / "entry.json", entry)
-            if final.exists():
-                old = final.with_name(f".{final.name}.old-{os.getpid()}")
-                final.rename(old)
-                shutil.rmtree(old, ignore_errors=True)
+            # An entry of the same key (--fresh) goes first; one half removed is a miss too.
+            shutil.rmtree(final, ignore_errors=True)
             staging.rename(final)
         finally:
             shutil.rmtree(staging, ignore_errors=True)

@@ -113,9 +113,8 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
             open_attr = " open" if collapse == "false" else ""
             classes = html.escape(css) + (" callout" if callout else "")
             out += ["", f'<{tag} class="{classes}"{id_attr}{open_attr}>']
-            if callout:
-                kind = callout.split("-", 1)[1] if "-" in callout else "note"
-                title = attrs.get("title") or kind.title()  # Quarto's default: "Note", "Tip", ...
+            if callout:  # Quarto's default title: "Note", "Tip", ...
+                title = attrs.get("title") or (callout.partition("-")[2] or "note").title()
                 title_tag = "summary" if tag == "details" else "div"
                 out.append(f'<{title_tag} class="callout-title">{html.escape(title)}</{title_tag}>')
             out.append("")

@@ -70,9 +70,8 @@ if __name__ == "__main__":  # run by Quarto as a script: import the project's pa
                    if Path(p or ".").resolve() != Path(__file__).resolve().parent]
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bookkit.cache import (CACHE_DIR_NAME, LESSON_PACKAGES, KeyInputError, LessonKey,  # noqa: E402
-                           ProjectInputs, explain, files_under, has_code, input_folders, now_text,
-                           package_folder, read_json, server_reason)
+from bookkit.cache import (CACHE_DIR_NAME, KeyInputError, LessonKey, ProjectInputs,  # noqa: E402
+                           explain, has_code, input_files, now_text, read_json, server_reason)
 from bookkit.notebooks import offer_notebooks  # noqa: E402
 from bookkit.offline import make_pages_offline, remote_assets_in_site  # noqa: E402
 from runtime.files import publishable, write_json_atomic, write_text_atomic  # noqa: E402
@@ -124,10 +123,8 @@ def _untouched_since(root: Path, moment: float) -> bool:
     ``moment``: a frozen result written after a pending key was computed was made from the
     inputs that key describes only if none of them changed in between (an edit undone
     meanwhile would give the same key for different output)."""
-    folders = [root / "data", *(package_folder(root, name) for name in LESSON_PACKAGES),
-               *input_folders(root).values()]
-    paths = [root / "_quarto.yml", *(path for folder in folders for path in files_under(folder))]
-    return all(p.stat().st_mtime < moment for p in paths if p.is_file())
+    mtimes = input_files(root, lambda path: path.stat().st_mtime)  # the files the key hashes
+    return all(t < moment for t in [*mtimes.values(), (root / "_quarto.yml").stat().st_mtime])
 
 
 def _result_digest(frozen: object) -> str | None:
@@ -145,7 +142,6 @@ def keep_executed(root: Path, source: str, executed: str) -> None:
     if not isinstance(frozen, dict) or frozen.get("hash") != _quarto_hash(executed):
         return
     target = _executed_folder(root) / source
-    target.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(target, executed)
     write_json_atomic(target.with_name(target.name + ".json"), {"result": _result_digest(frozen)})
 
@@ -161,15 +157,6 @@ def executed_notebook(root: Path, source: str) -> str | None:
     text = kept.read_text(encoding="utf-8")
     committed = (root / source).read_text(encoding="utf-8")
     return text if _cell_sources(text) == _cell_sources(committed) else None
-
-
-def put_executed_in_place(root: Path, source: str, executed: str) -> None:
-    """Write the executed notebook over ``source`` and point Quarto's frozen result at it, so
-    that Quarto thaws the HTML and renders the PDF from these outputs (post-render puts the
-    committed notebook back)."""
-    committed = (root / source).read_text(encoding="utf-8")
-    write_text_atomic(root / source, executed)
-    _rehash_frozen(root, source, committed, executed)
 
 
 def _cell_sources(text: str) -> list[tuple[str, str]] | None:
@@ -192,12 +179,9 @@ def _quarto_hash(text: str) -> str:
 
 def _quarto_thaws(root: Path, source: str, result: Path) -> bool:
     """Whether Quarto will use the frozen ``result`` of ``source`` rather than execute it."""
-    frozen = read_json(result)
-    try:
-        return isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(
-            (root / source).read_text(encoding="utf-8"))
-    except OSError:
-        return False
+    frozen = read_json(result)  # None when there is none
+    return isinstance(frozen, dict) and frozen.get("hash") == _quarto_hash(
+        (root / source).read_text(encoding="utf-8"))
 
 
 def _rehash_frozen(root: Path, source: str, was: str, now: str) -> None:
@@ -278,14 +262,13 @@ def pre_render(root: Path, say=print) -> int:
             kept = "frozen result kept: it was made with these inputs"
         else:
             reasons = explain(old, key)
-        thaws = not reasons and result.is_file() and _quarto_thaws(root, source, result)
+        thaws = not reasons and _quarto_thaws(root, source, result)
         executed = executed_notebook(root, source) if thaws else None
         if thaws and executed is None:  # thawed for the website: no outputs in the PDF
             reasons = ["no notebook of its execution is kept for the PDF"]
         if reasons:
-            state = f"will execute: {'; '.join(reasons)}"
-            if freeze_folder(root, source).exists():
-                state = f"frozen result removed, {state}"
+            removed = "frozen result removed, " if freeze_folder(root, source).exists() else ""
+            state = f"{removed}will execute: {'; '.join(reasons)}"
             # Quarto's hidden copy goes too: a render with freeze off thaws from it.
             for frozen in (freeze_folder(root, source), hidden_freeze_folder(root, source)):
                 shutil.rmtree(frozen, ignore_errors=True)
@@ -297,7 +280,11 @@ def pre_render(root: Path, say=print) -> int:
             state = ("will execute: notebook text changed; Quarto's freeze re-executes a lesson "
                      "on any edit of its file")
         else:
-            put_executed_in_place(root, source, executed)
+            # The executed notebook in place of the committed one, and Quarto's frozen result
+            # pointed at it: Quarto thaws the HTML and renders the PDF from these outputs
+            # (post-render puts the committed notebook back).
+            _rehash_frozen(root, source, (root / source).read_text(encoding="utf-8"), executed)
+            write_text_atomic(root / source, executed)
             state = kept
         if alone is not None and not reasons:
             state = (RENDERED_ALONE if source in alone
@@ -322,9 +309,8 @@ def _rendered_alone() -> set[str] | None:
     """The chapters of a render of some files only; None when Quarto renders them all
     (``QUARTO_PROJECT_RENDER_ALL=1``) or does not say (not run by Quarto)."""
     listed = _listed("PROJECT_INPUT_FILES")
-    if os.environ.get("QUARTO_PROJECT_RENDER_ALL") == "1" or listed is None:
-        return None
-    return {Path(line).as_posix() for line in listed}
+    all_files = os.environ.get("QUARTO_PROJECT_RENDER_ALL") == "1" or listed is None
+    return None if all_files else {Path(line).as_posix() for line in listed}
 
 
 def post_render(root: Path, say=print) -> int:

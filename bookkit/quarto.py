@@ -14,8 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from bookkit.cache import input_files, listing, now_text
 from runtime.llama_server import free_port, stop_process
@@ -25,14 +25,13 @@ QUARTO_VERSION = "1.10.18"
 QUARTO_CLI = f"quarto-cli=={QUARTO_VERSION}"
 
 
-@dataclass(frozen=True)
-class FoundQuarto:
+class FoundQuarto(NamedTuple):
     path: str
     how: str  # "$QUARTO", "PATH" or "quarto-cli in this environment"
 
 
 class QuartoNotFound(RuntimeError):
-    pass
+    exit_code = 2  # a usage error (bookkit.build.EXIT_USAGE)
 
 
 def venv_quarto(python: str | os.PathLike | None = None) -> Path:
@@ -114,9 +113,7 @@ def install_quarto_cli(retry: bool = False, say=print, python: str | os.PathLike
 
 def quarto_environment() -> dict:
     """The environment for Quarto: the lessons and the freeze scripts run with this Python."""
-    env = dict(os.environ)
-    env.setdefault("QUARTO_PYTHON", sys.executable)
-    return env
+    return {"QUARTO_PYTHON": sys.executable, **os.environ}
 
 
 def _input_stamps(root: Path) -> dict[str, tuple[int, int]]:
@@ -125,8 +122,7 @@ def _input_stamps(root: Path) -> dict[str, tuple[int, int]]:
     return input_files(root, lambda path: (path.stat().st_size, path.stat().st_mtime_ns))
 
 
-def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: float = 1.0,
-            say=print) -> int:
+def preview(found: FoundQuarto, root: Path, extra: list[str], say=print) -> int:
     """`quarto preview --render html`, started again whenever helpers/, exercises/, runtime/
     or data/ change.
 
@@ -156,7 +152,7 @@ def preview(found: FoundQuarto, root: Path, extra: list[str], poll_seconds: floa
             process = subprocess.Popen(command, cwd=root, env=quarto_environment())
             changed = []
             while process.poll() is None and not changed:
-                time.sleep(poll_seconds)
+                time.sleep(1)
                 now = _input_stamps(root)
                 changed = sorted(p for p in set(now) | set(before) if now.get(p) != before.get(p))
             if not changed:

@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import nbformat
+import yaml
 
 from runtime.paths import PROJECT_ROOT
 
@@ -23,7 +24,7 @@ BUILD_COMMAND = [sys.executable, "-m", "bookkit"]
 #: The sample lesson of :func:`write_project`.
 SAMPLE_LESSON = "lessons/01-sample.ipynb"
 
-COPIED = ["helpers", "exercises", "runtime", "bookkit", "data", "lessons", "_quarto.yml", "solutions.lua", "print",
+COPIED = ["helpers", "exercises", "runtime", "bookkit", "data", "lessons", "_quarto.yml", "solutions.lua", "going-further.lua", "print",
           "index.qmd", "guide.qmd", "book.scss", ".gitignore"]
 #: The packages a lesson imports (hashed into every lesson's key), and the build's own.
 PACKAGES = ("helpers", "exercises", "runtime", "bookkit")
@@ -64,6 +65,31 @@ def clean_environment(**extra: str) -> dict[str, str]:
     return env
 
 
+def post_render(root: Path, monkeypatch, outputs: str, status: int = 0) -> list[str]:
+    """Quarto's post-render step (bookkit/freeze.py) after a render of ``root`` that wrote
+    ``outputs`` (paths, one a line): it must end with ``status``; the lines it said."""
+    from bookkit.freeze import post_render as step
+
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(root / "_book"))
+    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", outputs)
+    monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)
+    said = []
+    assert step(root, said.append) == status
+    return said
+
+
+def run_cells(*sources: str, env: dict | None = None, allow_errors: bool = False):
+    """A notebook of one code cell per source, executed in a fresh kernel started in this
+    project's folder, in ``env`` (default: this process's environment)."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
+    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=allow_errors,
+                   resources={"metadata": {"path": str(PROJECT_ROOT)}}).execute(
+        env=os.environ if env is None else env)
+    return nb
+
+
 def code(source: str):
     """A code cell of ``source`` (dedented)."""
     return nbformat.v4.new_code_cell(textwrap.dedent(source).strip("\n"))
@@ -74,28 +100,14 @@ def markdown(source: str):
     return nbformat.v4.new_markdown_cell(textwrap.dedent(source).strip("\n"))
 
 
-def write_project(root: Path, cells: list, title: str = "A sample lesson") -> Path:
+def write_project(root: Path, cells: list, title: str = "A sample lesson", **book) -> Path:
     """A book project with index.qmd and one lesson notebook (:data:`SAMPLE_LESSON`) made
-    of ``cells``."""
+    of ``cells``; ``book`` adds to (or replaces) the options of _quarto.yml's ``book``."""
     (root / "lessons").mkdir(parents=True, exist_ok=True)
-    (root / "_quarto.yml").write_text(
-        textwrap.dedent(
-            f"""\
-            project:
-              type: book
-              output-dir: _book
-              execute-dir: project
-            book:
-              title: "Sample Book"
-              chapters:
-                - index.qmd
-                - {SAMPLE_LESSON}
-            execute:
-              enabled: true
-            jupyter: python3
-            """
-        )
-    )
+    config = {"project": {"type": "book", "output-dir": "_book", "execute-dir": "project"},
+              "book": {"title": "Sample Book", "chapters": ["index.qmd", SAMPLE_LESSON], **book},
+              "execute": {"enabled": True}, "jupyter": "python3"}
+    (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     (root / "index.qmd").write_text(
         "# Front page {.unnumbered}\n\nRead [the lesson](lessons/01-sample.ipynb) next.\n"
     )

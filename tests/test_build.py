@@ -19,7 +19,7 @@ import yaml
 from bookkit.build import BuildError, chapter_title, load_book_config, read_chapter, select_chapter
 from bookkit.cellopts import CellOptionError, parse_cell_options, quarto_markdown_to_commonmark
 from bookkit.offline import find_remote_assets
-from projects import SAMPLE_LESSON as LESSON, code, markdown, run_book, write_project
+from projects import SAMPLE_LESSON as LESSON, code, markdown, post_render, run_book, write_project
 from runtime.paths import PROJECT_ROOT
 
 FAILING_CELLS = [
@@ -92,6 +92,9 @@ GOOD_CELLS = [
         ax.bar([0, 1], [1, 2]);
         """
     ),
+    markdown("## Going further\n\nWhat follows is folded."),
+    code('print("FOLDED_OUTPUT")'),
+    markdown("More folded prose.\n\n## What to remember\n\nIn view again."),
 ]
 
 
@@ -131,6 +134,10 @@ def test_good_notebook_builds_pages_with_quarto_cell_options(good_book):
     # itables' output is offline: the DataTables bundle is embedded in the page itself
     assert find_remote_assets(page) == []
     assert "_itables_" in page and "data_json" in page and "H13" in page
+    # "Going further" keeps its heading and folds the rest of its section, closed
+    folded = re.search(r'<details class="book-going-further"><summary>(.*?)</details>', page, re.S)
+    assert folded and "FOLDED_OUTPUT" in folded[1] and "More folded prose" in folded[1]
+    assert "What follows is folded" not in folded[1] and "In view again" not in folded[1]
 
 
 def test_pages_link_to_each_other_and_say_how_they_were_built(good_book):
@@ -174,22 +181,16 @@ QUARTO_WIDGET_HEAD = (
 
 
 def test_post_render_strips_the_widget_loaders_only_and_fails_on_any_other_remote_asset(tmp_path, monkeypatch):
-    from bookkit.freeze import post_render
-
     site = tmp_path / "_book"
     (site / "lessons").mkdir(parents=True)
     page = site / "lessons" / "01-x.html"
     page.write_text(QUARTO_WIDGET_HEAD)
     (tmp_path / "_quarto.yml").write_text("project: {type: book}\nbook: {chapters: [lessons/01-x.ipynb]}\n")
-    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_DIR", str(site))
-    monkeypatch.setenv("QUARTO_PROJECT_OUTPUT_FILES", "_book/lessons/01-x.html")
-    monkeypatch.delenv("QUARTO_USE_FILE_FOR_PROJECT_OUTPUT_FILES", raising=False)
-    said = []
-    assert post_render(tmp_path, said.append) == 0
+    post_render(tmp_path, monkeypatch, "_book/lessons/01-x.html")
     assert page.read_text() == '<script src="../site_libs/quarto-nav/quarto-nav.js"></script>\n<p>text</p>\n'
     (site / "site_libs").mkdir()
     (site / "site_libs" / "theme.css").write_text('@import"https://fonts.googleapis.com/css2?family=X";')
-    assert post_render(tmp_path, said.append) == 1
+    said = post_render(tmp_path, monkeypatch, "_book/lessons/01-x.html", status=1)
     assert "[freeze]   site_libs/theme.css: https://fonts.googleapis.com/css2?family=X" in said
 
 
@@ -360,12 +361,9 @@ def test_chapters_and_appendices_are_numbered_as_quarto_numbers_them(tmp_path):
     # A numbered front page counts as chapter 1, as in Quarto: the lesson's tables are 2.x.
     (root / "index.qmd").write_text("# Front page\n\nText.\n")
     assert numbered(root) == [("index.qmd", 1), (LESSON, 2)]
-    # book.appendices: lettered A, B, ... after the numbered chapters, under their own
-    # heading in the sidebar, and built like any chapter.
-    (root / "index.qmd").write_text("# Front page {.unnumbered}\n\nText.\n")
-    config = yaml.safe_load((root / "_quarto.yml").read_text())
-    config["book"]["appendices"] = ["guide.qmd", "notes.qmd"]
-    (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    # book.appendices (with the unnumbered front page again): lettered A, B, ... after the
+    # numbered chapters, under their own heading in the sidebar, and built like any chapter.
+    write_project(root, [code("x = 1")], appendices=["guide.qmd", "notes.qmd"])
     (root / "guide.qmd").write_text("---\ntitle: A guide\n---\n\nHow to edit the book.\n")
     (root / "notes.qmd").write_text("# Notes\n\nMore.\n")
     assert numbered(root) == [("index.qmd", None), (LESSON, 1), ("guide.qmd", "A"), ("notes.qmd", "B")]
@@ -379,10 +377,8 @@ def test_chapters_and_appendices_are_numbered_as_quarto_numbers_them(tmp_path):
 
 
 def test_a_chapter_part_in_quarto_yml_is_refused_by_name(tmp_path):
-    root = write_project(tmp_path / "book", [code("x = 1")])
-    config = yaml.safe_load((root / "_quarto.yml").read_text())
-    config["book"]["chapters"].append({"part": "More", "chapters": ["more.qmd"]})
-    (root / "_quarto.yml").write_text(yaml.safe_dump(config, sort_keys=False))
+    root = write_project(tmp_path / "book", [code("x = 1")],
+                         chapters=["index.qmd", LESSON, {"part": "More", "chapters": ["more.qmd"]}])
     with pytest.raises(BuildError, match=r"_quarto.yml: book.chapters\[2\] is not a file: .*'part'"
                                          r".*builds chapters listed as files only"):
         load_book_config(root)

@@ -48,7 +48,7 @@ def write_print_book(root: Path) -> Path:
     with its solution; its first cell logs every execution (test_quarto.executions).
     """
     real = yaml.safe_load((PROJECT_ROOT / "_quarto.yml").read_text(encoding="utf-8"))
-    copy_project(root, (*PACKAGES, "print", "solutions.lua", "book.scss"))
+    copy_project(root, (*PACKAGES, "print", "solutions.lua", "going-further.lua", "book.scss"))
     book = {key: real["book"][key] for key in ("date", "date-format", "output-file", "downloads")}
     config = {
         "project": {"type": "book", "output-dir": "_book", "execute-dir": "project", **real_scripts()},
