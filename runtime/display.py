@@ -92,9 +92,13 @@ _STYLE = Path(__file__).with_name("tables.css").read_text(encoding="utf-8")
 _STYLE = "<style>" + re.sub(r"/\*.*?\*/|\n", "", _STYLE, flags=re.DOTALL) + "</style>"
 
 
+#: What a table shows for a missing value: the one phrase every table uses.
+NOT_APPLICABLE = "not applicable"
+
+
 def _cell(value: object) -> object:
     if value is None or value is pd.NA or (isinstance(value, float) and pd.isna(value)):
-        return "NA"
+        return NOT_APPLICABLE
     if isinstance(value, (tuple, list)):
         return ", ".join(str(v) for v in value) or "none"
     if hasattr(value, "item"):  # numpy scalars
@@ -130,7 +134,7 @@ def labels_of(frame: pd.DataFrame) -> dict[str, str]:
 def prepare(frame: pd.DataFrame, labels: Mapping[str, str] | None = None) -> pd.DataFrame:
     """Keep the columns named in ``labels`` (in that order; default: every column with its
     label from :func:`labels_of`) under their display names, numbers in the vocabulary's
-    format. Missing values show as "NA" and tuples as comma-joined text."""
+    format. Missing values show as "not applicable" and tuples as comma-joined text."""
     labels = labels_of(frame) if labels is None else labels
     missing = [column for column in labels if column not in frame.columns]
     if missing:
@@ -138,9 +142,9 @@ def prepare(frame: pd.DataFrame, labels: Mapping[str, str] | None = None) -> pd.
     shown = frame[list(labels)].astype(object).map(_cell)
     for column in labels:
         style = vocabulary().get(column, ("", ""))[1]
-        if style:  # a number format leaves text ("NA", "not applicable") as it is
+        if style:  # a number format leaves text ("not applicable", "none") as it is
             numeric = style[-1] in "defg%"
-            shown[column] = [value if value == "NA" or (numeric and isinstance(value, str))
+            shown[column] = [value if value == NOT_APPLICABLE or numeric and isinstance(value, str)
                              else format(value, style) for value in shown[column]]
     return shown.rename(columns=dict(labels))
 
@@ -178,10 +182,16 @@ def bundle(frame: pd.DataFrame, labels: Mapping[str, str] | None, name: str,
     if interactive:
         from itables import to_html_datatable
 
-        # A search box even on short tables (itables hides it when a table fits one page).
+        # A search box even on short tables (itables hides it when a table fits one page);
+        # a paged table says which rows it shows ("1 to 10 of 269") and has its pager; a
+        # click on a column's name sorts by it, not only one on its small arrows.
+        paged = itables_options.get("paging", False)
         options = {"connected": False, "classes": "display compact", "paging": False,
-                   "scrollX": True, "layout": {"topStart": None, "topEnd": "search",
-                                               "bottomStart": None, "bottomEnd": None}}
+                   "text_in_header_can_be_selected": False,
+                   "scrollX": True, "showIndex": False, "layout": {
+                       "topStart": None, "topEnd": "search",
+                       "bottomStart": "info" if paged else None,
+                       "bottomEnd": "paging" if paged else None}}
         if key_columns:
             options["fixedColumns"] = {"start": key_columns}
         column_defs = list(itables_options.pop("columnDefs", [])) + (
@@ -343,7 +353,8 @@ def show_source(*objects) -> None:
         code, where = source_of(*group)
         html = highlight(code, PythonLexer(), HtmlFormatter(
             noclasses=True, nobackground=True,
-            prestyles="overflow-x: auto; white-space: pre; margin: 0;"))
+            prestyles="overflow-x: auto; white-space: pre; margin: 0; font-family: "
+                      "var(--jp-code-font-family, SFMono-Regular, Menlo, Consolas, monospace);"))
         display({
             "text/html": f'<div class="riverton-source {NO_MATH_CLASSES}" style="border-left: '
                          f'3px solid #9bb0c6; padding: 0.1em 0 0.1em 0.9em; margin: 0.4em 0;">'

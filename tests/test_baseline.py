@@ -13,7 +13,7 @@ from runtime import cli
 from runtime.lessons import BASELINE_MODEL, BASELINE_PLAN, baseline_entries, baseline_replies
 from runtime.records import COMPUTED, read_transcript
 
-# The sentences, as printed (the TRUE / FALSE / NA column is read from lesson 1's page by
+# The sentences, as printed (the True / False / not applicable column is read from lesson 1's page by
 # test_lesson1.py).
 PRINTED_BASELINE = {
     "Q1": "Data Support Certificate students receive a training stipend of $150 per week.",

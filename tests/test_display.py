@@ -19,6 +19,7 @@ import nbformat
 import pandas as pd
 import pytest
 
+from projects import run_cells
 from runtime import claims, config, display
 from runtime.paths import PROJECT_ROOT
 
@@ -29,13 +30,14 @@ DOLLARS = ["$150|$150 per week|$150 a week|150 dollars per week",
 
 
 class _Cells(html.parser.HTMLParser):
-    """Text of each <td>, with the classes of the elements that contain it."""
+    """Text of each <td> of ``page``, with the classes of the elements that contain it."""
 
-    def __init__(self):
+    def __init__(self, page: str):
         super().__init__()
         self.stack: list[tuple[str, set[str]]] = []
         self.cells: list[tuple[str, set[str]]] = []
         self._text: list[str] | None = None
+        self.feed(page)
 
     def handle_starttag(self, tag, attrs):
         classes = set((dict(attrs).get("class") or "").split())
@@ -67,8 +69,7 @@ def _frame() -> pd.DataFrame:
 
 def test_static_table_cells_keep_every_dollar_pair():
     bundle = display.bundle(_frame(), LABELS, name="dollars")
-    parser = _Cells()
-    parser.feed(bundle["text/html"])
+    parser = _Cells(bundle["text/html"])
     texts = [text for text, _ in parser.cells]
     assert texts == [value for pair in zip(_frame()["question_id"], DOLLARS) for value in pair]
     for text, classes in parser.cells:
@@ -127,6 +128,12 @@ def test_every_table_bundle_carries_a_markdown_table_for_print():
         assert bundle["text/markdown"].startswith("| Question | Text |\n")
 
 
+def _pandoc(quarto: str, source: str, *args: str) -> str:
+    """``source`` read as Markdown by Quarto's pandoc, written as ``args`` say."""
+    return subprocess.run([quarto, "pandoc", "--from", "markdown", *args], input=source,
+                          capture_output=True, text=True, check=True).stdout
+
+
 @pytest.mark.quarto
 def test_markdown_table_cells_read_back_literally_with_quartos_pandoc(quarto):
     """The pipe table, read by Quarto's pandoc: every cell's text as the data hold it (no
@@ -134,18 +141,13 @@ def test_markdown_table_cells_read_back_literally_with_quartos_pandoc(quarto):
     values = DOLLARS + ["*not emphasis* and _not_ either", "`not code` [not a link](x) @tbl-x #1 <i>"]
     frame = pd.DataFrame({"question_id": [f"Q{i}" for i in range(len(values))], "text": values})
     table = display.markdown_table(display.prepare(frame, LABELS))
-    rendered = subprocess.run([quarto, "pandoc", "--from", "markdown", "--to", "html", "--wrap=none"],
-                              input=table, capture_output=True, text=True, check=True).stdout
-    parser = _Cells()
-    parser.feed(rendered)
-    assert [text for text, _ in parser.cells] == [v for pair in zip(frame["question_id"], values) for v in pair]
+    rendered = _pandoc(quarto, table, "--to", "html", "--wrap=none")
+    assert [text for text, _ in _Cells(rendered).cells] == [v for pair in zip(frame["question_id"], values) for v in pair]
     assert "math" not in rendered and "<em>" not in rendered and "<code>" not in rendered
 
 
 def _column_widths(quarto: str, table: str) -> list:
-    ast = subprocess.run([quarto, "pandoc", "--from", "markdown", "--to", "json"], input=table,
-                         capture_output=True, text=True, check=True).stdout
-    (block,) = json.loads(ast)["blocks"]
+    (block,) = json.loads(_pandoc(quarto, table, "--to", "json"))["blocks"]
     assert block["t"] == "Table"
     return [spec[1] for spec in block["c"][2]]  # ColSpec: (alignment, width)
 
@@ -182,23 +184,16 @@ def test_printed_cells_are_the_html_tables_text():
     labels = {"id": "ID", "score": "Score", "n": "N", "ok": "OK", "text": "Text"}
     shown = display.prepare(frame, labels)
     with pd.option_context("display.precision", 3):
-        html_cells = _Cells()
-        html_cells.feed(display.bundle(frame, labels, name="t")["text/html"])
+        html_cells = _Cells(display.bundle(frame, labels, name="t")["text/html"])
         printed = display.cell_texts(shown)
     assert [cell for row in printed for cell in row] == [" ".join(t.split()) for t, _ in html_cells.cells]
-    assert printed[0][:4] == ["Q1", "0.356", "3", "True"] and printed[1][3] == "NA"
+    assert printed[0][:4] == ["Q1", "0.356", "3", "True"] and printed[1][3] == "not applicable"
 
 
 def test_the_interactive_tables_set_up_shows_html_only(tmp_path):
     """In a real kernel: the script goes out as HTML, with an empty Markdown text for a
     renderer that cannot show HTML (the PDF), and no text/plain placeholder."""
-    from nbclient import NotebookClient
-
-    nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("from runtime.display import interactive_tables\ninteractive_tables()")]
-    NotebookClient(nb, timeout=120, kernel_name="python3",
-                   resources={"metadata": {"path": str(PROJECT_ROOT)}}).execute()
-    outputs = nb.cells[0].outputs
+    outputs = run_cells("from runtime.display import interactive_tables\ninteractive_tables()").cells[0].outputs
     assert outputs and all(o.output_type == "display_data" for o in outputs)
     for output in outputs:
         assert set(output.data) == {"text/html", "text/markdown"}, set(output.data)
@@ -210,15 +205,9 @@ def test_in_a_kernel_a_failing_guard_shows_its_message_alone_and_how_to_go_on():
     """What a student sees in JupyterLab: the error is the message, first and alone (no
     lines of runtime/claims.py), and it names the setting and the cell that sets it; after
     that cell, the same check shows a warning and the next cell runs."""
-    from nbclient import NotebookClient
-
-    nb = nbformat.v4.new_notebook()
     check = 'from runtime import check_claim\ncheck_claim("two of six", 2, 3)'
-    nb.cells = [nbformat.v4.new_code_cell(check), nbformat.v4.new_code_cell("%env RIVERTON_GUARDS=warn"),
-                nbformat.v4.new_code_cell(check), nbformat.v4.new_code_cell("print('went on')")]
     env = {k: v for k, v in os.environ.items() if k != config.GUARDS}
-    NotebookClient(nb, timeout=120, kernel_name="python3", allow_errors=True,
-                   resources={"metadata": {"path": str(PROJECT_ROOT)}}).execute(env=env)
+    nb = run_cells(check, "%env RIVERTON_GUARDS=warn", check, "print('went on')", env=env, allow_errors=True)
     error = nb.cells[0].outputs[-1]
     assert error.output_type == "error" and error.ename == "ClaimMismatch"
     assert len(error.traceback) == 1, error.traceback  # the message, not the machinery
@@ -270,13 +259,11 @@ def test_markdown_renders_literally_with_nbconvert():
 def test_markdown_renders_literally_with_quartos_pandoc(quarto):
     """What `quarto render` does with it: no math, the class kept, Markdown still Markdown."""
     source = display.Markdown("Between $5 and$ also $a$ and *b*.")._repr_markdown_()
-    rendered = subprocess.run([quarto, "pandoc", "--from", "markdown", "--to", "html"], input=source,
-                              capture_output=True, text=True, check=True).stdout
+    rendered = _pandoc(quarto, source, "--to", "html")
     assert 'class="mathjax_ignore tex2jax_ignore"' in rendered
     assert "Between $5 and$ also $a$ and <em>b</em>." in rendered
     assert "math" not in rendered.replace("mathjax_ignore", "")
-    plain = subprocess.run([quarto, "pandoc", "--from", "markdown", "--to", "html"], input="also $a$",
-                           capture_output=True, text=True, check=True).stdout
+    plain = _pandoc(quarto, "also $a$", "--to", "html")
     assert 'class="math inline"' in plain  # the escaping is what prevents it
 
 

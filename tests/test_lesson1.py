@@ -39,14 +39,14 @@ COLUMNS = [
     ("questions", "Acceptable short answers", {0: "$150|$150 per week|$150 a week|150 dollars per week", 5: NA}),
     ("overlap", "Shared content words", ["stipend, training", "applications, close", "none",
                                          "certificate, data, experience, need, support", "none", "forklift"]),
-    ("overlap", "Gold evidence", {4: "NA"}),
+    ("overlap", "Gold evidence", {4: NA}),
     ("retrieval", "Retrieved candidates", [
         "H08 (#1, 0.356)", "H14 (#1, 0.572)", "no lexical match",
         "H12 (#1, 0.588); H03 (#2, 0.108); H15 (#3, 0.098)", "H03 (#1, 0.311); H01 (#2, 0.297)",
         "H10 (#1, 0.261); H11 (#2, 0.140); H03 (#3, 0.089)"]),
     ("retrieval", "Gold evidence retrieval", ["rank 1", "rank 1", "not retrieved (all scores 0)", "rank 1", NA,
                                               "rank 2"]),
-    ("baseline", "Contains an acceptable short answer", [True, True, False, True, "NA", "NA"]),
+    ("baseline", "Contains an acceptable short answer", [True, True, False, True, NA, NA]),
     ("baseline", "Sentence returned by the baseline", {
         2: "no sentence (no lexical match)",
         5: "An optional spreadsheet refresher workshop, listed as DSC-105, meets on two Saturday mornings in September."}),
