@@ -1,11 +1,12 @@
 """Guards for the figures a lesson's prose quotes.
 
 A conclusion on a page is a sentence its author wrote after reading the result. The
-short visible cell after it calls :func:`check_claim` with the sentence, the figures it
-states and the figures this run computed. When they differ, the render stops there, as
-the parse gate of lesson 1 stops it, with a message that quotes the sentence, the figures
-it states and the figures of this run; so a page never publishes a sentence its own
-results no longer support.
+cell after it (hidden on the website, collapsed in JupyterLab) calls :func:`check_claim`
+with the sentence, the figures it states and the figures this run computed; the page
+shows a small "checked" mark under the sentence that opens to those figures. When they
+differ, the render stops there, as the parse gate of lesson 1 stops it, with a message
+that quotes the sentence, the figures it states and the figures of this run; so a page
+never publishes a sentence its own results no longer support.
 
 The figures the book's guards check are the same on every machine: replies are replayed
 from the transcript, and model scores are rounded before they are compared. A reader a
@@ -79,6 +80,23 @@ def live_context(reader) -> str:
             "machine or package version from the ones the sentence was written from.")
 
 
+def _show_mark(sentence: str, claimed, computed) -> None:
+    """The small mark under a guarded sentence: closed, "checked"; opened, the figures the
+    sentence states and those this run gave. A printed page shows nothing."""
+    from IPython import get_ipython
+    from IPython.display import display
+
+    if get_ipython() is None:
+        return
+    figures = (f"<em>{html.escape(sentence)}</em><br>The sentence states "
+               f"{html.escape(repr(claimed))}; this run gives {html.escape(repr(computed))}.")
+    display({"text/html": f'<details class="riverton-check" style="font-size: 0.8em; color: '
+                          f'#5b6e5b; margin: -0.4em 0 0.6em 0;"><summary title="The figures of '
+                          f'the sentence above are checked against this run">&#10003; checked'
+                          f'</summary>{figures}</details>',
+             "text/markdown": "", "text/plain": f"checked: {sentence}"}, raw=True)
+
+
 def check_claim(sentence: str, claimed, computed, *, reader=None) -> None:
     """Stop the render unless ``computed`` (this run's figures) equals ``claimed`` (the
     figures ``sentence`` states). Numbers are compared to 1e-9; sequences and dicts item
@@ -87,6 +105,7 @@ def check_claim(sentence: str, claimed, computed, *, reader=None) -> None:
     __tracebackhide__ = True  # pytest shows the caller's line, not this function's
     claimed, computed = _plain(claimed), _plain(computed)
     if _same(claimed, computed):
+        _show_mark(sentence, claimed, computed)
         return
     message = (f'The page says: "{sentence}" (that is {claimed!r}), but this run gives '
                f"{computed!r}.")

@@ -4,7 +4,10 @@ Measured on the committed notebooks, as a student meets them in JupyterLab:
 
 - hidden cells (``#| echo: false``, ``#| include: false``, a ``remove-*`` or ``hide-input``
   tag) hold at most :data:`MAX_HIDDEN_SHARE` of a lesson's code lines, and define nothing
-  another cell uses or changes, so the lesson runs the same with them deleted;
+  another cell uses or changes, so the lesson runs the same with them deleted; a guard
+  cell (one that only calls ``check_claim``) is not counted: it hides no analysis;
+- every cell that calls ``check_claim`` is a guard cell: hidden on the page (``#| echo:
+  false``), collapsed in JupyterLab (``source_hidden``), and only calls ``check_claim``;
 - no cell builds prose with a condition (``Markdown(`` and an ``if`` in one cell);
 - no cell holds a column-rename map (a dict of three or more string-to-string entries):
   tables take their labels from the book's vocabulary, ``runtime/labels.csv``;
@@ -51,6 +54,14 @@ def body(cell):
     return ast.parse(text)
 
 
+def guard_only(tree) -> bool:
+    """Whether every statement of a cell is a call of ``check_claim`` (a sentence's guard)."""
+    return bool(tree.body) and all(
+        isinstance(st, ast.Expr) and isinstance(st.value, ast.Call)
+        and getattr(st.value.func, "id", getattr(st.value.func, "attr", "")) == "check_claim"
+        for st in tree.body)
+
+
 def code_lines(cell) -> int:
     return sum(1 for line in source(cell).splitlines() if line.strip() and not line.startswith("#|"))
 
@@ -93,7 +104,7 @@ def show_table_lines(tree) -> int:
 def form(path) -> dict:
     """What the measuring counts for one lesson (see the module docstring)."""
     found = {"code": 0, "hidden": 0, "if_prose": [], "rename_maps": 0, "show_table": 0,
-             "leaked": set(), "untitled_tables": []}
+             "leaked": set(), "untitled_tables": [], "open_guards": []}
     code_cells = [c for c in cells(path) if c["cell_type"] == "code"]
     hidden_names: dict[int, set[str]] = {}
     for number, cell in enumerate(code_cells):
@@ -106,8 +117,12 @@ def form(path) -> dict:
             found["if_prose"].append(text.splitlines()[0])
         if "show_table(" in text and not (re.search(r"#\|\s*label:\s*tbl-", text) and "#| tbl-cap:" in text):
             found["untitled_tables"].append(text.splitlines()[0])
+        guard = "check_claim(" in text
+        if guard and not (text.startswith("#| echo: false") and guard_only(tree)
+                          and cell["metadata"].get("jupyter", {}).get("source_hidden")):
+            found["open_guards"].append(text.splitlines()[0])
         if hidden(cell):
-            found["hidden"] += code_lines(cell)
+            found["hidden"] += 0 if guard_only(tree) else code_lines(cell)
             hidden_names[number] = defined_and_used(tree)[0]
     for number, cell in enumerate(code_cells):
         defined, used = defined_and_used(body(cell))
@@ -127,6 +142,7 @@ def test_a_lesson_is_written_code_and_guarded_prose(path):
     assert found["rename_maps"] == 0
     assert found["show_table"] <= MAX_SHOW_TABLE_LINES
     assert found["untitled_tables"] == []
+    assert found["open_guards"] == [], "cells that call check_claim but are not guard cells"
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name[:2])
@@ -140,7 +156,8 @@ def test_a_lesson_links_its_notebook_and_ends_without_a_timing(path):
 
 def test_the_measures_fail_on_a_lesson_that_breaks_the_form(tmp_path):
     """Each measure can fail: a hidden cell that defines a name used later, prose built with
-    an if, a rename map, and a table without its caption."""
+    an if, a rename map, a table without its caption, and guards not in a guard cell's form
+    (one not collapsed, one that computes before it checks)."""
     notebook = {"cells": [
         {"cell_type": "markdown", "metadata": {}, "source": ["# Title"]},
         {"cell_type": "code", "metadata": {}, "source": [
@@ -149,11 +166,18 @@ def test_the_measures_fail_on_a_lesson_that_breaks_the_form(tmp_path):
             "#| label: tbl-x\n", "show_table(frame, {'a': 'A', 'b': 'B', 'c': 'C'}, name='x')\n",
             "print(counts)"]},
         {"cell_type": "code", "metadata": {}, "source": ["show_table(frame, 'y')"]},
+        {"cell_type": "code", "metadata": {"jupyter": {"source_hidden": True}}, "source": [
+            "#| echo: false\n", "check_claim('one', 1, 1)"]},
+        {"cell_type": "code", "metadata": {}, "source": [
+            "#| echo: false\n", "check_claim('two', 2, 2)"]},
+        {"cell_type": "code", "metadata": {"jupyter": {"source_hidden": True}}, "source": [
+            "#| echo: false\n", "n = 3\n", "check_claim('three', 3, n)"]},
     ]}
     path = tmp_path / "09-broken.ipynb"
     path.write_text(json.dumps(notebook), encoding="utf-8")
     found = form(path)
-    assert found["hidden"] == 2 and found["code"] == 5
+    assert found["hidden"] == 2 + 2 and found["code"] == 5 + 1 + 1 + 2  # guards not hidden
+    assert found["open_guards"] == ["#| echo: false"] * 2  # not collapsed; not only a check
     assert found["if_prose"] == ["#| echo: false"]
     assert found["leaked"] == {"counts"}
     assert found["rename_maps"] == 1
