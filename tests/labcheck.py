@@ -11,8 +11,9 @@ process still alive, also by PID.
 application object (exposed with `--LabApp.expose_app_in_browser`): no key presses, no
 menus, so a slow machine only makes things slower, never different. Every wait is
 bounded and a timeout says what the page showed at that moment. `markdown_cells` and
-`solution_cells` read what the open notebook's markdown shows: what MathJax typeset in
-it, and whether each worked solution is folded.
+`solution_cells` read what the open notebook's markdown shows, whichever renderer drew it
+(`.jp-MarkdownOutput`): what was taken for mathematics in it and what MathJax typeset, and
+whether each worked solution is folded.
 """
 
 from __future__ import annotations
@@ -366,19 +367,29 @@ def close_notebook(driver, path: str) -> None:
         time.sleep(0.2)
 
 
+# A markdown cell's rendered markdown is the widget the cell marks `.jp-MarkdownOutput`,
+# whichever renderer made it: JupyterLab's own (`.jp-RenderedMarkdown`) or an extension's,
+# such as jupyterlab-quarto's markdown-it renderer (`.quarto-rendered-md`). A piece of
+# mathematics is one that MathJax typeset (`mjx-container`), or one that the renderer took
+# for mathematics and left for a MathJax to typeset but that none has: jupyterlab-quarto
+# wraps each in `.quarto-inline-math` or `.quarto-display-math` and shows the TeX until its
+# own MathJax, fetched from a CDN, typesets it (inside the same span).
 _MARKDOWN_JS = """
 const panel = window.jupyterapp.shell.currentWidget;
 return panel.content.widgets.map((cell, index) => ({cell, index}))
   .filter(({cell}) => cell.model.type === 'markdown')
   .map(({cell, index}) => {
-    const shown = cell.node.querySelector('.jp-RenderedMarkdown');
-    const maths = Array.from(cell.node.querySelectorAll('.jp-RenderedMarkdown mjx-container'));
+    const shown = cell.node.querySelector('.jp-MarkdownOutput');
+    const maths = shown ? Array.from(shown.querySelectorAll(
+        'mjx-container, .quarto-inline-math, .quarto-display-math'))
+      .filter(e => e.matches('mjx-container') || !e.querySelector('mjx-container')) : [];
     return {
       index, source: cell.model.sharedModel.getSource(),
       tags: cell.model.getMetadata('tags') || [],
       rendered: cell.rendered && !!shown && shown.childElementCount > 0,
       maths: maths.length,
-      // What surrounds the first typeset piece, as the student reads it.
+      typeset: maths.filter(e => e.matches('mjx-container')).length,
+      // What surrounds the first piece, as the student reads it.
       around: maths.length ? (maths[0].parentElement.textContent || '').replace(/\\s+/g, ' ').slice(0, 200) : '',
     };
   });
@@ -389,7 +400,7 @@ _RENDER_MARKDOWN_JS = """
 const done = arguments[arguments.length - 1];
 const panel = window.jupyterapp.shell.currentWidget;
 const frame = () => new Promise(resolve => requestAnimationFrame(() => requestAnimationFrame(resolve)));
-const shown = cell => !!cell.node.querySelector('.jp-RenderedMarkdown > *');
+const shown = cell => !!cell.node.querySelector('.jp-MarkdownOutput > *');
 (async () => {
   const cells = panel.content.widgets;
   for (let index = 0; index < cells.length; index++) {
@@ -417,8 +428,9 @@ def render_markdown(driver, timeout: float = 120.0) -> None:
 
 def markdown_cells(driver) -> list[dict]:
     """The markdown cells of the open notebook as JupyterLab renders them: index, source,
-    tags, whether the cell shows its rendered markdown, and how many pieces of it MathJax
-    typeset (with the text around the first)."""
+    tags, whether the cell shows its rendered markdown, how many pieces of it were taken for
+    mathematics (`maths`: typeset by MathJax, or marked for a MathJax that never typeset
+    them) and how many of those MathJax typeset (`typeset`), with the text around the first."""
     return driver.execute_script(_MARKDOWN_JS)
 
 
@@ -441,7 +453,7 @@ const frame = () => new Promise(resolve => requestAnimationFrame(() => requestAn
     // takes more than a few frames, so wait up to 15 s for its text.
     const until = performance.now() + 15000;
     while (!(cell.node.innerText || '').trim() && performance.now() < until) await frame();
-    const details = cell.node.querySelector('.jp-RenderedMarkdown details');
+    const details = cell.node.querySelector('.jp-MarkdownOutput details');
     found.push({
       index, title: cell.model.sharedModel.getSource().match(/Solution to exercise \\d+\\.\\d+/)[0],
       rendered: cell.rendered, input_hidden: cell.inputHidden,

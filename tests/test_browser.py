@@ -305,7 +305,7 @@ def test_solutions_are_collapsed_on_the_page_until_opened(browser, site, lesson)
 
 # --------------------------------------------------------------------------- wide tables, dollar signs, progress
 
-LESSON_3 = "lessons/03-format-is-not-truth.ipynb"
+LESSON_4 = "lessons/04-human-support-review.ipynb"
 
 
 def _key_columns(lesson: str, label: str) -> int:
@@ -320,20 +320,20 @@ def _key_columns(lesson: str, label: str) -> int:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("width", [1400, 1000, 700])
-def test_side_by_side_table_fits_or_scrolls_inside_its_box(browser, site, tmp_path, width):
-    """Lesson 3's widest table: the page never scrolls sideways, the table does so inside its
-    own box, and scrolled to its last column it still shows every key column."""
-    key_columns = _key_columns(LESSON_3, "tbl-side-by-side")
-    assert key_columns == 2, "lesson 3 no longer pins the question and its expected action"
-    shot = tmp_path / f"side-by-side-{site.engine}-{width}.png"
+def test_the_review_table_fits_or_scrolls_inside_its_box(browser, site, tmp_path, width):
+    """Lesson 4's widest table, the review with its notes: the page never scrolls sideways,
+    the table does so inside its own box, and scrolled to its last column it still shows its
+    key column."""
+    key_columns = _key_columns(LESSON_4, "tbl-review")
+    shot = tmp_path / f"review-{site.engine}-{width}.png"
     with pagecheck.serve_folder(site.folder) as base:
-        fit = pagecheck.table_fit(browser, base + _page(LESSON_3), "#tbl-side-by-side", width,
+        fit = pagecheck.table_fit(browser, base + _page(LESSON_4), "#tbl-review", width,
                                   screenshot=shot, key_columns=key_columns)
-    where = f"{site.engine}: {_page(LESSON_3)} at {width} px"
+    where = f"{site.engine}: {_page(LESSON_4)} at {width} px"
     assert not fit.problems(), f"{where}: " + "; ".join(fit.problems()) + f" (screenshot {shot})"
     if width == 700:
         assert fit.scrolls, f"{where}: the table fits, so its key columns were never tested"
-    assert fit.measures["first_text"].startswith("Q")
+    assert fit.measures["first_text"].startswith("R")
 
 
 @pytest.mark.slow

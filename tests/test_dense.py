@@ -209,8 +209,8 @@ def test_pair_cosines_are_the_cosines_of_each_pair():
 def test_lesson_executes_with_every_table_the_q3_figure_and_dense_recall(book, handbook, questions):
     executed = book.lesson(LESSONS_DIR / "02-when-words-dont-match.ipynb").nb
     tables = lesson_tables(executed)
-    for name in ("question_kinds", "extended_questions", "q6_terms", "dense_top3", "fusions",
-                 "weight_sweep", "gold_ranks", "metrics", "unanswerable", "thresholds", "small_reader"):
+    for name in ("question_kinds", "q6_terms", "dense_top3", "fusions", "weight_sweep",
+                 "gold_ranks", "metrics", "unanswerable", "thresholds"):
         assert name in tables, name
     figure_cells = [c for c in executed.cells if c.cell_type == "code"
                     and c.source.startswith("#| label: fig-q3-scores")]

@@ -353,9 +353,10 @@ def test_a_failing_cell_ends_the_run_and_is_named(checks, lab, driver):
 
 def test_no_lesson_prose_is_typeset_as_mathematics(lab, driver, tmp_path):
     """Every lesson's markdown, opened in one notebook and not run: JupyterLab renders it,
-    and MathJax must typeset nothing outside the cells tagged as meant to hold mathematics
-    (no lesson has one yet; the control cell at the end is one). Money in prose is written
-    so that no renderer takes it for mathematics."""
+    and nothing outside the cells tagged as meant to hold mathematics (the control cell at
+    the end is one) may be taken for mathematics, typeset by MathJax or marked for it by the
+    markdown renderer. Money in prose is written so that no renderer takes it for
+    mathematics. The control's two pieces must be typeset: shown as TeX, they would fail."""
     shot = tmp_path / "prose.png"
     labcheck.open_notebook(driver, lab, PROSE, screenshot=shot)
     try:
@@ -365,17 +366,18 @@ def test_no_lesson_prose_is_typeset_as_mathematics(lab, driver, tmp_path):
             cells = labcheck.markdown_cells(driver)
             waiting = [c["index"] + 1 for c in cells if c["source"].strip() and not c["rendered"]]
             control = cells[-1]
-            if (not waiting and control["maths"] == 2) or time.monotonic() > deadline:
+            if (not waiting and control["typeset"] == 2) or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
         driver.save_screenshot(str(shot))
         assert not waiting, f"markdown cells not rendered: {waiting} (screenshot {shot})"
-        assert MATHS_TAG in control["tags"] and control["maths"] == 2, (
-            f"MathJax typeset {control['maths']} of the control's 2 pieces (screenshot {shot})")
+        assert MATHS_TAG in control["tags"] and control["maths"] == control["typeset"] == 2, (
+            f"MathJax typeset {control['typeset']} of the control's 2 pieces ({control['maths']} taken "
+            f"for mathematics), shown as {control['around']!r} (screenshot {shot})")
         origins = [c.metadata.get("prose_of", {}) for c in
                    nbformat.read(lab.root / PROSE, as_version=4).cells]
         typeset = [f"{origins[c['index']].get('lesson')}, cell {origins[c['index']].get('cell')}: "
-                   f"{c['maths']} piece(s), shown as {c['around']!r}; its source: "
+                   f"{c['maths']} piece(s) ({c['typeset']} typeset), shown as {c['around']!r}; its source: "
                    + " / ".join(line.strip() for line in c["source"].splitlines() if "$" in line)
                    for c in cells if c["maths"] and MATHS_TAG not in c["tags"]]
         assert not typeset, "prose typeset as mathematics:\n" + "\n".join(typeset)

