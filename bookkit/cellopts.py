@@ -15,6 +15,8 @@ import yaml
 _OPTION_LINE = re.compile(r"^#\|\s?(.*)$")
 _FENCED_DIV_OPEN = re.compile(r"^(:{3,})\s*(\{[^}]*\}|[\w-]+)\s*$")
 _FENCED_DIV_CLOSE = re.compile(r"^:{3,}\s*$")
+#: A callout written as HTML, which JupyterLab shows as plain markdown and Quarto as a callout.
+_HTML_CALLOUT = re.compile(r'^<div class="(callout-[\w-]+)">$')
 _HEADING_ATTRS = re.compile(r"^(#{1,6}\s+.*?)\s+\{([^}]*)\}\s*$")
 _SOLUTION_OPEN = '<details class="solution">'
 _SUMMARY = re.compile(r"^<summary>(.*)</summary>$")
@@ -91,12 +93,17 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
     out: list[str] = []
     closers: list[str] = []  # the closing tag of each open fenced div, innermost last
     in_code = after_solution_open = False
-    for line in text.splitlines():
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
         stripped = line.strip()
         if stripped.startswith(("```", "~~~")) or in_code:
             in_code ^= stripped.startswith(("```", "~~~"))
             out.append(line)
             continue
+        if html_callout := _HTML_CALLOUT.match(stripped):  # read as the fenced div it stands for
+            stripped = f"::: {{.{html_callout[1]}}}"
+        elif stripped == "</div>" and closers and closers[-1].startswith("<!--html-->"):
+            stripped = ":::"
         summary = _SUMMARY.match(stripped) if after_solution_open else None
         after_solution_open = stripped == _SOLUTION_OPEN
         if summary:
@@ -113,14 +120,20 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
             open_attr = " open" if collapse == "false" else ""
             classes = html.escape(css) + (" callout" if callout else "")
             out += ["", f'<{tag} class="{classes}"{id_attr}{open_attr}>']
-            if callout:  # Quarto's default title: "Note", "Tip", ...
+            # As in Quarto, a callout's title is its title attribute, else a heading that
+            # opens it (taken out of its body), else its kind: "Note", "Tip", ...
+            first = next((n for n in range(number + 1, len(lines)) if lines[n].strip()), None)
+            heading = first is not None and re.match(r"#{1,6}\s+(.+)$", lines[first].strip())
+            if callout and heading and not attrs.get("title"):
+                attrs["title"], lines[first] = heading[1], ""
+            if callout:
                 title = attrs.get("title") or (callout.partition("-")[2] or "note").title()
                 title_tag = "summary" if tag == "details" else "div"
                 out.append(f'<{title_tag} class="callout-title">{html.escape(title)}</{title_tag}>')
             out.append("")
-            closers.append(f"</{tag}>")
+            closers.append(("<!--html-->" if html_callout else "") + f"</{tag}>")
         elif closers and _FENCED_DIV_CLOSE.match(stripped):
-            out.extend(["", closers.pop(), ""])
+            out.extend(["", closers.pop().removeprefix("<!--html-->"), ""])
         else:
             if heading := _HEADING_ATTRS.match(line):
                 ident = _parse_attributes("{" + heading.group(2) + "}")[0]
@@ -133,7 +146,7 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
                           lambda m: f"]({(link_targets or {}).get(m[1], m[1])}{m[2] or ''})", line)
             out.append(line)
     while closers:
-        out.extend(["", closers.pop()])
+        out.extend(["", closers.pop().removeprefix("<!--html-->")])
     return tex_math_to_mathml("\n".join(out))
 
 

@@ -48,10 +48,11 @@ LAYER_NAMES = {0: "tools", 1: "stages", 2: "lesson content"}
 MODULE_BUDGET = 200
 LARGER_BUDGETS = {"retrieval": 250}
 #: Code lines of whole parts of the project. Runtime and bookkit met their 4,300 with 4,290;
-#: the folded "Going further", a guard's "checked" mark, the paged and sortable tables and
-#: the phone's folded chapter list (the one-sitting lessons) added 39 lines to them.
+#: the folded "Going further", a guard's "checked" mark, the paged and sortable tables, the
+#: phone's folded chapter list and callouts written as HTML (the one-sitting lessons) added
+#: 49 lines to them.
 TOTAL_BUDGETS = {"helpers": 2600, "exercises": 1200,
-                 "runtime and bookkit": 4330, "tests": 10000}
+                 "runtime and bookkit": 4340, "tests": 10000}
 
 
 def code_lines(path: Path) -> int:
