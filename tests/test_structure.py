@@ -47,10 +47,10 @@ LAYER_NAMES = {0: "tools", 1: "stages", 2: "lesson content"}
 #: holds the pruning of its fast path, which only the 100,000-passage benchmark needs.
 MODULE_BUDGET = 200
 LARGER_BUDGETS = {"retrieval": 250}
-#: Code lines of whole parts of the project. Runtime and bookkit met their 4,300 with 4,290;
+#: Code lines of whole parts of the project. Runtime and bookkit met their 4,300 with 4,291;
 #: the folded "Going further", a guard's "checked" mark, the paged and sortable tables, the
 #: phone's folded chapter list and callouts written as HTML (the one-sitting lessons) added
-#: 49 lines to them.
+#: 48 lines to them.
 TOTAL_BUDGETS = {"helpers": 2600, "exercises": 1200,
                  "runtime and bookkit": 4340, "tests": 10000}
 
