@@ -91,7 +91,9 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
     """
     crossrefs = crossrefs or {}
     out: list[str] = []
-    closers: list[str] = []  # the closing tag of each open fenced div, innermost last
+    # Each open div, innermost last: its closing tag, and whether it opened as an HTML callout
+    # (then its own `</div>` line closes it, as a `:::` line closes a fenced div).
+    closers: list[tuple[str, bool]] = []
     in_code = after_solution_open = False
     lines = text.splitlines()
     for number, line in enumerate(lines):
@@ -102,7 +104,7 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
             continue
         if html_callout := _HTML_CALLOUT.match(stripped):  # read as the fenced div it stands for
             stripped = f"::: {{.{html_callout[1]}}}"
-        elif stripped == "</div>" and closers and closers[-1].startswith("<!--html-->"):
+        elif stripped == "</div>" and closers and closers[-1][1]:
             stripped = ":::"
         summary = _SUMMARY.match(stripped) if after_solution_open else None
         after_solution_open = stripped == _SOLUTION_OPEN
@@ -131,9 +133,9 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
                 title_tag = "summary" if tag == "details" else "div"
                 out.append(f'<{title_tag} class="callout-title">{html.escape(title)}</{title_tag}>')
             out.append("")
-            closers.append(("<!--html-->" if html_callout else "") + f"</{tag}>")
+            closers.append((f"</{tag}>", bool(html_callout)))
         elif closers and _FENCED_DIV_CLOSE.match(stripped):
-            out.extend(["", closers.pop().removeprefix("<!--html-->"), ""])
+            out.extend(["", closers.pop()[0], ""])
         else:
             if heading := _HEADING_ATTRS.match(line):
                 ident = _parse_attributes("{" + heading.group(2) + "}")[0]
@@ -146,7 +148,7 @@ def quarto_markdown_to_commonmark(text: str, crossrefs: dict[str, str] | None = 
                           lambda m: f"]({(link_targets or {}).get(m[1], m[1])}{m[2] or ''})", line)
             out.append(line)
     while closers:
-        out.extend(["", closers.pop().removeprefix("<!--html-->")])
+        out.extend(["", closers.pop()[0]])
     return tex_math_to_mathml("\n".join(out))
 
 
